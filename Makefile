@@ -1,0 +1,35 @@
+# The README's two commands: `make demo` and `make test`. Each bootstraps its own virtualenv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SAMPLE := examples/sample
+
+.PHONY: install demo test test-fast lint clean
+
+$(BIN)/ragstead: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/ragstead
+
+demo: install
+	@echo "== index the bundled sample ($(SAMPLE)): kb, artifacts and public docs"
+	$(BIN)/ragstead index --root $(SAMPLE) --roots kb,artifacts,docs
+	@echo "== query 1: hybrid, alice's private notes"
+	$(BIN)/ragstead query "what did we decide about the billing database" --root $(SAMPLE) --hybrid --user alice --k 3 --format table
+	@echo "== query 2: lexical, dossiers only, JSON contract"
+	$(BIN)/ragstead query "realised profit of the wallet" --root $(SAMPLE) --lexical-only --doc-type dossier --date-from 2025-01-01 --k 2
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) $(SAMPLE)/kb/rag

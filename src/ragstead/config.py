@@ -1,0 +1,111 @@
+"""Settings: defaults from the seeds, then `ragstead.toml`, then `RAGSTEAD_*` env vars, then CLI flags.
+
+All paths are relative to the project root (`--root`, `RAGSTEAD_ROOT`, default: the current dir).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ragstead.chunking import ChunkingOptions
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+from ragstead.errors import ConfigError
+
+CONFIG_FILE = "ragstead.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable in one place. Field names are the config-file keys (`[ragstead]` table)."""
+
+    root: Path = Path(".")
+    roots: tuple[str, ...] = ("kb", "artifacts")
+    db_path: str = "kb/rag/ragstead.db"
+    lock_path: str = "kb/rag/index.lock"
+    chunker: str = "words"
+    chunk_size: int = 400
+    overlap: int = 80
+    embed_batch_size: int = 32
+    max_tokens: int = 256
+    top_k_vector: int = 25
+    top_k_lexical: int = 25
+    rrf_k: int = 60
+    default_mode: str = "vector"
+    path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
+
+    @property
+    def db_file(self) -> Path:
+        return self._resolve(self.db_path)
+
+    @property
+    def lock_file(self) -> Path:
+        return self._resolve(self.lock_path)
+
+    def _resolve(self, value: str) -> Path:
+        path = Path(value)
+        return path if path.is_absolute() else self.root / path
+
+    @property
+    def chunking(self) -> ChunkingOptions:
+        return ChunkingOptions(strategy=self.chunker, chunk_size=self.chunk_size, overlap=self.overlap)
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """Apply non-None overrides (CLI flags)."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules")}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = getattr(Settings, name)
+    try:
+        if isinstance(default, tuple):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(v).strip() for v in items if str(v).strip())
+        if isinstance(default, bool):
+            return str(value).lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config value {name}={value!r} is not a valid {type(default).__name__}") from exc
+
+
+def load_settings(root: Path | None = None, config_file: Path | None = None) -> Settings:
+    """Build settings from defaults, the config file (if any) and the environment."""
+    root = Path(root or os.environ.get("RAGSTEAD_ROOT") or ".").resolve()
+    values: dict[str, Any] = {}
+    rules = DEFAULT_PATH_RULES
+    path = config_file or Path(os.environ.get("RAGSTEAD_CONFIG", root / CONFIG_FILE))
+    if config_file is not None and not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        section = data.get("ragstead", {})
+        unknown = set(section) - set(_SIMPLE)
+        if unknown:
+            raise ConfigError(f"unknown key(s) {sorted(unknown)} in {path}; known: {sorted(_SIMPLE)}")
+        values.update({k: _coerce(k, v) for k, v in section.items()})
+        try:
+            custom = tuple(
+                PathRule(r["pattern"], r["doc_type"], bool(r["is_private"]), tuple(r.get("tags", ())))
+                for r in data.get("path_rules", [])
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"bad [[path_rules]] entry in {path}: {exc}") from exc
+        rules = custom + DEFAULT_PATH_RULES
+    for name in _SIMPLE:
+        env = os.environ.get(f"RAGSTEAD_{name.upper()}")
+        if env is not None:
+            values[name] = _coerce(name, env)
+    settings = Settings(root=root, path_rules=rules, **values)
+    settings.chunking  # validates chunker sizes early  # noqa: B018
+    return settings

@@ -1,0 +1,29 @@
+"""Errors a user can act on. The CLI prints their message and exits non-zero, never a traceback."""
+
+
+class RagsteadError(Exception):
+    """Base class for every error ragstead reports to its user."""
+
+
+class LoadError(RagsteadError):
+    """A file could not be read or parsed (corrupt, encrypted, binary, unreadable)."""
+
+
+class UnsupportedFileError(LoadError):
+    """The file type has no loader."""
+
+
+class ModelMismatchError(RagsteadError):
+    """The index was built with another embedding model than the one configured."""
+
+
+class IndexLockedError(RagsteadError):
+    """Another `ragstead index` run holds the index lock."""
+
+
+class InvalidQueryError(RagsteadError):
+    """A query or filter value is malformed (bad date, k out of range, oversized text)."""
+
+
+class ConfigError(RagsteadError):
+    """A configuration file or value is invalid."""

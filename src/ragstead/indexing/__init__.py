@@ -1,0 +1,1 @@
+"""Indexing: walk roots, diff against the manifest, embed only what changed, write atomically."""

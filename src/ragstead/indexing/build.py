@@ -1,0 +1,249 @@
+"""Incremental indexing.
+
+A file is re-read only when its size or mtime changed, re-indexed only when its SHA-256 changed,
+and a chunk is embedded only when no stored chunk has the same text (content-hash cache). Each
+batch of documents is written in one transaction, so a crash loses at most the batch in flight
+and the next run picks up exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ragstead.chunking import chunk_text, estimate_tokens
+from ragstead.config import Settings
+from ragstead.documents.ids import file_sha256, make_chunk_id, make_doc_id, sha256_text
+from ragstead.documents.loaders import is_supported, load_document
+from ragstead.documents.metadata import derive_metadata
+from ragstead.embeddings.base import Embedder
+from ragstead.errors import LoadError, RagsteadError
+from ragstead.indexing.lock import index_lock
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+
+# A transaction per this many chunks: large enough to amortise fsync, small enough that a crash
+# loses little work.
+BATCH_CHUNKS = 256
+
+
+@dataclass
+class IndexReport:
+    """What an index run did. `to_dict()` is the stable JSON shape printed by `ragstead index --format json`."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    seconds: float = 0.0
+    rebuild: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "chunks_written": self.chunks_written,
+            "chunks_embedded": self.chunks_embedded,
+            "chunks_reused": self.chunks_reused,
+            "seconds": round(self.seconds, 3),
+            "rebuild": self.rebuild,
+        }
+
+
+@dataclass
+class _Candidate:
+    rel_path: str
+    root: str
+    path: Path
+    size: int
+    mtime: float
+    file_hash: str
+    is_new: bool
+
+
+ProgressHook = Callable[[int, int], None]
+
+
+def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Path]]:
+    """Yield (root, file) for every regular file under the roots, skipping the index's own folder,
+    hidden entries and symlinks that leave the project root."""
+    base = settings.root.resolve()
+    own = {settings.db_file.parent.resolve(), settings.lock_file.parent.resolve()}
+    for root in roots:
+        top = (base / root).resolve()
+        if not top.is_relative_to(base):
+            raise RagsteadError(f"root {root!r} resolves outside the project root {base}")
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            current = Path(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and (current / d).resolve() not in own
+            )
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                path = current / name
+                if path.is_symlink() and not path.resolve().is_relative_to(base):
+                    continue
+                yield root, path
+
+
+def _prepare(candidate: _Candidate, settings: Settings) -> DocumentWrite:
+    loaded = load_document(candidate.path)
+    meta = derive_metadata(candidate.rel_path, candidate.mtime, settings.path_rules)
+    doc_id = make_doc_id(candidate.rel_path, candidate.file_hash)
+    chunks = []
+    for piece in chunk_text(loaded.text, settings.chunking):
+        text_hash = sha256_text(piece.text)
+        chunks.append(
+            ChunkRecord(
+                chunk_id=make_chunk_id(doc_id, piece.index, text_hash),
+                chunk_index=piece.index,
+                text=piece.text,
+                text_hash=text_hash,
+                start_word=piece.start_word,
+                end_word=piece.end_word,
+                char_start=piece.char_start,
+                char_end=piece.char_end,
+                page=loaded.page_at(piece.char_start),
+                section_path=piece.section_path,
+                token_estimate=estimate_tokens(piece.text),
+            )
+        )
+    if not chunks:
+        raise LoadError(f"{candidate.rel_path}: no text to index (empty or image-only), skipped")
+    document = DocumentRecord(
+        doc_id=doc_id,
+        file_path=candidate.rel_path,
+        root=candidate.root,
+        file_hash=candidate.file_hash,
+        size=candidate.size,
+        mtime=candidate.mtime,
+        doc_type=meta.doc_type,
+        is_private=meta.is_private,
+        user_slug=meta.user_slug,
+        proxy_wallet=meta.proxy_wallet,
+        created_at=meta.created_at,
+        title=loaded.title,
+        tags=sorted(set(meta.tags) | set(loaded.tags)),
+    )
+    return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32))
+
+
+def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report: IndexReport) -> None:
+    """Fill each write's vectors, embedding only texts with no cached vector (deduplicated in-batch)."""
+    hashes = [c.text_hash for w in writes for c in w.chunks]
+    cached = store.cached_vectors(hashes)
+    missing: dict[str, str] = {}
+    for write in writes:
+        for chunk in write.chunks:
+            if chunk.text_hash not in cached:
+                missing.setdefault(chunk.text_hash, chunk.text)
+    if missing:
+        vectors = embedder.embed_documents(list(missing.values()))
+        cached.update(zip(missing.keys(), vectors, strict=True))
+    report.chunks_embedded += len(missing)
+    report.chunks_reused += len(hashes) - len(missing)
+    for write in writes:
+        write.vectors = np.stack([cached[c.text_hash] for c in write.chunks]).astype(np.float32)
+
+
+def index_roots(
+    settings: Settings,
+    store: Store,
+    embedder: Embedder,
+    roots: tuple[str, ...] | None = None,
+    rebuild: bool = False,
+    wait_seconds: float = 0.0,
+    progress: ProgressHook | None = None,
+) -> IndexReport:
+    """Bring the index in line with the files under `roots`; see the module docstring."""
+    roots = tuple(roots or settings.roots)
+    for root in roots:
+        if Path(root).is_absolute() or ".." in Path(root).parts:
+            raise RagsteadError(f"root {root!r} must be a folder inside the project root {settings.root}")
+    started = time.perf_counter()
+    report = IndexReport(rebuild=rebuild)
+    with index_lock(settings.lock_file, wait_seconds):
+        if rebuild:
+            store.reset()
+        store.ensure_model(embedder.name, embedder.dim)
+        manifest = store.manifest()
+        seen: set[str] = set()
+        todo: list[_Candidate] = []
+        touches: list[DocumentRecord] = []
+        base = settings.root.resolve()
+        for root, path in _walk(settings, roots):
+            rel = path.relative_to(base).as_posix()
+            if not is_supported(path):
+                report.skipped.append({"path": rel, "reason": f"unsupported file type {path.suffix or '(none)'!r}"})
+                continue
+            seen.add(rel)
+            try:
+                stat = path.stat()
+                known = manifest.get(rel)
+                if known and known.size == stat.st_size and known.mtime == stat.st_mtime:
+                    report.unchanged += 1
+                    continue
+                file_hash = file_sha256(path)
+            except OSError as exc:
+                report.skipped.append({"path": rel, "reason": f"cannot read: {exc.strerror or exc}"})
+                continue
+            if known and known.file_hash == file_hash:
+                report.unchanged += 1
+                touches.append(_touch_record(known, rel, stat.st_size, stat.st_mtime))
+                continue
+            todo.append(_Candidate(rel, root, path, stat.st_size, stat.st_mtime, file_hash, known is None))
+        removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
+
+        batch: list[DocumentWrite] = []
+        failed: list[str] = []
+
+        def flush(final: bool) -> None:
+            nonlocal batch, touches
+            _embed(batch, store, embedder, report)
+            removals = (removed + failed) if final else []
+            store.apply(batch, removals, touches)
+            for write in batch:
+                (report.added if manifest.get(write.document.file_path) is None else report.updated).append(
+                    write.document.file_path
+                )
+                report.chunks_written += len(write.chunks)
+            batch, touches = [], []
+
+        for done, candidate in enumerate(todo, start=1):
+            try:
+                batch.append(_prepare(candidate, settings))
+            except LoadError as exc:
+                report.skipped.append({"path": candidate.rel_path, "reason": str(exc)})
+                if not candidate.is_new:
+                    failed.append(candidate.rel_path)  # stale content of a now-unreadable file goes
+            if progress:
+                progress(done, len(todo))
+            if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
+                flush(final=False)
+        flush(final=True)
+        report.removed = sorted(set(removed) | set(failed))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _touch_record(known, rel: str, size: int, mtime: float) -> DocumentRecord:  # type: ignore[no-untyped-def]
+    """A record carrying only what `apply` refreshes for an unchanged-content file: size and mtime."""
+    return DocumentRecord(
+        doc_id=known.doc_id, file_path=rel, root=known.root, file_hash=known.file_hash, size=size,
+        mtime=mtime, doc_type="", is_private=True, user_slug=None, proxy_wallet=None, created_at=None,
+        title=None,
+    )

@@ -1,0 +1,32 @@
+"""One `ragstead index` at a time per index.
+
+filelock uses an OS lock (flock), which the kernel drops when the holder dies, so a SIGKILLed run
+never leaves a stale lock behind (seed 002's PID file needed a 15-minute staleness rule for that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from ragstead.errors import IndexLockedError
+
+
+@contextmanager
+def index_lock(path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
+    """Hold the index lock; raise IndexLockedError if another run holds it after `wait_seconds`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=wait_seconds)
+    except Timeout as exc:
+        raise IndexLockedError(
+            f"another `ragstead index` run holds {path}; wait for it to finish or pass --wait SECONDS"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()

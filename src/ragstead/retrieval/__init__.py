@@ -1,0 +1,1 @@
+"""Retrieval: one filter model, FTS query sanitising, fusion and the search pipeline."""

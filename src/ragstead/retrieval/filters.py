@@ -1,0 +1,142 @@
+"""One filter model (seed 000's safe defaults) compiled into SQL for the store.
+
+Semantics: AND across fields, OR within a field (several doc types or tags). Private-only unless
+`public_only`; archive excluded unless `include_archive` (or `archive` is asked for by doc type).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+
+from ragstead.documents.metadata import DOC_TYPES, PathRule, derive_metadata
+from ragstead.errors import InvalidQueryError
+
+_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _parse_day(value: str | None, name: str) -> date | None:
+    if value in (None, ""):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidQueryError(f"{name} must be a date as YYYY-MM-DD, got {value!r}") from exc
+
+
+def split_values(values: list[str] | tuple[str, ...] | None) -> list[str]:
+    """Flatten repeatable, comma-separated CLI values: ['a,b', 'c'] -> ['a', 'b', 'c']."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class QueryFilters:
+    """Scope of a query. Construct with `QueryFilters.build(...)` to validate user input."""
+
+    user_slug: str | None = None
+    doc_types: tuple[str, ...] = ()
+    public_only: bool = False
+    date_from: str | None = None
+    date_to: str | None = None
+    include_archive: bool = False
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def private_only(self) -> bool:
+        return not self.public_only
+
+    @classmethod
+    def build(
+        cls,
+        user_slug: str | None = None,
+        doc_types: list[str] | tuple[str, ...] | None = None,
+        public_only: bool = False,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        include_archive: bool = False,
+        tags: list[str] | tuple[str, ...] | None = None,
+    ) -> QueryFilters:
+        """Validate and normalise filter values; raise `InvalidQueryError` with a clear message."""
+        if user_slug is not None and not _SLUG.match(user_slug):
+            raise InvalidQueryError(f"--user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
+        types = tuple(split_values(list(doc_types or [])))
+        unknown = [t for t in types if t not in DOC_TYPES]
+        if unknown:
+            raise InvalidQueryError(f"unknown doc type(s) {unknown}; use {list(DOC_TYPES)}")
+        start, end = _parse_day(date_from, "--date-from"), _parse_day(date_to, "--date-to")
+        if start and end and start > end:
+            raise InvalidQueryError(f"--date-from {start} is after --date-to {end}")
+        return cls(
+            user_slug=user_slug,
+            doc_types=types,
+            public_only=public_only,
+            date_from=start.isoformat() if start else None,
+            date_to=end.isoformat() if end else None,
+            include_archive=include_archive,
+            tags=tuple(t.lower() for t in split_values(list(tags or []))),
+        )
+
+    def to_sql(self, alias: str = "c") -> tuple[str, list[object]]:
+        """A WHERE fragment over the chunks table (`alias`) and its parameters. Never empty."""
+        clauses = [f"{alias}.is_private = ?"]
+        params: list[object] = [0 if self.public_only else 1]
+        if self.user_slug is not None:
+            clauses.append(f"{alias}.user_slug = ?")
+            params.append(self.user_slug)
+        if self.doc_types:
+            clauses.append(f"{alias}.doc_type IN ({','.join('?' * len(self.doc_types))})")
+            params.extend(self.doc_types)
+        if not self.include_archive and "archive" not in self.doc_types:
+            clauses.append(f"{alias}.doc_type != 'archive'")
+        if self.date_from:
+            clauses.append(f"{alias}.created_at >= ?")
+            params.append(self.date_from)
+        if self.date_to:
+            # created_at is a full ISO timestamp; the whole --date-to day is included.
+            clauses.append(f"{alias}.created_at < ?")
+            params.append((date.fromisoformat(self.date_to) + timedelta(days=1)).isoformat())
+        if self.tags:
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM doc_tags t WHERE t.doc_id = {alias}.doc_id "
+                f"AND t.tag IN ({','.join('?' * len(self.tags))}))"
+            )
+            params.extend(self.tags)
+        return " AND ".join(clauses), params
+
+    def admits(self, file_path: str, rules: tuple[PathRule, ...]) -> bool:
+        """Defensive backstop: re-derive scope from the path alone and check it against these filters.
+
+        The SQL WHERE is what enforces scope; this catches a row whose stored metadata disagrees with
+        its path (a bug or a tampered index) before it can reach the caller.
+        """
+        derived = derive_metadata(file_path, None, rules)
+        if derived.is_private == self.public_only:
+            return False
+        if self.user_slug is not None and derived.user_slug != self.user_slug:
+            return False
+        if self.doc_types and derived.doc_type not in self.doc_types:
+            return False
+        return not (derived.doc_type == "archive" and not self.include_archive and "archive" not in self.doc_types)
+
+    def describe(self, rules: tuple[PathRule, ...]) -> dict[str, object]:
+        """The `filters` object of the JSON contract."""
+        data = asdict(self)
+        data["doc_types"] = list(self.doc_types)
+        data["tags"] = list(self.tags)
+        data["private_only"] = self.private_only
+        data["prefix_backstop"] = user_prefixes(self.user_slug, rules) if self.user_slug else []
+        return data
+
+
+def user_prefixes(user_slug: str, rules: tuple[PathRule, ...]) -> list[str]:
+    """Path prefixes where a user's files live, read off the rules that capture `user_slug`."""
+    prefixes = []
+    for rule in rules:
+        if "(?P<user_slug>" in rule.pattern:
+            head = rule.pattern.split("(?P<user_slug>")[0].lstrip("^")
+            prefixes.append(f"{head.replace(chr(92), '')}{user_slug}/")
+    return prefixes

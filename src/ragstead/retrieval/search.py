@@ -1,0 +1,146 @@
+"""The query pipeline: filters -> vector and/or lexical search in the store -> fusion -> results.
+
+The returned dict is the JSON contract of seed 001 (documented in the README).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+from ragstead.embeddings.base import Embedder
+from ragstead.errors import InvalidQueryError
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.fusion import reciprocal_rank_fusion
+from ragstead.retrieval.lexical_query import to_fts_query
+from ragstead.stores.base import Store
+
+MODES = ("vector", "lexical", "hybrid")
+MAX_QUERY_CHARS = 4096
+MAX_K = 1000
+SNIPPET_CHARS = 320
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search. Defaults follow seed 000/001."""
+
+    mode: str = "vector"
+    k: int = 8
+    top_k_vector: int = 25
+    top_k_lexical: int = 25
+    rrf_k: int = 60
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidQueryError(f"unknown mode {self.mode!r}; use one of {MODES}")
+        for name in ("k", "top_k_vector", "top_k_lexical"):
+            value = getattr(self, name)
+            if not 1 <= value <= MAX_K:
+                raise InvalidQueryError(f"{name} must be between 1 and {MAX_K}, got {value}")
+        if self.rrf_k < 0:
+            raise InvalidQueryError(f"rrf_k must be >= 0, got {self.rrf_k}")
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1].rstrip() + "…"
+
+
+def search(
+    question: str,
+    store: Store,
+    embedder: Embedder | None,
+    filters: QueryFilters | None = None,
+    options: SearchOptions | None = None,
+    rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
+) -> dict[str, Any]:
+    """Run one query and return the JSON-contract dict (`question`, `k`, `mode`, `filters`, `results`)."""
+    filters = filters or QueryFilters()
+    options = options or SearchOptions()
+    options.validate()
+    if not isinstance(question, str) or not question.strip():
+        raise InvalidQueryError("the question is empty")
+    if len(question) > MAX_QUERY_CHARS:
+        raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
+    timings: dict[str, float] = {}
+    vector_hits: list[tuple[int, float]] = []
+    lexical_hits: list[tuple[int, float]] = []
+    want_vector = options.mode in ("vector", "hybrid")
+    want_lexical = options.mode in ("lexical", "hybrid")
+    if want_vector:
+        if embedder is None:
+            raise InvalidQueryError(f"mode {options.mode!r} needs an embedder")
+        store.check_model(embedder.name, embedder.dim)
+        t0 = time.perf_counter()
+        query_vector = embedder.embed_query(question)
+        timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        depth = options.k if options.mode == "vector" else options.top_k_vector
+        vector_hits = store.vector_search(query_vector, filters, depth)
+        timings["vector_ms"] = (time.perf_counter() - t0) * 1000
+    if want_lexical:
+        t0 = time.perf_counter()
+        match = to_fts_query(question)
+        depth = options.k if options.mode == "lexical" else options.top_k_lexical
+        lexical_hits = store.lexical_search(match, filters, depth) if match else []
+        timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+
+    t0 = time.perf_counter()
+    vector_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(vector_hits, start=1)}
+    lexical_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(lexical_hits, start=1)}
+    if options.mode == "hybrid":
+        fused = reciprocal_rank_fusion(
+            [[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], k=options.rrf_k
+        )
+        # Ties broken by vector rank, then lexical rank, so output order is deterministic.
+        order = sorted(
+            fused,
+            key=lambda r: (-fused[r], vector_rank.get(r, (MAX_K + 1,))[0], lexical_rank.get(r, (MAX_K + 1,))[0]),
+        )
+    else:
+        hits = vector_hits if options.mode == "vector" else lexical_hits
+        fused, order = {}, [r for r, _ in hits]
+    rows = store.fetch_chunks(order, filters)
+    results = []
+    for rowid in order:
+        row = rows.get(rowid)
+        if row is None or not filters.admits(row["file_path"], rules):
+            continue  # the SQL filter decides scope; the path backstop only ever removes
+        v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
+        text = row.pop("text")
+        row.update(
+            snippet=_snippet(text),
+            text=text,
+            vector_rank=v[0] if v else None,
+            vector_score=round(v[1], 6) if v else None,
+            dense_distance=round(1.0 - v[1], 6) if v else None,
+            lexical_rank=lx[0] if lx else None,
+            lexical_score=round(lx[1], 6) if lx else None,
+            fused_score=round(fused[rowid], 8) if rowid in fused else None,
+        )
+        row["score"] = row["fused_score"] if options.mode == "hybrid" else (
+            row["vector_score"] if options.mode == "vector" else row["lexical_score"]
+        )
+        results.append(row)
+        if len(results) == options.k:
+            break
+    for rank, row in enumerate(results, start=1):
+        row["final_rank"] = rank
+    timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
+    return {
+        "question": question,
+        "k": options.k,
+        "mode": options.mode,
+        "filters": filters.describe(rules),
+        "model": getattr(embedder, "name", None) if want_vector else None,
+        "params": {
+            "top_k_vector": options.top_k_vector,
+            "top_k_lexical": options.top_k_lexical,
+            "rrf_k": options.rrf_k,
+        },
+        "results": results,
+        "timings_ms": {k: round(v, 3) for k, v in timings.items()},
+    }

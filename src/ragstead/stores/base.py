@@ -1,0 +1,114 @@
+"""The seam between ragstead and a storage backend (SQLite now; PostgreSQL and Chroma plug in here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragstead.retrieval.filters import QueryFilters
+
+
+@dataclass
+class DocumentRecord:
+    """One indexed file; also its manifest entry (path -> hash, size, mtime)."""
+
+    doc_id: str
+    file_path: str
+    root: str
+    file_hash: str
+    size: int
+    mtime: float
+    doc_type: str
+    is_private: bool
+    user_slug: str | None
+    proxy_wallet: str | None
+    created_at: str | None
+    title: str | None
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChunkRecord:
+    """One chunk with its place in the document and the text hash its embedding is cached under."""
+
+    chunk_id: str
+    chunk_index: int
+    text: str
+    text_hash: str
+    start_word: int
+    end_word: int
+    char_start: int
+    char_end: int
+    page: int | None
+    section_path: str | None
+    token_estimate: int
+
+
+@dataclass
+class DocumentWrite:
+    """A document with its chunks and one vector per chunk, written atomically."""
+
+    document: DocumentRecord
+    chunks: list[ChunkRecord]
+    vectors: np.ndarray
+
+
+@dataclass
+class ManifestEntry:
+    """What the index knows about a file, to decide whether it changed."""
+
+    doc_id: str
+    file_hash: str
+    size: int
+    mtime: float
+    root: str
+
+
+class Store(Protocol):
+    """A store holds documents, chunks, their vectors and a lexical index, and enforces filters itself."""
+
+    def ensure_model(self, model: str, dim: int) -> None:
+        """Record the embedding model of an empty index, or raise ModelMismatchError if it differs."""
+        ...
+
+    def check_model(self, model: str, dim: int) -> None:
+        """Raise ModelMismatchError if stored vectors come from another model (read-only)."""
+        ...
+
+    def reset(self) -> None:
+        """Remove every document, chunk and vector (for --rebuild)."""
+        ...
+
+    def manifest(self) -> dict[str, ManifestEntry]:
+        """file_path -> ManifestEntry for every indexed file."""
+        ...
+
+    def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
+        """Vectors already stored for these chunk-text hashes (the embedding cache)."""
+        ...
+
+    def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
+        """In ONE transaction: replace documents, remove paths, refresh manifest entries."""
+        ...
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Exact cosine search over the chunks that pass `filters`: [(chunk rowid, similarity)], best first."""
+        ...
+
+    def lexical_search(self, match: str, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """BM25 search over the chunks that pass `filters`: [(chunk rowid, score)], best first."""
+        ...
+
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+        """Chunk rows with document metadata, filtered again in SQL."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and model info."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...

@@ -1,0 +1,347 @@
+"""The embedded default store: ONE SQLite file (WAL) with documents, chunks, vectors and FTS5.
+
+Everything a batch writes (document rows, chunk rows, vectors, FTS rows, manifest) goes in one
+transaction, so a crash can never leave the vector and lexical sides disagreeing; the seeds'
+Chroma + SQLite reconcile flow exists only because two stores drift.
+
+Vector search is exact: the SQL filter picks the eligible rows first, then a numpy matmul ranks
+only those, so a filtered query returns k results whenever k exist (no ANN recall loss under
+filters; DESIGN.md measured exact search as the right choice for filtered queries).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.stores.base import DocumentRecord, DocumentWrite, ManifestEntry
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    file_path TEXT NOT NULL UNIQUE,
+    root TEXT NOT NULL,
+    file_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    doc_type TEXT NOT NULL,
+    is_private INTEGER NOT NULL,
+    user_slug TEXT,
+    proxy_wallet TEXT,
+    created_at TEXT,
+    title TEXT,
+    tags TEXT NOT NULL DEFAULT '[]',
+    indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS doc_tags (
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (doc_id, tag)
+);
+CREATE INDEX IF NOT EXISTS doc_tags_tag ON doc_tags(tag);
+-- Filter columns are copied onto chunks so both searches filter without a join.
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    chunk_index INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    start_word INTEGER NOT NULL,
+    end_word INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    page INTEGER,
+    section_path TEXT,
+    token_estimate INTEGER NOT NULL,
+    file_path TEXT NOT NULL,
+    doc_type TEXT NOT NULL,
+    is_private INTEGER NOT NULL,
+    user_slug TEXT,
+    created_at TEXT,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_type, created_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2');
+"""
+
+_CHUNK_COLUMNS = (
+    "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
+    "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
+    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
+)
+
+
+class SqliteStore:
+    """`Store` backed by a single SQLite file. Safe for one writer and many readers (WAL)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            self._check_schema_version()
+        except sqlite3.DatabaseError as exc:
+            raise RagsteadError(f"cannot open index {path}: {exc}") from exc
+        self._matrix: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._generation = 0
+
+    # -- metadata ---------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _check_schema_version(self) -> None:
+        version = self._meta("schema_version")
+        if version is None:
+            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(version) != SCHEMA_VERSION:
+            raise RagsteadError(
+                f"index schema version {version} is not {SCHEMA_VERSION}; run `ragstead index --rebuild`"
+            )
+
+    def ensure_model(self, model: str, dim: int) -> None:
+        """Record the model of an empty index; refuse to mix models in one index."""
+        stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
+        if stored_model is None:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", (model,))
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_dim', ?)", (str(dim),))
+            self._db.execute("COMMIT")
+            return
+        if stored_model != model or int(stored_dim or 0) != dim:
+            raise ModelMismatchError(
+                f"index {self.path} was built with {stored_model} ({stored_dim}-d) but the configured "
+                f"embedder is {model} ({dim}-d); run `ragstead index --rebuild` to re-embed with it"
+            )
+
+    def check_model(self, model: str, dim: int) -> None:
+        """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
+        stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
+        if stored_model is not None and (stored_model != model or int(stored_dim or 0) != dim):
+            raise ModelMismatchError(
+                f"index {self.path} was built with {stored_model} ({stored_dim}-d); the configured embedder "
+                f"is {model} ({dim}-d): query vectors would not be comparable. Use the index's model, "
+                "or run `ragstead index --rebuild`"
+            )
+
+    def reset(self) -> None:
+        """Drop all content and the recorded model (the next ensure_model records the new one)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM chunks_fts")
+            self._db.execute("DELETE FROM chunks")
+            self._db.execute("DELETE FROM doc_tags")
+            self._db.execute("DELETE FROM documents")
+            self._db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._invalidate()
+
+    # -- manifest and cache -----------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, ManifestEntry]:
+        """file_path -> manifest entry, for incremental indexing."""
+        rows = self._db.execute("SELECT file_path, doc_id, file_hash, size, mtime, root FROM documents")
+        return {r[0]: ManifestEntry(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
+        """Reuse the stored vector of any chunk with the same text (the index holds one model only)."""
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(text_hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT text_hash, embedding FROM chunks WHERE text_hash IN ({','.join('?' * len(part))})",
+                part,
+            )
+            for text_hash, blob in rows:
+                found.setdefault(text_hash, np.frombuffer(blob, dtype=np.float32))
+        return found
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def _delete_path(self, file_path: str) -> None:
+        self._db.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN "
+            "(SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE d.file_path = ?)",
+            (file_path,),
+        )
+        self._db.execute("DELETE FROM documents WHERE file_path = ?", (file_path,))
+
+    def _insert(self, write: DocumentWrite) -> None:
+        doc = write.document
+        self._db.execute(
+            "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
+            "user_slug, proxy_wallet, created_at, title, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (doc.doc_id, doc.file_path, doc.root, doc.file_hash, doc.size, doc.mtime, doc.doc_type,
+             int(doc.is_private), doc.user_slug, doc.proxy_wallet, doc.created_at, doc.title,
+             json.dumps(doc.tags)),
+        )
+        self._db.executemany(
+            "INSERT INTO doc_tags (doc_id, tag) VALUES (?, ?)", [(doc.doc_id, t) for t in set(doc.tags)]
+        )
+        vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+        for chunk, vector in zip(write.chunks, vectors, strict=True):
+            cursor = self._db.execute(
+                "INSERT INTO chunks (chunk_id, doc_id, chunk_index, text, text_hash, start_word, end_word, "
+                "char_start, char_end, page, section_path, token_estimate, file_path, doc_type, is_private, "
+                "user_slug, created_at, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (chunk.chunk_id, doc.doc_id, chunk.chunk_index, chunk.text, chunk.text_hash,
+                 chunk.start_word, chunk.end_word, chunk.char_start, chunk.char_end, chunk.page,
+                 chunk.section_path, chunk.token_estimate, doc.file_path, doc.doc_type,
+                 int(doc.is_private), doc.user_slug, doc.created_at, vector.tobytes()),
+            )
+            self._db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", (cursor.lastrowid, chunk.text))
+
+    def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
+        """One transaction: replace each written document, delete removed paths, refresh touched stats."""
+        if not (writes or removals or touches):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for path in removals:
+                self._delete_path(path)
+            for write in writes:
+                self._delete_path(write.document.file_path)
+                self._insert(write)
+            for doc in touches:
+                self._db.execute(
+                    "UPDATE documents SET size = ?, mtime = ? WHERE file_path = ?",
+                    (doc.size, doc.mtime, doc.file_path),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._invalidate()
+
+    def delete_document(self, doc_id: str) -> bool:
+        """Remove one document (all its chunks, vectors and FTS rows). True if it existed."""
+        row = self._db.execute("SELECT file_path FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        if row is None:
+            return False
+        self.apply([], [row[0]], [])
+        return True
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """All chunk vectors as one float32 matrix, ordered by rowid; reloaded after any write."""
+        data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        key = hash((self._generation, data_version))
+        if self._matrix is None or self._matrix[0] != key:
+            rows = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            if rows:
+                matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            else:
+                matrix = np.zeros((0, 0), dtype=np.float32)
+            self._matrix = (key, ids, matrix)
+        return self._matrix[1], self._matrix[2]
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Exact cosine similarity over the rows the SQL filter admits."""
+        where, params = filters.to_sql("c")
+        eligible = np.fromiter(
+            (r[0] for r in self._db.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)), dtype=np.int64
+        )
+        if eligible.size == 0 or k <= 0:
+            return []
+        ids, matrix = self._vectors()
+        # Rows written by another process since the matrix was loaded are matched by id, not position.
+        positions = np.searchsorted(ids, eligible)
+        inside = positions < ids.size
+        positions, eligible = positions[inside], eligible[inside]
+        positions = positions[ids[positions] == eligible]
+        if positions.size == 0:
+            return []
+        scores = matrix[positions] @ query.astype(np.float32)
+        top = min(k, scores.size)
+        best = np.argpartition(-scores, top - 1)[:top]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [(int(ids[positions[i]]), float(scores[i])) for i in best]
+
+    def lexical_search(self, match: str, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """FTS5 BM25 over the rows the SQL filter admits; score = -bm25 (higher is better)."""
+        where, params = filters.to_sql("c")
+        rows = self._db.execute(
+            "SELECT c.id, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
+            [match, *params, k],
+        )
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+        """Rows for the given ids, with the filter applied once more in SQL."""
+        if not rowids:
+            return {}
+        where, params = filters.to_sql("c")
+        cursor = self._db.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            f"WHERE c.id IN ({','.join('?' * len(rowids))}) AND {where}",
+            [*rowids, *params],
+        )
+        names = [d[0] for d in cursor.description]
+        out = {}
+        for row in cursor:
+            record = dict(zip(names, row, strict=True))
+            record["is_private"] = bool(record["is_private"])
+            record["tags"] = json.loads(record["tags"])
+            out[record.pop("id")] = record
+        return out
+
+    def list_documents(self) -> list[dict[str, Any]]:
+        """Every indexed document with its metadata and chunk count."""
+        cursor = self._db.execute(
+            "SELECT d.doc_id, d.file_path, d.doc_type, d.is_private, d.user_slug, d.created_at, d.tags, "
+            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id) AS n_chunks FROM documents d "
+            "ORDER BY d.file_path"
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, model and file size; `fts_rows == chunks` is the consistency invariant."""
+        one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
+        return {
+            "documents": one("SELECT COUNT(*) FROM documents"),
+            "chunks": one("SELECT COUNT(*) FROM chunks"),
+            "fts_rows": one("SELECT COUNT(*) FROM chunks_fts"),
+            "embed_model": self._meta("embed_model"),
+            "embed_dim": int(self._meta("embed_dim") or 0) or None,
+            "schema_version": SCHEMA_VERSION,
+            "path": str(self.path),
+        }
+
+    def integrity_check(self) -> str:
+        """SQLite's own integrity check plus FTS5's; 'ok' when both pass."""
+        result = self._db.execute("PRAGMA integrity_check").fetchone()[0]
+        self._db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        return result
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
