@@ -8,6 +8,7 @@ and the next run picks up exactly where it stopped.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstead.chunking import chunk_text, estimate_tokens
+from ragstead.chunking import TextChunk, chunk_text, estimate_tokens
 from ragstead.config import Settings
 from ragstead.documents.ids import file_sha256, make_chunk_id, make_doc_id, sha256_text
-from ragstead.documents.loaders import is_supported, load_document
+from ragstead.documents.loaders import LoadedDocument, is_supported, load_document
 from ragstead.documents.metadata import derive_metadata
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import LoadError, RagsteadError
@@ -100,12 +101,32 @@ def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Pat
                 yield root, path
 
 
+def _pieces(loaded: LoadedDocument, settings: Settings) -> list[tuple[TextChunk, int | None]]:
+    """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
+    if not loaded.page_starts:
+        return [(piece, None) for piece in chunk_text(loaded.text, settings.chunking)]
+    out: list[tuple[TextChunk, int | None]] = []
+    bounds = [*loaded.page_starts, len(loaded.text) + 2]
+    words_before = 0
+    for number, (start, end) in enumerate(itertools.pairwise(bounds), start=1):
+        page_text = loaded.text[start : end - 2]
+        for piece in chunk_text(page_text, settings.chunking):
+            piece.index = len(out)
+            piece.char_start += start
+            piece.char_end += start
+            piece.start_word += words_before
+            piece.end_word += words_before
+            out.append((piece, number))
+        words_before += len(page_text.split())
+    return out
+
+
 def _prepare(candidate: _Candidate, settings: Settings) -> DocumentWrite:
     loaded = load_document(candidate.path)
     meta = derive_metadata(candidate.rel_path, candidate.mtime, settings.path_rules)
     doc_id = make_doc_id(candidate.rel_path, candidate.file_hash)
     chunks = []
-    for piece in chunk_text(loaded.text, settings.chunking):
+    for piece, page in _pieces(loaded, settings):
         text_hash = sha256_text(piece.text)
         chunks.append(
             ChunkRecord(
@@ -117,7 +138,7 @@ def _prepare(candidate: _Candidate, settings: Settings) -> DocumentWrite:
                 end_word=piece.end_word,
                 char_start=piece.char_start,
                 char_end=piece.char_end,
-                page=loaded.page_at(piece.char_start),
+                page=page,
                 section_path=piece.section_path,
                 token_estimate=estimate_tokens(piece.text),
             )

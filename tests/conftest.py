@@ -1,0 +1,89 @@
+"""Shared fixtures: the real offline embedder (loaded once), and small projects written to tmp dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragstead.config import Settings, load_settings
+from ragstead.embeddings import MiniLMOnnxEmbedder
+from ragstead.indexing.build import IndexReport, index_roots
+from ragstead.stores import SqliteStore
+
+
+class CountingEmbedder:
+    """The real embedder, instrumented: counts calls and texts so tests can prove what was (not) embedded."""
+
+    def __init__(self, inner: MiniLMOnnxEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.document_calls = 0
+        self.texts_embedded: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        self.document_calls += 1
+        self.texts_embedded.extend(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def reset(self) -> None:
+        self.document_calls = 0
+        self.texts_embedded = []
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder()
+
+
+@pytest.fixture
+def embedder(real_embedder: MiniLMOnnxEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(real_embedder)
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Write {relative path: content} under root."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+class Project:
+    """A throwaway ragstead project: files on disk, settings, a store, and an index() shortcut."""
+
+    def __init__(self, root: Path, embedder: CountingEmbedder) -> None:
+        self.root = root
+        self.embedder = embedder
+        self.settings: Settings = load_settings(root)
+        self.store = SqliteStore(self.settings.db_file)
+
+    def write(self, files: dict[str, str | bytes]) -> None:
+        write_files(self.root, files)
+
+    def index(self, roots: tuple[str, ...] = ("kb", "artifacts", "docs"), **kwargs) -> IndexReport:  # type: ignore[no-untyped-def]
+        return index_roots(self.settings, self.store, self.embedder, roots, **kwargs)
+
+
+@pytest.fixture
+def make_project(tmp_path: Path, embedder: CountingEmbedder) -> Callable[[dict[str, str | bytes]], Project]:
+    created: list[Project] = []
+
+    def factory(files: dict[str, str | bytes]) -> Project:
+        project = Project(tmp_path / f"p{len(created)}", embedder)
+        project.write(files)
+        created.append(project)
+        return project
+
+    yield factory
+    for project in created:
+        project.store.close()

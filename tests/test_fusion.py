@@ -1,0 +1,33 @@
+import pytest
+
+from ragstead.retrieval.fusion import reciprocal_rank_fusion
+from ragstead.retrieval.lexical_query import to_fts_query
+
+
+def test_rrf_hand_computed():
+    scores = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=60)
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["b"] == pytest.approx(1 / 62)
+    assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert max(scores, key=scores.get) == "a"
+
+
+def test_rrf_k_zero_and_negative():
+    assert reciprocal_rank_fusion([["x"]], k=0)["x"] == 1.0
+    with pytest.raises(ValueError):
+        reciprocal_rank_fusion([["x"]], k=-1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("billing AND database", '"billing" OR "and" OR "database"'),
+        ('NEAR("a" "b") OR x*', '"near" OR "a" OR "b" OR "or" OR "x"'),
+        ("text:secret", '"text" OR "secret"'),
+        ("'; DROP TABLE chunks; --", '"drop" OR "table" OR "chunks"'),
+        ("*** () ^ \" - :", None),
+        ("", None),
+    ],
+)
+def test_fts_query_has_only_quoted_word_tokens(text, expected):
+    assert to_fts_query(text) == expected

@@ -1,0 +1,163 @@
+import os
+import time
+
+import pytest
+
+from helpers.pdf_writer import make_pdf
+from ragstead.embeddings import MiniLMOnnxEmbedder
+from ragstead.errors import IndexLockedError, ModelMismatchError
+from ragstead.indexing.lock import index_lock
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions, search
+from ragstead.stores import SqliteStore
+
+
+def long_text(topic: str, n: int = 900) -> str:
+    return " ".join(f"{topic}{i % 50}" for i in range(n))
+
+
+def chunk_rows(store):
+    sql = "SELECT file_path, chunk_id, text_hash FROM chunks ORDER BY file_path, chunk_index"
+    return store._db.execute(sql).fetchall()
+
+
+def test_reindex_embeds_only_changed_and_removes_stale(make_project):
+    project = make_project({
+        "kb/a.md": long_text("alpha"),
+        "kb/b.md": "bravo file about boats",
+        "kb/c.md": "charlie file about cars",
+    })
+    first = project.index()
+    assert sorted(first.added) == ["kb/a.md", "kb/b.md", "kb/c.md"] and first.chunks_embedded == 5
+    project.embedder.reset()
+
+    again = project.index()
+    assert again.unchanged == 3 and project.embedder.document_calls == 0  # nothing re-embedded
+
+    # Modify b, delete c, touch a without changing its content.
+    time.sleep(0.01)
+    (project.root / "kb/b.md").write_text("bravo file about bicycles now")
+    (project.root / "kb/c.md").unlink()
+    os.utime(project.root / "kb/a.md", (time.time() + 5, time.time() + 5))
+    report = project.index()
+    assert report.updated == ["kb/b.md"] and report.removed == ["kb/c.md"] and report.unchanged == 1
+    assert project.embedder.texts_embedded == ["bravo file about bicycles now"]
+
+    rows = chunk_rows(project.store)
+    assert {r[0] for r in rows} == {"kb/a.md", "kb/b.md"}
+    hits = search("cars", project.store, project.embedder, QueryFilters(), SearchOptions(mode="lexical"))
+    assert hits["results"] == []  # the deleted file's chunks are gone from FTS too
+    stats = project.store.stats()
+    assert stats["chunks"] == stats["fts_rows"] == 4
+
+
+def test_unchanged_chunks_of_a_changed_file_are_not_reembedded(make_project):
+    text = long_text("delta", 800)
+    project = make_project({"kb/d.md": text})
+    project.index()
+    project.embedder.reset()
+    (project.root / "kb/d.md").write_text(text + " epilogue words")
+    report = project.index()
+    assert report.updated == ["kb/d.md"]
+    # 800 words -> windows [0,400) [320,720) [640,800); only the last window's text changed.
+    assert report.chunks_reused == 2 and report.chunks_embedded == 1
+    assert project.embedder.document_calls == 1 and len(project.embedder.texts_embedded) == 1
+
+
+def test_renamed_file_reuses_vectors(make_project):
+    project = make_project({"kb/old-name.md": "echo file about eagles"})
+    project.index()
+    project.embedder.reset()
+    (project.root / "kb/old-name.md").rename(project.root / "kb/new-name.md")
+    report = project.index()
+    assert report.added == ["kb/new-name.md"] and report.removed == ["kb/old-name.md"]
+    assert project.embedder.document_calls == 0
+
+
+def test_bad_files_are_skipped_and_the_rest_indexed(make_project):
+    project = make_project({
+        "kb/good.md": "good content about gardens",
+        "kb/corrupt.pdf": b"%PDF-1.4 garbage that is not a pdf",
+        "kb/binary.txt": b"\x00\x01\x02\x03",
+        "kb/empty.md": "",
+        "kb/image.png": b"\x89PNG\r\n",
+        "kb/report.pdf": make_pdf(["page one text about rivers", "page two text about mountains"]),
+    })
+    report = project.index()
+    assert sorted(report.added) == ["kb/good.md", "kb/report.pdf"]
+    reasons = {s["path"]: s["reason"] for s in report.skipped}
+    assert set(reasons) == {"kb/corrupt.pdf", "kb/binary.txt", "kb/empty.md", "kb/image.png"}
+    assert "PDF" in reasons["kb/corrupt.pdf"] and "binary" in reasons["kb/binary.txt"]
+    assert "unsupported" in reasons["kb/image.png"] and "no text" in reasons["kb/empty.md"]
+    out = search("mountains", project.store, project.embedder, QueryFilters(), SearchOptions(mode="lexical"))
+    assert out["results"][0]["page"] == 2
+
+
+def test_a_file_that_turns_corrupt_loses_its_stale_chunks(make_project):
+    project = make_project({"kb/r.pdf": make_pdf(["fine text about rivers"])})
+    project.index()
+    (project.root / "kb/r.pdf").write_bytes(b"%PDF-1.4 truncated")
+    report = project.index()
+    assert report.removed == ["kb/r.pdf"] and project.store.stats()["chunks"] == 0
+
+
+def test_roots_outside_the_project_are_refused(make_project):
+    from ragstead.errors import RagsteadError
+
+    project = make_project({"kb/a.md": "a"})
+    for bad in ("../elsewhere", "/etc"):
+        with pytest.raises(RagsteadError):
+            project.index(roots=(bad,))
+
+
+def test_index_only_touches_its_own_roots(make_project):
+    project = make_project({"kb/a.md": "alpha", "docs/b.md": "bravo"})
+    project.index(roots=("kb", "docs"))
+    report = project.index(roots=("docs",))
+    assert report.removed == [] and project.store.stats()["documents"] == 2
+
+
+def test_second_index_run_fails_clearly_while_locked(make_project):
+    project = make_project({"kb/a.md": "alpha"})
+    with index_lock(project.settings.lock_file), pytest.raises(IndexLockedError, match="another"):
+        project.index(wait_seconds=0.2)
+    assert project.index().added == ["kb/a.md"]  # released: the next run works
+
+
+class OtherModel:
+    name, dim = "some-other-model", 384
+
+    def __init__(self, inner: MiniLMOnnxEmbedder) -> None:
+        self.inner = inner
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_model_mismatch_is_refused_and_rebuild_switches(make_project, real_embedder):
+    from ragstead.indexing.build import index_roots
+
+    project = make_project({"kb/a.md": "alpha about apples"})
+    project.index()
+    other = OtherModel(real_embedder)
+    with pytest.raises(ModelMismatchError, match="--rebuild"):
+        index_roots(project.settings, project.store, other, ("kb",))
+    with pytest.raises(ModelMismatchError):
+        search("apples", project.store, other, QueryFilters(), SearchOptions(mode="vector"))
+    # lexical queries need no model and still work
+    assert search("apples", project.store, other, QueryFilters(), SearchOptions(mode="lexical"))["results"]
+    report = index_roots(project.settings, project.store, other, ("kb",), rebuild=True)
+    assert report.added == ["kb/a.md"] and project.store.stats()["embed_model"] == "some-other-model"
+
+
+def test_store_reopens_with_same_content(make_project):
+    project = make_project({"kb/a.md": "alpha about apples", "kb/b.md": "bravo about bananas"})
+    project.index()
+    before = chunk_rows(project.store)
+    project.store.close()
+    reopened = SqliteStore(project.settings.db_file)
+    assert chunk_rows(reopened) == before and reopened.integrity_check() == "ok"
+    project.store = reopened

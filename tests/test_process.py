@@ -1,0 +1,154 @@
+"""Real processes: SIGKILL mid-index, two concurrent index runs, and the CLI's contract and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def cli(root: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "ragstead", *args, "--root", str(root)],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return result
+
+
+def big_corpus(n_files: int) -> dict[str, str]:
+    # Distinct text per file so nothing is served from the embedding cache: the run is embedder-bound.
+    return {
+        f"kb/users/u{i % 5}/doc{i:04d}.md": " ".join(f"file{i} word{j} topic{(i * j) % 97}" for j in range(350))
+        for i in range(n_files)
+    }
+
+
+def count(db: Path, sql: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
+    files = big_corpus(120)
+    write_files(tmp_path, files)
+    db = tmp_path / "kb/rag/ragstead.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
+    )
+    deadline = time.time() + 240
+    committed = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                committed = count(db, "SELECT COUNT(*) FROM documents")
+            except sqlite3.OperationalError:
+                continue
+            if committed > 0:
+                break
+    assert proc.poll() is None, "indexer finished before it could be killed; make the corpus bigger"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 0 < committed < len(files)
+
+    # The store opens, is consistent, and a re-run completes without duplicates.
+    status = json.loads(cli(tmp_path, "status", check=True).stdout)
+    assert status["integrity"] == "ok" and status["chunks"] == status["fts_rows"]
+    partial_docs = status["documents"]
+    result = cli(tmp_path, "index", "--quiet", "--format", "json", check=True)
+    report = json.loads(result.stdout)
+    assert report["unchanged"] == partial_docs
+    assert len(report["added"]) == len(files) - partial_docs
+    assert count(db, "SELECT COUNT(*) FROM documents") == len(files)
+    assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(DISTINCT chunk_id) FROM chunks")
+    assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(*) FROM chunks_fts")
+    assert count(db, "SELECT COUNT(DISTINCT file_path) FROM chunks") == len(files)
+
+
+@pytest.mark.slow
+def test_two_index_runs_at_once_one_fails_clearly(tmp_path):
+    write_files(tmp_path, big_corpus(40))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )
+    lock = tmp_path / "kb/rag/index.lock"
+    db = tmp_path / "kb/rag/ragstead.db"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (lock.exists() and db.exists()):
+        time.sleep(0.05)
+    time.sleep(1.0)  # the first run is now embedding, holding the lock
+    second = cli(tmp_path, "index", "--quiet")
+    first.wait(timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 2 and "another `ragstead index` run" in second.stderr
+    assert "Traceback" not in second.stderr
+    status = json.loads(cli(tmp_path, "status", check=True).stdout)
+    assert status["documents"] == 40 and status["integrity"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    write_files(root, {
+        "kb/users/alice/2025-03-01-db.md": "# Decision\n\nWe migrate billing to PostgreSQL.",
+        "kb/users/bob/notes.md": "Bob likes trains and billing spreadsheets.",
+        "docs/faq.md": "Public FAQ about installing.",
+    })
+    out = cli(root, "index", "--roots", "kb,docs", "--format", "json", check=True)
+    report = json.loads(out.stdout)
+    assert len(report["added"]) == 3 and report["index"]["chunks"] == 3
+    return root
+
+
+def test_cli_query_json_contract(sample):
+    out = cli(sample, "query", "billing PostgreSQL", "--hybrid", "--user", "alice", "--k", "3", check=True)
+    payload = json.loads(out.stdout)
+    assert payload["mode"] == "hybrid" and payload["k"] == 3
+    assert payload["filters"]["user_slug"] == "alice" and payload["filters"]["private_only"] is True
+    assert [r["file_path"] for r in payload["results"]] == ["kb/users/alice/2025-03-01-db.md"]
+    assert "text" not in payload["results"][0] and payload["results"][0]["snippet"]
+
+
+def test_cli_module_and_table_format(sample):
+    out = cli(sample, "query", "trains", "--lexical-only", "--doc-type", "user_kb,kb", "--format", "table", check=True)
+    assert "kb/users/bob/notes.md" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("query", "x", "--date-from", "2025-99-01"),
+        ("query", "x", "--hybrid", "--lexical-only"),
+        ("query", "x", "--doc-type", "secret"),
+        ("query", "x", "--k", "0"),
+        ("query", "x", "--private-only", "--public-only"),
+        ("query", "x", "--user", "../../etc"),
+        ("query", "   "),
+        ("index", "--roots", "../outside"),
+    ],
+)
+def test_cli_bad_input_is_one_clear_line(sample, args):
+    out = cli(sample, *args)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error:") and "Traceback" not in out.stderr
+
+
+def test_cli_query_without_index(tmp_path):
+    out = cli(tmp_path, "query", "x")
+    assert out.returncode == 2 and "ragstead index" in out.stderr
