@@ -65,20 +65,8 @@ def index(
         root_list = tuple(r.strip() for r in roots.split(",") if r.strip()) if roots else None
         store = SqliteStore(settings.db_file)
         embedder = default_embedder()
-        if _show_progress(quiet):
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-            with Progress(
-                "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                TimeRemainingColumn(), console=err, transient=True,
-            ) as bar:
-                task = bar.add_task("indexing", total=None)
-                report = index_roots(
-                    settings, store, embedder, root_list, rebuild, wait,
-                    progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )
-        else:
-            report = index_roots(settings, store, embedder, root_list, rebuild, wait)
+        with _progress_bar(quiet, "indexing") as hook:
+            report = index_roots(settings, store, embedder, root_list, rebuild, wait, progress=hook)
         stats = store.stats()
         store.close()
     except RagsteadError as exc:
@@ -180,6 +168,121 @@ def query(
         for row in payload["results"]:
             row.pop("text", None)  # the snippet is the contract; full text stays in the index
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+
+
+def _progress_bar(quiet: bool, label: str):  # type: ignore[no-untyped-def]
+    """A rich progress bar on a terminal, else a no-op; yields an (done, total) callback."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def bar():  # type: ignore[no-untyped-def]
+        if not _show_progress(quiet):
+            yield None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), console=err, transient=True) as progress:
+            task = progress.add_task(label, total=None)
+            yield lambda done, total: progress.update(task, completed=done, total=total)
+
+    return bar()
+
+
+@app.command("eval")
+def evaluate(
+    beir: Annotated[Path | None, typer.Option("--beir", help="BEIR folder (corpus, queries, qrels/).")] = None,
+    split: Annotated[str, typer.Option(help="qrels split of the BEIR folder.")] = "test",
+    cases: Annotated[Path | None, typer.Option("--cases", help="JSONL cases, run against the project index.")] = None,
+    modes: Annotated[str, typer.Option(help="Comma-separated: vector,lexical,hybrid.")] = "vector,lexical,hybrid",
+    ks: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,100",
+    rrf_k: Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")] = None,
+    miss_k: Annotated[int, typer.Option("--miss-k", help="Miss: nothing relevant in this top k.")] = 10,
+    report_json: Annotated[Path | None, typer.Option("--report-json", help="Where to write the JSON report.")] = None,
+    index_db: Annotated[Path | None, typer.Option("--index-db", help="Keep/reuse the BEIR index here.")] = None,
+    chunker: Annotated[str | None, typer.Option(help="Chunker for the BEIR index.")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Words per chunk for the BEIR index.")] = None,
+    overlap: Annotated[int | None, typer.Option(help="Overlap words for the BEIR index.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Scope for --cases.")] = None,
+    doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Scope for --cases.")] = None,
+    public_only: Annotated[bool, typer.Option("--public-only", help="Scope for --cases.")] = False,
+    include_archive: Annotated[bool, typer.Option("--include-archive", help="Scope for --cases.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run."""
+    import tempfile
+    from datetime import UTC, datetime
+
+    from ragstead.embeddings import default_embedder
+    from ragstead.evaluation.cases import load_beir, load_jsonl_cases
+    from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
+    from ragstead.indexing.build import TextRecord, index_records
+    from ragstead.retrieval.search import MODES
+    from ragstead.stores import SqliteStore
+
+    try:
+        if (beir is None) == (cases is None):
+            raise RagsteadError("give exactly one of --beir DIR or --cases FILE")
+        mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+        if not mode_list or any(m not in MODES for m in mode_list):
+            raise RagsteadError(f"--modes takes a comma-separated subset of {MODES}, got {modes!r}")
+        try:
+            k_list = tuple(sorted({int(k) for k in ks.split(",") if k.strip()}))
+        except ValueError:
+            raise RagsteadError(f"--k takes comma-separated whole numbers, got {ks!r}") from None
+        if not k_list or k_list[0] < 1 or k_list[-1] > 300:
+            raise RagsteadError("--k values must be between 1 and 300")
+        settings = _settings(root, config, db, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
+        eval_settings = EvalSettings(mode_list, k_list, settings.rrf_k if rrf_k is None else rrf_k, miss_k)
+        embedder = default_embedder()
+        scratch = None
+        info: dict[str, Any] = {"model": embedder.name, "chunker": settings.chunker,
+                                "chunk_size": settings.chunk_size, "overlap": settings.overlap}
+        if beir is not None:
+            data = load_beir(beir, split)
+            if index_db is None:
+                scratch = tempfile.TemporaryDirectory(prefix="ragstead-eval-")
+                index_db = Path(scratch.name) / "beir.db"
+            beir_settings = settings.with_overrides(db_path=str(index_db.resolve()),
+                                                    lock_path=str(index_db.resolve()) + ".lock")
+            store = SqliteStore(index_db)
+            records = [TextRecord(doc_id, text, title or None) for doc_id, (title, text) in data.corpus.items()]
+            with _progress_bar(quiet, "indexing corpus") as hook:
+                indexed = index_records(beir_settings, store, embedder, records, BEIR_ROOT, progress=hook)
+            info |= {"dataset": str(beir), "split": split, "corpus_docs": len(records),
+                     "index_seconds": round(indexed.seconds, 2), "chunks_embedded": indexed.chunks_embedded}
+            case_list, filters = data.cases, QueryFilters()
+        else:
+            case_list = load_jsonl_cases(cases)  # type: ignore[arg-type]
+            filters = QueryFilters.build(user, doc_type, public_only, None, None, include_archive, None)
+            if not settings.db_file.exists():
+                raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
+            store = SqliteStore(settings.db_file)
+            info |= {"cases": str(cases)}
+        with _progress_bar(quiet, "evaluating") as hook:
+            report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook)
+        report["run"] = info | {"index": store.stats(), "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        store.close()
+        if scratch is not None:
+            scratch.cleanup()
+        if report_json is None:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            report_json = settings.root / "kb/rag/eval/reports" / f"eval-{stamp}.json"
+        report_json.parent.mkdir(parents=True, exist_ok=True)
+        report_json.write_text(json.dumps(report, indent=2))
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    rows = format_table(report)
+    table = Table(title=f"ragstead eval: {report['n_queries']} queries")
+    for column in rows[0]:
+        table.add_column(column, justify="right")
+    for row in rows[1:]:
+        table.add_row(*row)
+    Console(width=120).print(table)
+    typer.echo(f"report: {report_json}")
 
 
 @app.command()

@@ -25,7 +25,7 @@ from ragstead.documents.metadata import derive_metadata
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import LoadError, RagsteadError
 from ragstead.indexing.lock import index_lock
-from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 
 # A transaction per this many chunks: large enough to amortise fsync, small enough that a crash
 # loses little work.
@@ -71,6 +71,7 @@ class _Candidate:
     mtime: float
     file_hash: str
     is_new: bool
+    loaded: LoadedDocument | None = None  # in-memory records (eval corpora) skip the file loader
 
 
 ProgressHook = Callable[[int, int], None]
@@ -122,8 +123,8 @@ def _pieces(loaded: LoadedDocument, settings: Settings) -> list[tuple[TextChunk,
 
 
 def _prepare(candidate: _Candidate, settings: Settings) -> DocumentWrite:
-    loaded = load_document(candidate.path)
-    meta = derive_metadata(candidate.rel_path, candidate.mtime, settings.path_rules)
+    loaded = candidate.loaded or load_document(candidate.path)
+    meta = derive_metadata(candidate.rel_path, candidate.mtime or None, settings.path_rules)
     doc_id = make_doc_id(candidate.rel_path, candidate.file_hash)
     chunks = []
     for piece, page in _pieces(loaded, settings):
@@ -229,39 +230,99 @@ def index_roots(
             todo.append(_Candidate(rel, root, path, stat.st_size, stat.st_mtime, file_hash, known is None))
         removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
 
-        batch: list[DocumentWrite] = []
-        failed: list[str] = []
-
-        def flush(final: bool) -> None:
-            nonlocal batch, touches
-            _embed(batch, store, embedder, report)
-            removals = (removed + failed) if final else []
-            store.apply(batch, removals, touches)
-            for write in batch:
-                (report.added if manifest.get(write.document.file_path) is None else report.updated).append(
-                    write.document.file_path
-                )
-                report.chunks_written += len(write.chunks)
-            batch, touches = [], []
-
-        for done, candidate in enumerate(todo, start=1):
-            try:
-                batch.append(_prepare(candidate, settings))
-            except LoadError as exc:
-                report.skipped.append({"path": candidate.rel_path, "reason": str(exc)})
-                if not candidate.is_new:
-                    failed.append(candidate.rel_path)  # stale content of a now-unreadable file goes
-            if progress:
-                progress(done, len(todo))
-            if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
-                flush(final=False)
-        flush(final=True)
-        report.removed = sorted(set(removed) | set(failed))
+        _write(todo, removed, touches, manifest, settings, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _touch_record(known, rel: str, size: int, mtime: float) -> DocumentRecord:  # type: ignore[no-untyped-def]
+def _write(
+    todo: list[_Candidate],
+    removed: list[str],
+    touches: list[DocumentRecord],
+    manifest: dict[str, ManifestEntry],
+    settings: Settings,
+    store: Store,
+    embedder: Embedder,
+    report: IndexReport,
+    progress: ProgressHook | None,
+) -> None:
+    """Prepare, embed and write candidates in batches of ~BATCH_CHUNKS chunks, one transaction each.
+    Removals go in the last transaction, after the writes, so a renamed file's vectors are reused."""
+    batch: list[DocumentWrite] = []
+    failed: list[str] = []
+
+    def flush(final: bool) -> None:
+        nonlocal batch, touches
+        _embed(batch, store, embedder, report)
+        store.apply(batch, (removed + failed) if final else [], touches)
+        for write in batch:
+            path = write.document.file_path
+            (report.added if manifest.get(path) is None else report.updated).append(path)
+            report.chunks_written += len(write.chunks)
+        batch, touches = [], []
+
+    for done, candidate in enumerate(todo, start=1):
+        try:
+            batch.append(_prepare(candidate, settings))
+        except LoadError as exc:
+            report.skipped.append({"path": candidate.rel_path, "reason": str(exc)})
+            if not candidate.is_new:
+                failed.append(candidate.rel_path)  # stale content of a now-unreadable file goes
+        if progress:
+            progress(done, len(todo))
+        if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
+            flush(final=False)
+    flush(final=True)
+    report.removed = sorted(set(removed) | set(failed))
+
+
+@dataclass
+class TextRecord:
+    """An in-memory document (e.g. a BEIR corpus entry) indexed under `<root>/<key>`."""
+
+    key: str
+    text: str
+    title: str | None = None
+
+
+def index_records(
+    settings: Settings,
+    store: Store,
+    embedder: Embedder,
+    records: list[TextRecord],
+    root: str = "kb/corpus",
+    progress: ProgressHook | None = None,
+) -> IndexReport:
+    """Index in-memory texts through the same chunk/embed/write path as files, incrementally.
+
+    A record's identity is `<root>/<key>`; its hash is that of its title and text, so re-running with
+    the same records embeds nothing, and records missing from `records` are removed from `root`.
+    """
+    started = time.perf_counter()
+    report = IndexReport()
+    with index_lock(settings.lock_file):
+        store.ensure_model(embedder.name, embedder.dim)
+        manifest = store.manifest()
+        todo: list[_Candidate] = []
+        seen: set[str] = set()
+        for record in records:
+            rel = f"{root}/{record.key}"
+            seen.add(rel)
+            body = f"{record.title}\n\n{record.text}" if record.title else record.text
+            content_hash = sha256_text(body)
+            known = manifest.get(rel)
+            if known and known.file_hash == content_hash:
+                report.unchanged += 1
+                continue
+            loaded = LoadedDocument(text=body, title=record.title)
+            todo.append(_Candidate(rel, root, Path(rel), len(body), 0.0, content_hash, known is None, loaded))
+        removed = sorted(p for p, entry in manifest.items() if entry.root == root and p not in seen)
+        _write(todo, removed, [], manifest, settings, store, embedder, report, progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _touch_record(known: ManifestEntry, rel: str, size: int, mtime: float) -> DocumentRecord:
     """A record carrying only what `apply` refreshes for an unchanged-content file: size and mtime."""
     return DocumentRecord(
         doc_id=known.doc_id, file_path=rel, root=known.root, file_hash=known.file_hash, size=size,

@@ -1,0 +1,131 @@
+"""`ragstead eval`: run every mode over the same index and cases, aggregate chunks to documents, score.
+
+Chunk -> document aggregation: a document's rank is the rank of its best chunk (its first appearance
+in the chunk ranking), so a document with several matching chunks counts once.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+from ragstead.embeddings.base import Embedder
+from ragstead.evaluation.cases import EvalCase
+from ragstead.evaluation.metrics import summarize
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.search import MAX_K, SearchOptions, search
+from ragstead.stores.base import Store
+
+BEIR_ROOT = "kb/beir"
+
+
+class _QueryVectorCache:
+    """Embeds each query once even when several modes run it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._cache: dict[str, np.ndarray] = {}
+        self.embed_seconds: list[float] = []
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if text not in self._cache:
+            started = time.perf_counter()
+            self._cache[text] = self.inner.embed_query(text)
+            self.embed_seconds.append(time.perf_counter() - started)
+        return self._cache[text]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    modes: tuple[str, ...] = ("vector", "lexical", "hybrid")
+    ks: tuple[int, ...] = (1, 5, 10, 100)
+    rrf_k: int = 60
+    miss_k: int = 10
+
+
+def _doc_key(row: dict[str, Any], key: str) -> str:
+    if key == "corpus_id":
+        return row["file_path"].removeprefix(BEIR_ROOT + "/")
+    return row[key]
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_eval(
+    cases: list[EvalCase],
+    store: Store,
+    embedder: Embedder | None,
+    settings: EvalSettings,
+    filters: QueryFilters | None = None,
+    rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate each mode; returns metrics per mode, latency per mode and the misses."""
+    filters = filters or QueryFilters()
+    depth = min(MAX_K, max(settings.ks) * 3)  # chunks fetched, so enough distinct documents remain
+    cached = _QueryVectorCache(embedder) if embedder is not None else None
+    results: dict[str, Any] = {"modes": {}, "latency_ms": {}, "misses": {}}
+    qrels = {case.qid: case.relevant for case in cases}
+    total, done = len(cases) * len(settings.modes), 0
+    for mode in settings.modes:
+        options = SearchOptions(mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, rrf_k=settings.rrf_k)
+        runs: dict[str, list[str]] = {}
+        latencies: list[float] = []
+        misses = []
+        for case in cases:
+            if cached is not None:
+                cached.embed_query(case.query)  # embedding is timed separately, not in search latency
+            started = time.perf_counter()
+            out = search(case.query, store, cached, filters, options, rules)
+            latencies.append((time.perf_counter() - started) * 1000)
+            ranked = list(dict.fromkeys(_doc_key(row, case.key) for row in out["results"]))
+            runs[case.qid] = ranked
+            relevant = {k for k, gain in case.relevant.items() if gain > 0}
+            if not relevant.intersection(ranked[: settings.miss_k]):
+                misses.append({"qid": case.qid, "query": case.query, "relevant": sorted(relevant),
+                               "top": ranked[:5], "notes": case.notes})
+            done += 1
+            if progress:
+                progress(done, total)
+        results["modes"][mode] = summarize(runs, qrels, settings.ks)
+        results["latency_ms"][mode] = {
+            "p50": round(statistics.median(latencies), 3) if latencies else 0.0,
+            "p95": round(_percentile(latencies, 0.95), 3),
+        }
+        results["misses"][mode] = misses
+    if cached is not None and cached.embed_seconds:
+        results["query_embedding_ms"] = {
+            "p50": round(statistics.median(cached.embed_seconds) * 1000, 3),
+            "p95": round(_percentile(cached.embed_seconds, 0.95) * 1000, 3),
+        }
+    results["settings"] = {"modes": list(settings.modes), "ks": list(settings.ks), "rrf_k": settings.rrf_k,
+                           "candidates_per_side": depth, "miss_k": settings.miss_k,
+                           "aggregation": "document rank = rank of its best chunk"}
+    results["n_queries"] = len(cases)
+    return results
+
+
+def format_table(report: dict[str, Any]) -> list[list[str]]:
+    """Rows for a side-by-side table: metric, then one column per mode."""
+    modes = list(report["modes"])
+    metrics = list(next(iter(report["modes"].values())).keys()) if modes else []
+    rows = [["metric", *modes]]
+    for metric in ["ndcg@10", *[m for m in metrics if m != "ndcg@10"]]:
+        rows.append([metric, *[f"{report['modes'][mode][metric]:.4f}" for mode in modes]])
+    rows.append(["search p50 ms", *[f"{report['latency_ms'][m]['p50']:.2f}" for m in modes]])
+    rows.append(["search p95 ms", *[f"{report['latency_ms'][m]['p95']:.2f}" for m in modes]])
+    return rows
