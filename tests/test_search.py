@@ -116,3 +116,27 @@ def test_path_backstop_drops_a_row_whose_stored_scope_lies(project):
         out = run(project, "billing database PostgreSQL", mode=mode, user_slug="bob")
         paths = {r["file_path"] for r in out["results"]}
         assert "kb/users/alice/2025-03-01-db.md" not in paths
+
+
+def test_vector_caches_see_writes_from_this_and_other_connections(project):
+    from ragstead.indexing.build import index_roots
+    from ragstead.stores import SqliteStore
+
+    def bob_paths():
+        out = run(project, "submarine periscope", mode="vector", k=20, user_slug="bob")
+        return {r["file_path"] for r in out["results"]}
+
+    assert "kb/users/bob/sub.md" not in bob_paths()  # warms the matrix and the eligible-row cache
+    project.write({"kb/users/bob/sub.md": "Bob's notes on the submarine periscope."})
+    project.index()  # same connection
+    assert "kb/users/bob/sub.md" in bob_paths()
+    project.write({"kb/users/bob/sub2.md": "More submarine periscope notes by Bob."})
+    other = SqliteStore(project.settings.db_file)  # a second writer, like another process
+    index_roots(project.settings, other, project.embedder, ("kb",))
+    other.close()
+    assert "kb/users/bob/sub2.md" in bob_paths()
+    (project.root / "kb/users/bob/sub.md").unlink()
+    other = SqliteStore(project.settings.db_file)
+    index_roots(project.settings, other, project.embedder, ("kb",))
+    other.close()
+    assert "kb/users/bob/sub.md" not in bob_paths()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from ragstead.retrieval.filters import QueryFilters
 from ragstead.stores.base import DocumentRecord, DocumentWrite, ManifestEntry
 
 SCHEMA_VERSION = 1
+# Eligible-row sets kept per filter scope (each up to 8 bytes x chunks).
+ELIGIBLE_CACHE_SIZE = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -99,8 +102,10 @@ class SqliteStore:
             self._check_schema_version()
         except sqlite3.DatabaseError as exc:
             raise RagsteadError(f"cannot open index {path}: {exc}") from exc
-        self._matrix: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         self._generation = 0
+        self._eligible_cache: OrderedDict[QueryFilters, np.ndarray] = OrderedDict()
+        self._eligible_version: tuple[int, int] | None = None
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -248,37 +253,63 @@ class SqliteStore:
     def _invalidate(self) -> None:
         self._generation += 1
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+    def _version(self) -> tuple[int, int]:
+        """Changes whenever this connection or any other one commits a write."""
+        return self._generation, self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _vectors(self, version: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """All chunk vectors as one float32 matrix, ordered by rowid; reloaded after any write."""
-        data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        key = hash((self._generation, data_version))
-        if self._matrix is None or self._matrix[0] != key:
+        if self._matrix is None or self._matrix[0] != version:
+            self._matrix = None  # free the old matrix before building the new one (peak memory)
             rows = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             if rows:
                 matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             else:
                 matrix = np.zeros((0, 0), dtype=np.float32)
-            self._matrix = (key, ids, matrix)
+            del rows
+            self._matrix = (version, ids, matrix)
         return self._matrix[1], self._matrix[2]
 
-    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Exact cosine similarity over the rows the SQL filter admits."""
+    def _eligible_positions(self, filters: QueryFilters, ids: np.ndarray, version: tuple[int, int]) -> np.ndarray:
+        """Matrix positions of the rows the SQL filter admits, cached per (filter, data version).
+
+        The WHERE clause runs in SQLite on every cache miss; a hit only happens while no write has
+        landed since, so the cached answer is exactly what SQLite would return now.
+        """
+        if self._eligible_version != version:
+            self._eligible_cache.clear()
+            self._eligible_version = version
+        cached = self._eligible_cache.get(filters)
+        if cached is not None:
+            self._eligible_cache.move_to_end(filters)
+            return cached
         where, params = filters.to_sql("c")
         eligible = np.fromiter(
             (r[0] for r in self._db.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)), dtype=np.int64
         )
-        if eligible.size == 0 or k <= 0:
-            return []
-        ids, matrix = self._vectors()
         # Rows written by another process since the matrix was loaded are matched by id, not position.
         positions = np.searchsorted(ids, eligible)
         inside = positions < ids.size
         positions, eligible = positions[inside], eligible[inside]
         positions = positions[ids[positions] == eligible]
+        self._eligible_cache[filters] = positions
+        if len(self._eligible_cache) > ELIGIBLE_CACHE_SIZE:
+            self._eligible_cache.popitem(last=False)
+        return positions
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Exact cosine similarity over the rows the SQL filter admits."""
+        if k <= 0:
+            return []
+        version = self._version()
+        ids, matrix = self._vectors(version)
+        positions = self._eligible_positions(filters, ids, version)
         if positions.size == 0:
             return []
-        scores = matrix[positions] @ query.astype(np.float32)
+        q = query.astype(np.float32)
+        # When most rows qualify, one BLAS matvec over the whole matrix beats copying a gathered sub-matrix.
+        scores = (matrix @ q)[positions] if positions.size * 3 > ids.size else matrix[positions] @ q
         top = min(k, scores.size)
         best = np.argpartition(-scores, top - 1)[:top]
         best = best[np.argsort(-scores[best], kind="stable")]
