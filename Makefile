@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SAMPLE := examples/sample
 
-.PHONY: install demo test test-fast lint clean
+.PHONY: install demo test test-fast lint bench clean
 
 $(BIN)/ragstead: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
+
+# Benchmarks (minutes to an hour; never part of `make test`). Needs ../shared/datasets/scifact.
+bench: install
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m bench all
 
 lint: install
 	$(BIN)/ruff check src tests bench

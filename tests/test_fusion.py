@@ -21,8 +21,9 @@ def test_rrf_k_zero_and_negative():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("billing AND database", '"billing" OR "and" OR "database"'),
-        ('NEAR("a" "b") OR x*', '"near" OR "a" OR "b" OR "or" OR "x"'),
+        ("billing AND database", '"billing" OR "database"'),
+        ('NEAR("a" "b") OR x*', '"near" OR "b" OR "x"'),
+        ("to be or NOT to be", '"to" OR "be" OR "or" OR "not"'),  # only stop words: kept
         ("text:secret", '"text" OR "secret"'),
         ("'; DROP TABLE chunks; --", '"drop" OR "table" OR "chunks"'),
         ("*** () ^ \" - :", None),

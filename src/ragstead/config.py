@@ -34,7 +34,7 @@ class Settings:
     top_k_vector: int = 25
     top_k_lexical: int = 25
     rrf_k: int = 60
-    default_mode: str = "vector"
+    default_mode: str = "hybrid"
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
 
     @property

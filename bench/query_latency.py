@@ -1,0 +1,150 @@
+"""Query latency per mode at scale, with and without a 2 %-selective user filter, plus peak RSS.
+
+Synthetic data (said plainly): chunk text is 60 words drawn from a Zipf-distributed 30k-word vocabulary,
+vectors are random unit vectors (384-d), 10 chunks per document, 50 users (2 % of rows each). Query
+vectors are random too, so query embedding is excluded here and measured separately with the real model.
+Each size runs in its own subprocess so its peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import Timer, peak_rss_mb, percentiles, write_results
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions, search
+from ragstead.stores import SqliteStore
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
+
+DIM, USERS, CHUNKS_PER_DOC, WORDS = 384, 50, 10, 60
+MODEL = "synthetic-random-unit-384"
+
+
+class QueryVectors:
+    """Hands out precomputed random query vectors (embedding is excluded from these timings)."""
+
+    name, dim = MODEL, DIM
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def embed_query(self, text: str) -> np.ndarray:
+        v = self.rng.standard_normal(DIM).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - not used
+        raise NotImplementedError
+
+
+def build(path: Path, n_chunks: int, seed: int = 11) -> float:
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"w{i}" for i in range(30000)])
+    store = SqliteStore(path)
+    store.ensure_model(MODEL, DIM)
+    with Timer() as t:
+        doc_no = 0
+        batch: list[DocumentWrite] = []
+        # Rows are written grouped by user, as a person's files usually are.
+        per_user = n_chunks // USERS
+        for user in range(USERS):
+            for _ in range(per_user // CHUNKS_PER_DOC):
+                doc_id = f"{doc_no:064x}"
+                words = vocab[np.minimum(rng.zipf(1.2, (CHUNKS_PER_DOC, WORDS)) - 1, 29999)]
+                vectors = rng.standard_normal((CHUNKS_PER_DOC, DIM)).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                chunks = [
+                    ChunkRecord(f"{doc_no:056x}{i:08x}", i, " ".join(words[i]), f"{doc_no:056x}{i:08x}",
+                                0, WORDS, 0, 0, None, None, 80)
+                    for i in range(CHUNKS_PER_DOC)
+                ]
+                doc = DocumentRecord(doc_id, f"kb/users/u{user}/d{doc_no}.md", "kb", doc_id, 0, 0.0, "user_kb",
+                                     True, f"u{user}", None, "2025-01-01T00:00:00+00:00", None)
+                batch.append(DocumentWrite(doc, chunks, vectors))
+                doc_no += 1
+                if len(batch) == 500:
+                    store.apply(batch, [], [])
+                    batch = []
+        store.apply(batch, [], [])
+    store.close()
+    return t.seconds
+
+
+def measure(path: Path, queries: int = 100) -> dict[str, Any]:
+    rng = np.random.default_rng(5)
+    store = SqliteStore(path)
+    embedder = QueryVectors(rng)
+    vocab_queries = [" ".join(f"w{int(x)}" for x in rng.zipf(1.3, 4) if x < 30000) or "w1" for _ in range(queries)]
+    out: dict[str, Any] = {"chunks": store.stats()["chunks"]}
+    with Timer() as first:  # loads the vector matrix and the default scope's eligible rows
+        search("w1 w2", store, embedder, QueryFilters(), SearchOptions(mode="hybrid", k=10))
+    out["first_query_ms"] = round(first.seconds * 1000, 1)
+    scopes = {
+        "no user filter": lambda i: QueryFilters(),
+        "user filter (2 %), same user": lambda i: QueryFilters(user_slug="u7"),
+        "user filter (2 %), a new user each query": lambda i: QueryFilters(user_slug=f"u{i % USERS}"),
+    }
+    for scope, make in scopes.items():
+        for mode in ("lexical", "vector", "hybrid"):
+            times = []
+            for i, text in enumerate(vocab_queries):
+                started = time.perf_counter()
+                result = search(text, store, embedder, make(i), SearchOptions(mode=mode, k=10))
+                times.append((time.perf_counter() - started) * 1000)
+                assert len(result["results"]) <= 10
+            out[f"{scope} | {mode}"] = percentiles(times)
+    out["peak_rss_mb"] = peak_rss_mb()
+    store.close()
+    return out
+
+
+def query_embedding_ms(n: int = 50) -> dict[str, float]:
+    from ragstead.embeddings import MiniLMOnnxEmbedder
+
+    embedder = MiniLMOnnxEmbedder()
+    embedder.embed_query("warm up")
+    times = []
+    for i in range(n):
+        started = time.perf_counter()
+        embedder.embed_query(f"does vitamin d supplementation reduce fracture risk in adults {i}")
+        times.append((time.perf_counter() - started) * 1000)
+    return percentiles(times)
+
+
+def one_size(n_chunks: int, workdir: Path) -> dict[str, Any]:
+    path = workdir / f"synthetic-{n_chunks}.db"
+    build_s = build(path, n_chunks) if not path.exists() else None
+    result = measure(path)
+    result["build_seconds"] = round(build_s, 1) if build_s else None
+    result["db_mb"] = round(path.stat().st_size / 1e6, 1)
+    return result
+
+
+def main(sizes: list[int], workdir: Path | None) -> None:
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-latency-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"data": __doc__.split("\n\n")[1].replace("\n", " "), "sizes": {}}
+    for n in sizes:
+        proc = subprocess.run([sys.executable, "-m", "bench", "latency-one", "--size", str(n),
+                               "--workdir", str(workdir)], capture_output=True, text=True, check=True)
+        results["sizes"][str(n)] = json.loads(proc.stdout.strip().splitlines()[-1])
+    results["query_embedding_ms"] = query_embedding_ms()
+    rows = [["chunks", "scope", "mode", "p50 ms", "p95 ms"]]
+    for n, data in results["sizes"].items():
+        for key, value in data.items():
+            if " | " in key:
+                scope, mode = key.split(" | ")
+                rows.append([f"{int(n):,}", scope, mode, f"{value['p50']:.2f}", f"{value['p95']:.2f}"])
+        rows.append([f"{int(n):,}", "first query (loads vectors)", "hybrid", f"{data['first_query_ms']:.0f}", ""])
+        rows.append([f"{int(n):,}", f"peak RSS {data['peak_rss_mb']:.0f} MB, index file {data['db_mb']:.0f} MB",
+                     "", "", ""])
+    e = results["query_embedding_ms"]
+    rows.append(["-", "query embedding (real model, excluded above)", "-", f"{e['p50']:.2f}", f"{e['p95']:.2f}"])
+    write_results("query_latency", results, rows)
