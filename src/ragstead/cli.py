@@ -26,6 +26,7 @@ err = Console(stderr=True)
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root (default: $RAGSTEAD_ROOT or cwd).")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Config file (default: <root>/ragstead.toml).")]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Index file (default: kb/rag/ragstead.db).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
 def _settings(root: Path | None, config: Path | None, db: str | None, **overrides: Any) -> Settings:
@@ -50,7 +51,7 @@ def index(
     overlap: Annotated[int | None, typer.Option(help="Overlapping words between chunks.")] = None,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another index run's lock.")] = 0.0,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -207,7 +208,7 @@ def evaluate(
     doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Scope for --cases.")] = None,
     public_only: Annotated[bool, typer.Option("--public-only", help="Scope for --cases.")] = False,
     include_archive: Annotated[bool, typer.Option("--include-archive", help="Scope for --cases.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,

@@ -261,13 +261,24 @@ class SqliteStore:
         """All chunk vectors as one float32 matrix, ordered by rowid; reloaded after any write."""
         if self._matrix is None or self._matrix[0] != version:
             self._matrix = None  # free the old matrix before building the new one (peak memory)
-            rows = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            if rows:
-                matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            else:
-                matrix = np.zeros((0, 0), dtype=np.float32)
-            del rows
+            # Streamed into a preallocated array: fetchall() + join would hold every vector 2-3 times
+            # (1.5 GB each at 1M x 384-d) before the matrix exists.
+            self._db.execute("BEGIN")  # one read snapshot for the count and the rows (WAL)
+            n = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            dim = int(self._meta("embed_dim") or 0)
+            ids = np.empty(n, dtype=np.int64)
+            matrix = np.empty((n, dim), dtype=np.float32)
+            filled = 0
+            cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
+            while filled < n and (rows := cursor.fetchmany(4096)):
+                rows = rows[: n - filled]
+                ids[filled : filled + len(rows)] = [r[0] for r in rows]
+                matrix[filled : filled + len(rows)] = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                    len(rows), dim
+                )
+                filled += len(rows)
+            self._db.execute("COMMIT")
+            ids, matrix = ids[:filled], matrix[:filled]
             self._matrix = (version, ids, matrix)
         return self._matrix[1], self._matrix[2]
 
