@@ -140,3 +140,27 @@ def test_vector_caches_see_writes_from_this_and_other_connections(project):
     index_roots(project.settings, other, project.embedder, ("kb",))
     other.close()
     assert "kb/users/bob/sub.md" not in bob_paths()
+
+
+def test_fts_scope_tokens_agree_with_the_sql_filter(project):
+    """The MATCH-side scope must never admit less than the SQL WHERE: compare both on every filter combo."""
+    import itertools
+
+    db = project.store._db
+    for user, types, public, archive in itertools.product(
+        [None, "alice", "bob", "nobody"], [(), ("user_kb",), ("kb", "docs"), ("archive",)], [False, True], [False, True]
+    ):
+        f = QueryFilters.build(user_slug=user, doc_types=types, public_only=public, include_archive=archive)
+        where, params = f.to_sql("c")
+        by_sql = {r[0] for r in db.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)}
+        by_fts = {r[0] for r in db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", [f.to_fts_scope()])}
+        assert by_fts == by_sql, (user, types, public, archive)
+
+
+def test_slug_tokens_do_not_collide_for_lookalike_users(make_project):
+    files = {f"kb/users/{u}/n.md": f"note of {u} about rivers" for u in ("ann", "ann-b", "ann.b", "Ann", "ann_b")}
+    project = make_project(files)
+    project.index()
+    for user in ("ann", "ann-b", "ann.b", "Ann", "ann_b"):
+        out = run(project, "rivers note", mode="lexical", user_slug=user)
+        assert [r["file_path"] for r in out["results"]] == [f"kb/users/{user}/n.md"]

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ragstead.errors import ModelMismatchError, RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.filters import QueryFilters, scope_tokens
 from ragstead.stores.base import DocumentRecord, DocumentWrite, ManifestEntry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Eligible-row sets kept per filter scope (each up to 8 bytes x chunks).
 ELIGIBLE_CACHE_SIZE = 8
 
@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_type, created_at);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2');
+-- `scope` holds filter values as tokens (see filters.scope_tokens); bm25 gives it weight 0.
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
+    USING fts5(text, scope, tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
 _CHUNK_COLUMNS = (
@@ -119,7 +121,8 @@ class SqliteStore:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(version) != SCHEMA_VERSION:
             raise RagsteadError(
-                f"index schema version {version} is not {SCHEMA_VERSION}; run `ragstead index --rebuild`"
+                f"index {self.path} has schema version {version}, this ragstead needs {SCHEMA_VERSION}; "
+                "delete the file and run `ragstead index` to rebuild it"
             )
 
     def ensure_model(self, model: str, dim: int) -> None:
@@ -206,6 +209,7 @@ class SqliteStore:
             "INSERT INTO doc_tags (doc_id, tag) VALUES (?, ?)", [(doc.doc_id, t) for t in set(doc.tags)]
         )
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+        scope = scope_tokens(doc.doc_type, doc.is_private, doc.user_slug)
         for chunk, vector in zip(write.chunks, vectors, strict=True):
             cursor = self._db.execute(
                 "INSERT INTO chunks (chunk_id, doc_id, chunk_index, text, text_hash, start_word, end_word, "
@@ -216,7 +220,9 @@ class SqliteStore:
                  chunk.section_path, chunk.token_estimate, doc.file_path, doc.doc_type,
                  int(doc.is_private), doc.user_slug, doc.created_at, vector.tobytes()),
             )
-            self._db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", (cursor.lastrowid, chunk.text))
+            self._db.execute(
+                "INSERT INTO chunks_fts (rowid, text, scope) VALUES (?, ?, ?)", (cursor.lastrowid, chunk.text, scope)
+            )
 
     def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
         """One transaction: replace each written document, delete removed paths, refresh touched stats."""
@@ -330,9 +336,10 @@ class SqliteStore:
         """FTS5 BM25 over the rows the SQL filter admits; score = -bm25 (higher is better)."""
         where, params = filters.to_sql("c")
         rows = self._db.execute(
-            "SELECT c.id, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            "SELECT c.id, bm25(chunks_fts, 1.0, 0.0) AS s FROM chunks_fts "
+            "JOIN chunks c ON c.id = chunks_fts.rowid "
             f"WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
-            [match, *params, k],
+            [f"({match}) AND {filters.to_fts_scope()}", *params, k],
         )
         return [(int(r[0]), -float(r[1])) for r in rows]
 
