@@ -28,18 +28,6 @@ class LoadedDocument:
     page_starts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
 
-    def page_at(self, char_offset: int) -> int | None:
-        """1-based page number holding `char_offset`, or None for formats without pages."""
-        if not self.page_starts:
-            return None
-        page = 0
-        for index, start in enumerate(self.page_starts):
-            if start <= char_offset:
-                page = index
-            else:
-                break
-        return page + 1
-
 
 def _decode(data: bytes, path: Path) -> str:
     if b"\x00" in data[:8192]:

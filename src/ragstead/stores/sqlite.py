@@ -246,14 +246,6 @@ class SqliteStore:
             raise
         self._invalidate()
 
-    def delete_document(self, doc_id: str) -> bool:
-        """Remove one document (all its chunks, vectors and FTS rows). True if it existed."""
-        row = self._db.execute("SELECT file_path FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        if row is None:
-            return False
-        self.apply([], [row[0]], [])
-        return True
-
     # -- search -----------------------------------------------------------------------------------
 
     def _invalidate(self) -> None:
@@ -361,16 +353,6 @@ class SqliteStore:
             record["tags"] = json.loads(record["tags"])
             out[record.pop("id")] = record
         return out
-
-    def list_documents(self) -> list[dict[str, Any]]:
-        """Every indexed document with its metadata and chunk count."""
-        cursor = self._db.execute(
-            "SELECT d.doc_id, d.file_path, d.doc_type, d.is_private, d.user_slug, d.created_at, d.tags, "
-            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id) AS n_chunks FROM documents d "
-            "ORDER BY d.file_path"
-        )
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def stats(self) -> dict[str, Any]:
         """Counts, model and file size; `fts_rows == chunks` is the consistency invariant."""
