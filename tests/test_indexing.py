@@ -110,6 +110,20 @@ def test_roots_outside_the_project_are_refused(make_project):
             project.index(roots=(bad,))
 
 
+def test_a_symlinked_root_leaving_the_project_is_refused_before_rebuild_wipes_anything(make_project, tmp_path):
+    from ragstead.errors import RagsteadError
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("someone else's notes")
+    project = make_project({"kb/a.md": "alpha notes"})
+    project.index()
+    (project.root / "link").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RagsteadError, match="inside the project root"):
+        project.index(roots=("kb", "link"), rebuild=True)
+    assert project.store.stats()["documents"] == 1  # the index is as it was, not emptied by --rebuild
+
+
 def test_index_only_touches_its_own_roots(make_project):
     project = make_project({"kb/a.md": "alpha", "docs/b.md": "bravo"})
     project.index(roots=("kb", "docs"))

@@ -77,6 +77,18 @@ class _Candidate:
 ProgressHook = Callable[[int, int], None]
 
 
+def _check_roots(settings: Settings, roots: tuple[str, ...]) -> None:
+    """Refuse any root that resolves outside the project (`..`, absolute, or a symlink leaving it).
+
+    This runs before the lock and before `--rebuild` resets the store: a bad root found halfway
+    through the walk would otherwise leave the user with an emptied index.
+    """
+    base = settings.root.resolve()
+    for root in roots:
+        if not (base / root).resolve().is_relative_to(base):
+            raise RagsteadError(f"root {root!r} must be a folder inside the project root {base}")
+
+
 def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Path]]:
     """Yield (root, file) for every regular file under the roots, skipping the index's own folder,
     hidden entries and symlinks that leave the project root."""
@@ -84,8 +96,6 @@ def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Pat
     own = {settings.db_file.parent.resolve(), settings.lock_file.parent.resolve()}
     for root in roots:
         top = (base / root).resolve()
-        if not top.is_relative_to(base):
-            raise RagsteadError(f"root {root!r} resolves outside the project root {base}")
         if not top.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(top):
@@ -193,9 +203,7 @@ def index_roots(
 ) -> IndexReport:
     """Bring the index in line with the files under `roots`; see the module docstring."""
     roots = tuple(roots or settings.roots)
-    for root in roots:
-        if Path(root).is_absolute() or ".." in Path(root).parts:
-            raise RagsteadError(f"root {root!r} must be a folder inside the project root {settings.root}")
+    _check_roots(settings, roots)
     started = time.perf_counter()
     report = IndexReport(rebuild=rebuild)
     with index_lock(settings.lock_file, wait_seconds):
