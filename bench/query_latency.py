@@ -7,11 +7,16 @@ Two lexical query sets: "head terms" samples query words from the same Zipf law,
 words found in 45 %+ of chunks (the worst case for FTS5, which scores every match); "content words"
 samples 4 words from frequency ranks 50-5000, like real queries once stop words are gone.
 Each size runs in its own subprocess so its peak RSS is its own.
+
+Baseline in the same run: SQLite FTS5 (ragstead's lexical engine before tantivy, same tokenizer job,
+filters as MATCH tokens plus SQL WHERE, bm25() ORDER BY LIMIT) over the same chunks and queries,
+built after the ragstead numbers and peak RSS are taken.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -109,6 +114,39 @@ def measure(path: Path, queries: int = 100) -> dict[str, Any]:
         out[f"{scope} | {name}"] = percentiles(times)
     out["peak_rss_mb"] = peak_rss_mb()
     store.close()
+    out.update(fts5_baseline(path, {"head terms": head_queries, "content words": content_queries}))
+    return out
+
+
+def fts5_baseline(path: Path, query_sets: dict[str, list[str]]) -> dict[str, Any]:
+    """The previous lexical engine on the same data: FTS5 bm25 with scope tokens in MATCH + SQL WHERE."""
+    fts_path = path.with_suffix(".fts5.db")
+    db = sqlite3.connect(str(fts_path), isolation_level=None)
+    db.execute("ATTACH DATABASE ? AS m", (str(path),))
+    out: dict[str, Any] = {}
+    if not db.execute("SELECT name FROM sqlite_master WHERE name = 'fts'").fetchone():
+        with Timer() as t:
+            db.execute("CREATE VIRTUAL TABLE fts USING fts5(text, scope, "
+                       "tokenize = 'porter unicode61 remove_diacritics 2')")
+            db.execute("BEGIN")
+            db.execute("INSERT INTO fts (rowid, text, scope) SELECT id, text, 'private' || is_private || ' user' || "
+                       "user_slug || ' type' || doc_type FROM m.chunks")
+            db.execute("COMMIT")
+        out["fts5 build_seconds"] = round(t.seconds, 1)
+    scopes = {"no user filter": ("", "c.is_private = 1"), "user filter (2 %), same user":
+              (' AND scope:"useru7"', "c.is_private = 1 AND c.user_slug = 'u7'")}
+    for scope, (match_scope, where) in scopes.items():
+        for label, queries in query_sets.items():
+            times = []
+            for text in queries:
+                match = "(" + " OR ".join(f'"{w}"' for w in text.split()) + ')'
+                match += f' AND scope:"private1"{match_scope} NOT scope:"typearchive"'
+                started = time.perf_counter()
+                db.execute("SELECT c.id, bm25(fts, 1.0, 0.0) AS s FROM fts JOIN m.chunks c ON c.id = fts.rowid "
+                           f"WHERE fts MATCH ? AND {where} ORDER BY s LIMIT 10", (match,)).fetchall()
+                times.append((time.perf_counter() - started) * 1000)
+            out[f"{scope} | baseline FTS5 lexical, {label}"] = percentiles(times)
+    db.close()
     return out
 
 

@@ -48,7 +48,7 @@ def test_reindex_embeds_only_changed_and_removes_stale(make_project):
     hits = search("cars", project.store, project.embedder, QueryFilters(), SearchOptions(mode="lexical"))
     assert hits["results"] == []  # the deleted file's chunks are gone from FTS too
     stats = project.store.stats()
-    assert stats["chunks"] == stats["fts_rows"] == 4
+    assert stats["chunks"] == stats["lexical_rows"] == 4
 
 
 def test_unchanged_chunks_of_a_changed_file_are_not_reembedded(make_project):

@@ -68,7 +68,7 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
 
     # The store opens, is consistent, and a re-run completes without duplicates.
     status = json.loads(cli(tmp_path, "status", check=True).stdout)
-    assert status["integrity"] == "ok" and status["chunks"] == status["fts_rows"]
+    assert status["integrity"] == "ok" and status["chunks"] == status["lexical_rows"]
     partial_docs = status["documents"]
     result = cli(tmp_path, "index", "--quiet", "--format", "json", check=True)
     report = json.loads(result.stdout)
@@ -76,7 +76,8 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
     assert len(report["added"]) == len(files) - partial_docs
     assert count(db, "SELECT COUNT(*) FROM documents") == len(files)
     assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(DISTINCT chunk_id) FROM chunks")
-    assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(*) FROM chunks_fts")
+    final = json.loads(cli(tmp_path, "status", check=True).stdout)
+    assert final["integrity"] == "ok" and final["lexical_rows"] == count(db, "SELECT COUNT(*) FROM chunks")
     assert count(db, "SELECT COUNT(DISTINCT file_path) FROM chunks") == len(files)
 
 

@@ -107,22 +107,6 @@ class QueryFilters:
             params.extend(self.tags)
         return " AND ".join(clauses), params
 
-    def to_fts_scope(self) -> str:
-        """The same scope as `to_sql` (less dates and tags) as an FTS5 expression over the `scope` column.
-
-        ANDed into MATCH, it lets FTS5 intersect posting lists instead of scoring every match and
-        filtering afterwards. It only accelerates: the SQL WHERE still runs and decides.
-        """
-        parts = [f'scope:"p{0 if self.public_only else 1}"']
-        if self.user_slug is not None:
-            parts.append(f'scope:"{_token("u", self.user_slug)}"')
-        if self.doc_types:
-            parts.append("scope:(" + " OR ".join(f'"{_token("t", t)}"' for t in self.doc_types) + ")")
-        expression = " AND ".join(parts)
-        if not self.include_archive and "archive" not in self.doc_types:
-            expression += f' NOT scope:"{_token("t", "archive")}"'
-        return expression
-
     def admits(self, file_path: str, rules: tuple[PathRule, ...]) -> bool:
         """Defensive backstop: re-derive scope from the path alone and check it against these filters.
 
@@ -146,20 +130,6 @@ class QueryFilters:
         data["private_only"] = self.private_only
         data["prefix_backstop"] = user_prefixes(self.user_slug, rules) if self.user_slug else []
         return data
-
-
-def _token(kind: str, value: str) -> str:
-    # Hex keeps any slug a single alphanumeric token for unicode61; the trailing digit keeps the porter
-    # stemmer from rewriting it (its rules only strip alphabetic suffixes).
-    return f"{kind}{value.encode('utf-8').hex()}9"
-
-
-def scope_tokens(doc_type: str, is_private: bool, user_slug: str | None) -> str:
-    """The FTS5 `scope` column of a chunk: its privacy, doc type and user as single tokens."""
-    tokens = [f"p{int(is_private)}", _token("t", doc_type)]
-    if user_slug:
-        tokens.append(_token("u", user_slug))
-    return " ".join(tokens)
 
 
 def user_prefixes(user_slug: str, rules: tuple[PathRule, ...]) -> list[str]:

@@ -1,12 +1,12 @@
-"""Turn arbitrary user text into a safe FTS5 MATCH expression.
+"""Turn arbitrary user text into the word terms of a lexical (BM25) query.
 
-Only word tokens survive; each is wrapped in double quotes, so FTS5 sees string literals and never
-operators (AND, OR, NOT, NEAR, *, ^, column filters, parentheses). The tokens are OR-ed, which is
-what BM25 ranking expects. The expression is always bound as a parameter, never spliced into SQL.
+Only word tokens survive, as plain strings: stores build their query objects from them (term queries
+in tantivy), so no query syntax (AND, OR, NOT, NEAR, *, ^, field prefixes, parentheses, quotes) ever
+reaches a parser. The terms are OR-ed by the store, which is what BM25 ranking expects.
 
 English stop words are dropped from the query (not from the index): on SciFact train they carried no
-ranking signal (lexical nDCG@10 0.7021 -> 0.7029) while OR-ing them made FTS5 walk the longest posting
-lists (p50 27.6 -> 20.3 ms at depth 300). A query made only of stop words keeps them ("to be or not").
+ranking signal (lexical nDCG@10 0.7021 -> 0.7029, measured with FTS5) while OR-ing them walks the
+longest posting lists. A query made only of stop words keeps them ("to be or not").
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ STOP_WORDS = frozenset(
 )
 
 
-def to_fts_query(text: str) -> str | None:
-    """A MATCH expression for `text`, or None when it has no word tokens (then: empty result)."""
+def query_terms(text: str) -> list[str]:
+    """The distinct word terms of `text` in order, at most MAX_QUERY_TERMS; [] means an empty result."""
     seen: dict[str, None] = {}
     for token in _TOKEN.findall(text.lower()):
         token = token.strip("_")
         if token:
             seen.setdefault(token, None)
     tokens = [t for t in seen if t not in STOP_WORDS] or list(seen)
-    if not tokens:
-        return None
-    return " OR ".join(f'"{token}"' for token in tokens[:MAX_QUERY_TERMS])
+    return tokens[:MAX_QUERY_TERMS]

@@ -14,7 +14,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.fusion import reciprocal_rank_fusion
-from ragstead.retrieval.lexical_query import to_fts_query
+from ragstead.retrieval.lexical_query import query_terms
 from ragstead.stores.base import Store
 
 MODES = ("vector", "lexical", "hybrid")
@@ -83,9 +83,9 @@ def search(
         timings["vector_ms"] = (time.perf_counter() - t0) * 1000
     if want_lexical:
         t0 = time.perf_counter()
-        match = to_fts_query(question)
+        terms = query_terms(question)
         depth = options.k if options.mode == "lexical" else options.top_k_lexical
-        lexical_hits = store.lexical_search(match, filters, depth) if match else []
+        lexical_hits = store.lexical_search(terms, filters, depth) if terms else []
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
 
     t0 = time.perf_counter()

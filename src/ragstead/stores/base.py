@@ -97,8 +97,11 @@ class Store(Protocol):
         """Exact cosine search over the chunks that pass `filters`: [(chunk rowid, similarity)], best first."""
         ...
 
-    def lexical_search(self, match: str, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """BM25 search over the chunks that pass `filters`: [(chunk rowid, score)], best first."""
+    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """BM25 over the chunks that pass `filters`, query words OR-ed: [(chunk rowid, score)], best first.
+
+        `terms` are plain words (see retrieval.lexical_query); a store must never hand them to a query parser.
+        """
         ...
 
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:

@@ -1,8 +1,10 @@
-"""The embedded default store: ONE SQLite file (WAL) with documents, chunks, vectors and FTS5.
+"""The embedded default store: one SQLite file (WAL) with documents, chunks and vectors, and a tantivy
+BM25 index beside it (`<name>.tantivy/`, see lexical_index.py for why not FTS5).
 
-Everything a batch writes (document rows, chunk rows, vectors, FTS rows, manifest) goes in one
-transaction, so a crash can never leave the vector and lexical sides disagreeing; the seeds'
-Chroma + SQLite reconcile flow exists only because two stores drift.
+Everything a batch writes (document rows, chunk rows, vectors, manifest) goes in one SQLite
+transaction. SQLite is the source of truth; the lexical index records the SQLite generation it
+reflects and is brought back in step (or rebuilt) whenever the two differ, so a crash between the two
+commits costs a rebuild, never a wrong answer that outlives it.
 
 Vector search is exact: the SQL filter picks the eligible rows first, then a numpy matmul ranks
 only those, so a filtered query returns k results whenever k exist (no ANN recall loss under
@@ -20,15 +22,18 @@ from typing import Any
 import numpy as np
 
 from ragstead.errors import ModelMismatchError, RagsteadError
-from ragstead.retrieval.filters import QueryFilters, scope_tokens
+from ragstead.retrieval.filters import QueryFilters
 from ragstead.stores.base import DocumentRecord, DocumentWrite, ManifestEntry
+from ragstead.stores.lexical_index import LexicalIndex, LexicalRow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Eligible-row sets kept per filter scope (each up to 8 bytes x chunks).
 ELIGIBLE_CACHE_SIZE = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Bumped by every write transaction; the lexical index records the value it reflects.
+INSERT OR IGNORE INTO meta VALUES ('lexical_generation', '0');
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
     file_path TEXT NOT NULL UNIQUE,
@@ -52,8 +57,9 @@ CREATE TABLE IF NOT EXISTS doc_tags (
 );
 CREATE INDEX IF NOT EXISTS doc_tags_tag ON doc_tags(tag);
 -- Filter columns are copied onto chunks so both searches filter without a join.
+-- AUTOINCREMENT: an id is never reused, so a lexical hit can never name a different chunk.
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id TEXT NOT NULL UNIQUE,
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
     chunk_index INTEGER NOT NULL,
@@ -76,9 +82,6 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_type, created_at);
--- `scope` holds filter values as tokens (see filters.scope_tokens); bm25 gives it weight 0.
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
-    USING fts5(text, scope, tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
 _CHUNK_COLUMNS = (
@@ -89,11 +92,12 @@ _CHUNK_COLUMNS = (
 
 
 class SqliteStore:
-    """`Store` backed by a single SQLite file. Safe for one writer and many readers (WAL)."""
+    """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
+        in_memory = str(path) == ":memory:"
+        if not in_memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
@@ -104,6 +108,9 @@ class SqliteStore:
             self._check_schema_version()
         except sqlite3.DatabaseError as exc:
             raise RagsteadError(f"cannot open index {path}: {exc}") from exc
+        self.lexical_path = None if in_memory else self.path.with_suffix(".tantivy")
+        self._lexical = LexicalIndex(self.lexical_path)
+        self._lexical_checked: tuple[int, int] | None = None
         self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         self._generation = 0
         self._eligible_cache: OrderedDict[QueryFilters, np.ndarray] = OrderedDict()
@@ -152,18 +159,23 @@ class SqliteStore:
 
     def reset(self) -> None:
         """Drop all content and the recorded model (the next ensure_model records the new one)."""
-        self._db.execute("BEGIN IMMEDIATE")
+        self._lexical.acquire()
         try:
-            self._db.execute("DELETE FROM chunks_fts")
-            self._db.execute("DELETE FROM chunks")
-            self._db.execute("DELETE FROM doc_tags")
-            self._db.execute("DELETE FROM documents")
-            self._db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._invalidate()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM chunks")
+                self._db.execute("DELETE FROM doc_tags")
+                self._db.execute("DELETE FROM documents")
+                self._db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
+                generation = self._bump_generation()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._invalidate()
+            self._lexical.replace_all(generation, iter(()))
+        finally:
+            self._lexical.release()
 
     # -- manifest and cache -----------------------------------------------------------------------
 
@@ -188,15 +200,19 @@ class SqliteStore:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def _delete_path(self, file_path: str) -> None:
+    def _bump_generation(self) -> int:
         self._db.execute(
-            "DELETE FROM chunks_fts WHERE rowid IN "
-            "(SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE d.file_path = ?)",
-            (file_path,),
+            "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'lexical_generation'"
         )
-        self._db.execute("DELETE FROM documents WHERE file_path = ?", (file_path,))
+        return int(self._meta("lexical_generation") or 0)
 
-    def _insert(self, write: DocumentWrite) -> None:
+    def _delete_path(self, file_path: str) -> list[int]:
+        """Delete a document (its chunks and tags cascade); return the chunk ids it had."""
+        ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE file_path = ?", (file_path,))]
+        self._db.execute("DELETE FROM documents WHERE file_path = ?", (file_path,))
+        return ids
+
+    def _insert(self, write: DocumentWrite) -> list[LexicalRow]:
         doc = write.document
         self._db.execute(
             "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
@@ -209,7 +225,8 @@ class SqliteStore:
             "INSERT INTO doc_tags (doc_id, tag) VALUES (?, ?)", [(doc.doc_id, t) for t in set(doc.tags)]
         )
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
-        scope = scope_tokens(doc.doc_type, doc.is_private, doc.user_slug)
+        tags = tuple(sorted(set(doc.tags)))
+        rows = []
         for chunk, vector in zip(write.chunks, vectors, strict=True):
             cursor = self._db.execute(
                 "INSERT INTO chunks (chunk_id, doc_id, chunk_index, text, text_hash, start_word, end_word, "
@@ -220,31 +237,88 @@ class SqliteStore:
                  chunk.section_path, chunk.token_estimate, doc.file_path, doc.doc_type,
                  int(doc.is_private), doc.user_slug, doc.created_at, vector.tobytes()),
             )
-            self._db.execute(
-                "INSERT INTO chunks_fts (rowid, text, scope) VALUES (?, ?, ?)", (cursor.lastrowid, chunk.text, scope)
+            rows.append(
+                LexicalRow(int(cursor.lastrowid or 0), chunk.text, doc.doc_type, doc.is_private, doc.user_slug,
+                           doc.created_at, tags)
             )
+        return rows
 
     def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
         """One transaction: replace each written document, delete removed paths, refresh touched stats."""
         if not (writes or removals or touches):
             return
-        self._db.execute("BEGIN IMMEDIATE")
+        # The lexical writer lock is taken first and held until both sides have committed, so no
+        # reader mistakes the gap between the two commits for a crash.
+        self._lexical.acquire()
         try:
-            for path in removals:
-                self._delete_path(path)
-            for write in writes:
-                self._delete_path(write.document.file_path)
-                self._insert(write)
-            for doc in touches:
-                self._db.execute(
-                    "UPDATE documents SET size = ?, mtime = ? WHERE file_path = ?",
-                    (doc.size, doc.mtime, doc.file_path),
-                )
+            deleted: list[int] = []
+            added: list[LexicalRow] = []
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for path in removals:
+                    deleted += self._delete_path(path)
+                for write in writes:
+                    deleted += self._delete_path(write.document.file_path)
+                    added += self._insert(write)
+                for doc in touches:
+                    self._db.execute(
+                        "UPDATE documents SET size = ?, mtime = ? WHERE file_path = ?",
+                        (doc.size, doc.mtime, doc.file_path),
+                    )
+                generation = self._bump_generation() if (deleted or added) else None
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._invalidate()
+            if generation is not None:
+                if self._lexical.refresh() == generation - 1:
+                    self._lexical.write(generation, deleted, added)
+                else:  # it missed an earlier write (a crash, or a failure here): start it over
+                    self._rebuild_lexical()
+        finally:
+            self._lexical.release()
+
+    # -- lexical index upkeep ---------------------------------------------------------------------
+
+    def _rebuild_lexical(self) -> None:
+        """Rewrite the lexical index from one SQLite snapshot. The caller holds the lexical writer lock."""
+        self._db.execute("BEGIN")
+        try:
+            generation = int(self._meta("lexical_generation") or 0)
+            rows = self._db.execute(
+                "SELECT c.id, c.text, c.doc_type, c.is_private, c.user_slug, c.created_at, "
+                "(SELECT json_group_array(tag) FROM doc_tags t WHERE t.doc_id = c.doc_id) "
+                "FROM chunks c ORDER BY c.id"
+            )
+            self._lexical.replace_all(
+                generation,
+                (LexicalRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], tuple(json.loads(r[6]))) for r in rows),
+            )
+        finally:
             self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._invalidate()
+
+    def _lexical_in_step(self) -> None:
+        """Make the lexical index reflect SQLite's latest commit before a lexical search.
+
+        Another process's write shows up as a newer generation: reload. If it still differs and nobody
+        holds the writer lock, the last writer died between its two commits: rebuild. If the lock is
+        held, a write is in flight; search the previous commit (at worst ms behind) and look again.
+        """
+        version = self._version()
+        if version == self._lexical_checked:
+            return
+        wanted = int(self._meta("lexical_generation") or 0)
+        if self._lexical.refresh() != wanted:
+            if not self._lexical.try_acquire():
+                return
+            try:
+                if self._lexical.refresh() != int(self._meta("lexical_generation") or 0):
+                    self._rebuild_lexical()
+            finally:
+                self._lexical.release()
+            version = self._version()
+        self._lexical_checked = version
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -324,24 +398,20 @@ class SqliteStore:
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(int(ids[positions[i]]), float(scores[i])) for i in best]
 
-    def lexical_search(self, match: str, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """FTS5 BM25 over the rows the SQL filter admits; score = -bm25 (higher is better)."""
-        where, params = filters.to_sql("c")
-        rows = self._db.execute(
-            "SELECT c.id, bm25(chunks_fts, 1.0, 0.0) AS s FROM chunks_fts "
-            "JOIN chunks c ON c.id = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
-            [f"({match}) AND {filters.to_fts_scope()}", *params, k],
-        )
-        return [(int(r[0]), -float(r[1])) for r in rows]
+    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """BM25 (tantivy) over the chunks the filters admit; the filters are clauses of the query itself."""
+        self._lexical_in_step()
+        return self._lexical.search(terms, filters, k)
 
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
         """Rows for the given ids, with the filter applied once more in SQL."""
         if not rowids:
             return {}
         where, params = filters.to_sql("c")
+        # NOT INDEXED: given the scope columns, the planner picked chunks_scope and walked every private
+        # row (2 ms at 20k chunks, growing with the corpus); the rowid lookup is what a fetch of k ids wants.
         cursor = self._db.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c NOT INDEXED JOIN documents d ON d.doc_id = c.doc_id "
             f"WHERE c.id IN ({','.join('?' * len(rowids))}) AND {where}",
             [*rowids, *params],
         )
@@ -355,12 +425,14 @@ class SqliteStore:
         return out
 
     def stats(self) -> dict[str, Any]:
-        """Counts, model and file size; `fts_rows == chunks` is the consistency invariant."""
+        """Counts and model; `lexical_rows == chunks` is the consistency invariant."""
         one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
+        self._lexical_in_step()
         return {
             "documents": one("SELECT COUNT(*) FROM documents"),
             "chunks": one("SELECT COUNT(*) FROM chunks"),
-            "fts_rows": one("SELECT COUNT(*) FROM chunks_fts"),
+            "lexical_rows": self._lexical.count(),
+            "lexical_generation": self._lexical.generation(),
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "schema_version": SCHEMA_VERSION,
@@ -368,11 +440,19 @@ class SqliteStore:
         }
 
     def integrity_check(self) -> str:
-        """SQLite's own integrity check plus FTS5's; 'ok' when both pass."""
+        """SQLite's integrity check, then the lexical index against it; 'ok' when both agree."""
         result = self._db.execute("PRAGMA integrity_check").fetchone()[0]
-        self._db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-        return result
+        if result != "ok":
+            return result
+        self._lexical_in_step()
+        wanted = int(self._meta("lexical_generation") or 0)
+        chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        generation, rows = self._lexical.generation(), self._lexical.count()
+        if generation != wanted or rows != chunks:
+            return f"lexical index at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
+        return "ok"
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection and let go of the lexical index."""
+        self._lexical.release()
         self._db.close()

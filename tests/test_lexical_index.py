@@ -1,0 +1,92 @@
+"""The tantivy lexical index stays in step with SQLite through failures, crashes and other writers."""
+
+import shutil
+
+import pytest
+
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions, search
+from ragstead.stores import SqliteStore, lexical_index
+from ragstead.stores.lexical_index import LexicalIndex, LexicalIndexBusyError
+
+
+def lexical_paths(project, question, store=None, **filters):
+    out = search(question, store or project.store, project.embedder, QueryFilters.build(**filters),
+                 SearchOptions(mode="lexical", k=20), project.settings.path_rules)
+    return [r["file_path"] for r in out["results"]]
+
+
+def test_a_failure_between_the_two_commits_is_repaired_on_the_next_search(make_project, monkeypatch):
+    project = make_project({"kb/users/ann/a.md": "notes on the heron migration"})
+    project.index()
+    project.write({"kb/users/ann/b.md": "the osprey nest survived the storm"})
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash after the SQLite commit")
+
+    monkeypatch.setattr(LexicalIndex, "write", crash)
+    with pytest.raises(RuntimeError):
+        project.index()
+    monkeypatch.undo()
+    assert project.store.stats()["chunks"] == 2  # SQLite has b.md ...
+    fresh = SqliteStore(project.settings.db_file)  # ... and a new reader rebuilds the lexical side
+    try:
+        assert lexical_paths(project, "osprey storm", store=fresh) == ["kb/users/ann/b.md"]
+        assert fresh.integrity_check() == "ok"
+    finally:
+        fresh.close()
+
+
+def test_a_write_after_a_missed_one_rebuilds_instead_of_building_on_a_gap(make_project, monkeypatch):
+    project = make_project({"kb/a.md": "alpha heron"})
+    project.index()
+    project.write({"kb/b.md": "bravo osprey"})
+    monkeypatch.setattr(LexicalIndex, "write", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        project.index()
+    monkeypatch.undo()
+    project.write({"kb/c.md": "charlie kestrel"})
+    project.index()  # generation is two ahead of the lexical index: it must rebuild, not apply c alone
+    assert lexical_paths(project, "osprey") == ["kb/b.md"]
+    assert lexical_paths(project, "kestrel") == ["kb/c.md"]
+    assert project.store.integrity_check() == "ok"
+
+
+def test_a_deleted_lexical_folder_is_rebuilt(make_project):
+    project = make_project({"kb/a.md": "alpha heron", "docs/b.md": "public osprey"})
+    project.index()
+    project.store.close()
+    shutil.rmtree(project.settings.db_file.with_suffix(".tantivy"))
+    project.store = SqliteStore(project.settings.db_file)
+    assert lexical_paths(project, "osprey", public_only=True) == ["docs/b.md"]
+    assert project.store.stats()["lexical_rows"] == 2
+
+
+def test_a_reader_searches_the_last_commit_while_a_writer_holds_the_lock(make_project, monkeypatch):
+    project = make_project({"kb/a.md": "alpha heron"})
+    project.index()
+    other = SqliteStore(project.settings.db_file)  # plays a second process
+    try:
+        other._lexical.acquire()
+        # SQLite moves ahead while the lexical writer is held elsewhere: no rebuild, no error.
+        project.store._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'lexical_generation'")
+        assert lexical_paths(project, "heron") == ["kb/a.md"]
+        # A write that cannot get the lock fails before it touches SQLite.
+        project.write({"kb/b.md": "bravo osprey"})
+        before = project.store.stats()["chunks"]
+        monkeypatch.setattr(lexical_index, "WRITER_WAIT_SECONDS", 0.2)
+        with pytest.raises(LexicalIndexBusyError, match="nothing was written"):
+            project.index()
+        assert project.store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == before
+    finally:
+        other.close()
+    # Lock released: the next search sees the generation gap with nobody writing and repairs it.
+    assert lexical_paths(project, "heron") == ["kb/a.md"]
+    assert project.store.integrity_check() == "ok"
+
+
+def test_stemming_and_diacritics_match_like_the_text_reads(make_project):
+    project = make_project({"kb/a.md": "The Café's running experiments on mitochondrial cells."})
+    project.index()
+    for question in ("cafe", "run experiment", "CELL", "Cafés"):
+        assert lexical_paths(project, question) == ["kb/a.md"], question
