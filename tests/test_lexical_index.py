@@ -90,3 +90,14 @@ def test_stemming_and_diacritics_match_like_the_text_reads(make_project):
     project.index()
     for question in ("cafe", "run experiment", "CELL", "Cafés"):
         assert lexical_paths(project, question) == ["kb/a.md"], question
+
+
+def test_many_small_writes_get_merged_into_few_segments(make_project):
+    # Each index run is its own tantivy commit; a writer that cancels its merges would leave one segment
+    # per run (it did: 200 segments after a 1M-chunk build, until release() stopped rolling back).
+    project = make_project({})
+    for i in range(12):
+        project.write({f"kb/n{i}.md": f"note {i} about herons"})
+        project.index()
+    stats = project.store.stats()
+    assert stats["lexical_rows"] == 12 and stats["lexical_segments"] < 8

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ragstead.config import Settings, load_settings
 from ragstead.errors import RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.filters import QueryFilters, split_values
 from ragstead.retrieval.search import SearchOptions, search
 
 app = typer.Typer(
@@ -63,7 +63,7 @@ def index(
 
     try:
         settings = _settings(root, config, db, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
-        root_list = tuple(r.strip() for r in roots.split(",") if r.strip()) if roots else None
+        root_list = tuple(split_values([roots])) if roots else None
         store = SqliteStore(settings.db_file)
         embedder = default_embedder()
         with _progress_bar(quiet, "indexing") as hook:
@@ -227,7 +227,7 @@ def evaluate(
     try:
         if (beir is None) == (cases is None):
             raise RagsteadError("give exactly one of --beir DIR or --cases FILE")
-        mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+        mode_list = tuple(split_values([modes]))
         if not mode_list or any(m not in MODES for m in mode_list):
             raise RagsteadError(f"--modes takes a comma-separated subset of {MODES}, got {modes!r}")
         try:

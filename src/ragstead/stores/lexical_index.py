@@ -134,6 +134,7 @@ class LexicalIndex:
         except ValueError as exc:
             raise RagsteadError(f"cannot open the lexical index {directory}: {exc}") from exc
         self._writer: tantivy.IndexWriter | None = None
+        self._uncommitted = False
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -149,6 +150,10 @@ class LexicalIndex:
         if not hits:
             return None
         return int(searcher.fast_field_values("generation", [hits[0][1]])[0])
+
+    def segments(self) -> int:
+        """Segments in the visible commit (background merges keep this small)."""
+        return int(self._index.searcher().num_segments)
 
     def count(self) -> int:
         """Chunks in the visible commit (the marker excluded)."""
@@ -245,7 +250,9 @@ class LexicalIndex:
         """Finish background merges and drop the writer lock."""
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.rollback()  # drops anything uncommitted (a failed write); committed data stays
+            if self._uncommitted:  # a write failed halfway: drop its partial changes, keep the commits
+                writer.rollback()  # (only then: a rollback also cancels the merges the commit scheduled)
+                self._uncommitted = False
             writer.wait_merging_threads()
 
     def write(self, generation: int, delete_keys: list[int], rows: list[LexicalRow]) -> None:
@@ -264,6 +271,7 @@ class LexicalIndex:
     def _require_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
             raise RuntimeError("LexicalIndex.acquire() must be called before writing")
+        self._uncommitted = True
         return self._writer
 
     def _add(self, writer: tantivy.IndexWriter, rows: Iterable[LexicalRow], generation: int) -> None:
@@ -284,4 +292,5 @@ class LexicalIndex:
         marker.add_unsigned("generation", generation)
         writer.add_document(marker)
         writer.commit()
+        self._uncommitted = False
         self._index.reload()

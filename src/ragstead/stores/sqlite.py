@@ -208,7 +208,13 @@ class SqliteStore:
 
     def _delete_path(self, file_path: str) -> list[int]:
         """Delete a document (its chunks and tags cascade); return the chunk ids it had."""
-        ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE file_path = ?", (file_path,))]
+        # Through documents: chunks has no index on file_path (a scan per document, quadratic overall).
+        ids = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT c.id FROM documents d JOIN chunks c ON c.doc_id = d.doc_id WHERE d.file_path = ?", (file_path,)
+            )
+        ]
         self._db.execute("DELETE FROM documents WHERE file_path = ?", (file_path,))
         return ids
 
@@ -433,6 +439,7 @@ class SqliteStore:
             "chunks": one("SELECT COUNT(*) FROM chunks"),
             "lexical_rows": self._lexical.count(),
             "lexical_generation": self._lexical.generation(),
+            "lexical_segments": self._lexical.segments(),
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "schema_version": SCHEMA_VERSION,
