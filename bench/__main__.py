@@ -1,4 +1,4 @@
-"""`python -m bench all | index | latency | quality` — see bench/README in the main README."""
+"""`python -m bench all | index | latency | quality | api` — see "Performance and quality" in the README."""
 
 from __future__ import annotations
 
@@ -11,14 +11,28 @@ from bench.common import DEFAULT_SCIFACT
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality"])
+    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
+                                           "api-client"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
     parser.add_argument("--sizes", default="100000,1000000", help="latency bench: chunk counts")
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="latency bench: keep synthetic indexes here")
+    parser.add_argument("--requests", type=int, default=2000, help="api bench: requests per run (upper bound)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="api bench: time limit per run")
+    parser.add_argument("--threads", type=int, default=8, help="api bench: concurrent client connections")
+    parser.add_argument("--base", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--key", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--load", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.what == "api-client":
+        from bench.api_load import client
+
+        load = json.loads(args.load)
+        print(json.dumps(client(args.base, args.key, load["requests"], load["seconds"], load["threads"],
+                                load["distinct"])))
+        return
     if args.what == "latency-one":
         from bench.query_latency import one_size
 
@@ -32,6 +46,10 @@ def main() -> None:
         from bench.query_latency import main as latency_main
 
         latency_main([int(s) for s in args.sizes.split(",")], args.workdir)
+    if args.what in ("api", "all"):
+        from bench.api_load import main as api_main
+
+        api_main(args.workdir, args.requests, args.seconds, args.threads)
     if args.what in ("quality", "all"):
         from bench.quality import main as quality_main
 

@@ -115,7 +115,7 @@ def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("--k", help="Results to return.")] = 8,
     hybrid: Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")] = False,
-    lexical_only: Annotated[bool, typer.Option("--lexical-only", help="FTS5 BM25 only.")] = False,
+    lexical_only: Annotated[bool, typer.Option("--lexical-only", help="BM25 full-text only.")] = False,
     vector: Annotated[bool, typer.Option("--vector", help="Vector search only.")] = False,
     mode: Annotated[str | None, typer.Option(help="vector | lexical | hybrid")] = None,
     user: Annotated[str | None, typer.Option("--user", help="Only this user's documents.")] = None,
@@ -301,6 +301,102 @@ def status(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> 
     except RagsteadError as exc:
         raise _fail(exc) from None
     typer.echo(json.dumps(stats, indent=2))
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    no_auth: Annotated[bool, typer.Option("--no-auth", help="No API keys (loopback only; needs --as-user).")] = False,
+    as_user: Annotated[str | None, typer.Option("--as-user", help="With --no-auth: act as this user.")] = None,
+    rate_per_minute: Annotated[int, typer.Option(help="Requests per minute per key (0: off).")] = 120,
+    burst: Annotated[int, typer.Option(help="Requests per second per key (0: off).")] = 20,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest JSON request body.")] = 1_000_000,
+    max_upload_bytes: Annotated[int, typer.Option(help="Largest upload.")] = 20_000_000,
+    embed_cache: Annotated[int, typer.Option(help="Query vectors kept in an LRU cache (0: off).")] = 1024,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Serve the HTTP API (FastAPI + uvicorn); OpenAPI docs at /docs."""
+    try:
+        if no_auth and host not in LOOPBACK:
+            raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(LOOPBACK)}), not {host!r}")
+        if no_auth and not as_user:
+            raise RagsteadError("--no-auth needs --as-user SLUG: every request then acts as that user")
+        if as_user and not no_auth:
+            raise RagsteadError("--as-user only applies with --no-auth; with keys, the key decides the user")
+        import uvicorn
+
+        from ragstead.api import ApiConfig, create_app
+        from ragstead.embeddings import default_embedder
+
+        settings = _settings(root, config, db)
+        api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
+                               max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
+                               embed_cache_size=embed_cache)
+        api = create_app(settings, default_embedder(), api_config)
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    if no_auth:
+        err.print(f"[bold yellow]warning:[/] no authentication: every request acts as {as_user!r}", markup=True)
+    uvicorn.run(api, host=host, port=port, log_level="warning", timeout_keep_alive=5,
+                limit_concurrency=64, timeout_graceful_shutdown=5)
+
+
+keys_app = typer.Typer(no_args_is_help=True, help="Manage API keys for `ragstead serve`.")
+app.add_typer(keys_app, name="keys")
+
+
+def _key_file(root: Path | None, config: Path | None, db: str | None):  # type: ignore[no-untyped-def]
+    from ragstead.api.keys import KeyFile
+
+    return KeyFile(_settings(root, config, db).db_file.parent / "api_keys.json")
+
+
+@keys_app.command("add")
+def keys_add(
+    user: Annotated[str, typer.Option("--user", help="The user slug this key acts as.")],
+    scopes: Annotated[str, typer.Option(help="Comma-separated: query, upload, delete.")] = "query,upload,delete",
+    label: Annotated[str, typer.Option(help="A note to tell keys apart.")] = "",
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Create a key and print it once (only its SHA-256 is stored)."""
+    try:
+        key, record = _key_file(root, config, db).add(user, split_values([scopes]), label)
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    typer.echo(json.dumps({"key": key, **record.public()}, indent=2))
+
+
+@keys_app.command("list")
+def keys_list(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> None:
+    """List keys (ids, users, scopes; never the keys)."""
+    try:
+        records = _key_file(root, config, db).list()
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    typer.echo(json.dumps([r.public() for r in records], indent=2))
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (k_...).")],
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Revoke a key; a running server refuses it from its next request."""
+    try:
+        record = _key_file(root, config, db).revoke(key_id)
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    typer.echo(json.dumps(record.public(), indent=2))
 
 
 def main() -> None:

@@ -217,28 +217,81 @@ def index_roots(
         base = settings.root.resolve()
         for root, path in _walk(settings, roots):
             rel = path.relative_to(base).as_posix()
-            if not is_supported(path):
-                report.skipped.append({"path": rel, "reason": f"unsupported file type {path.suffix or '(none)'!r}"})
-                continue
-            seen.add(rel)
-            try:
-                stat = path.stat()
-                known = manifest.get(rel)
-                if known and known.size == stat.st_size and known.mtime == stat.st_mtime:
-                    report.unchanged += 1
-                    continue
-                file_hash = file_sha256(path)
-            except OSError as exc:
-                report.skipped.append({"path": rel, "reason": f"cannot read: {exc.strerror or exc}"})
-                continue
-            if known and known.file_hash == file_hash:
-                report.unchanged += 1
-                touches.append(_touch_record(known, rel, stat.st_size, stat.st_mtime))
-                continue
-            todo.append(_Candidate(rel, root, path, stat.st_size, stat.st_mtime, file_hash, known is None))
+            if is_supported(path):
+                seen.add(rel)
+            _consider(root, path, rel, manifest, report, todo, touches)
         removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
 
         _write(todo, removed, touches, manifest, settings, store, embedder, report, progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _consider(
+    root: str,
+    path: Path,
+    rel: str,
+    manifest: dict[str, ManifestEntry],
+    report: IndexReport,
+    todo: list[_Candidate],
+    touches: list[DocumentRecord],
+) -> None:
+    """Sort one file into skipped, unchanged (maybe with fresh stat) or to-do, by stat, then hash."""
+    if not is_supported(path):
+        report.skipped.append({"path": rel, "reason": f"unsupported file type {path.suffix or '(none)'!r}"})
+        return
+    try:
+        stat = path.stat()
+        known = manifest.get(rel)
+        if known and known.size == stat.st_size and known.mtime == stat.st_mtime:
+            report.unchanged += 1
+            return
+        file_hash = file_sha256(path)
+    except OSError as exc:
+        report.skipped.append({"path": rel, "reason": f"cannot read: {exc.strerror or exc}"})
+        return
+    if known and known.file_hash == file_hash:
+        report.unchanged += 1
+        touches.append(_touch_record(known, rel, stat.st_size, stat.st_mtime))
+        return
+    todo.append(_Candidate(rel, root, path, stat.st_size, stat.st_mtime, file_hash, known is None))
+
+
+def index_paths(
+    settings: Settings,
+    store: Store,
+    embedder: Embedder,
+    paths: list[str],
+    wait_seconds: float = 0.0,
+) -> IndexReport:
+    """Index or remove exactly these files (project-relative paths under a configured root).
+
+    The path-level twin of `index_roots` for callers that know what changed (an upload, a delete):
+    a path whose file exists is indexed as `index_roots` would; a path whose file is gone is removed.
+    Nothing else under the roots is looked at.
+    """
+    base = settings.root.resolve()
+    started = time.perf_counter()
+    report = IndexReport()
+    resolved: list[tuple[str, Path, str]] = []
+    for rel in paths:
+        path = (base / rel).resolve()
+        root = next((r for r in settings.roots if path.is_relative_to((base / r).resolve())), None)
+        if root is None or not path.is_relative_to(base):
+            raise RagsteadError(f"{rel!r} is not under a configured root ({', '.join(settings.roots)})")
+        resolved.append((root, path, path.relative_to(base).as_posix()))
+    with index_lock(settings.lock_file, wait_seconds):
+        store.ensure_model(embedder.name, embedder.dim)
+        manifest = store.manifest()
+        todo: list[_Candidate] = []
+        touches: list[DocumentRecord] = []
+        removed: list[str] = []
+        for root, path, rel in resolved:
+            if path.is_file():
+                _consider(root, path, rel, manifest, report, todo, touches)
+            elif rel in manifest:
+                removed.append(rel)
+        _write(todo, removed, touches, manifest, settings, store, embedder, report, progress=None)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -108,6 +108,14 @@ class Store(Protocol):
         """Chunk rows with document metadata, filtered again in SQL."""
         ...
 
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+        """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
+        ...
+
+    def get_document(self, doc_id: str) -> dict[str, Any] | None:
+        """One document's fields (as in list_documents) by id, or None."""
+        ...
+
     def stats(self) -> dict[str, Any]:
         """Counts and model info."""
         ...

@@ -91,6 +91,19 @@ _CHUNK_COLUMNS = (
 )
 
 
+_DOCUMENT_COLUMNS = (
+    "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
+    "c.title, c.tags, c.indexed_at"
+)
+
+
+def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    record = dict(zip([d[0] for d in cursor.description], row, strict=True))
+    record["is_private"] = bool(record["is_private"])
+    record["tags"] = json.loads(record["tags"])
+    return record
+
+
 class SqliteStore:
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
@@ -429,6 +442,26 @@ class SqliteStore:
             record["tags"] = json.loads(record["tags"])
             out[record.pop("id")] = record
         return out
+
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+        """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
+        where, params = filters.to_sql("c")
+        cursor = self._db.execute(
+            f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+            f"FROM documents c WHERE {where} ORDER BY c.file_path LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_document_dict(cursor, row) for row in cursor]
+
+    def get_document(self, doc_id: str) -> dict[str, Any] | None:
+        """One document by id, or None."""
+        cursor = self._db.execute(
+            f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+            "FROM documents c WHERE c.doc_id = ?",
+            (doc_id,),
+        )
+        row = cursor.fetchone()
+        return _document_dict(cursor, row) if row else None
 
     def stats(self) -> dict[str, Any]:
         """Counts and model; `lexical_rows == chunks` is the consistency invariant."""

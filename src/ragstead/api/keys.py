@@ -1,0 +1,114 @@
+"""API keys: random bearer tokens, stored only as SHA-256 hashes, each bound to one user slug and scopes.
+
+Plain SHA-256 (no salt, no slow KDF) is the right hash here: the keys are 256-bit random tokens, not
+passwords, so there is nothing to brute-force and a lookup must stay O(1) per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ragstead.errors import ConfigError
+
+SCOPES = ("query", "upload", "delete")  # "ask" joins when POST /v1/ask exists
+KEY_PREFIX = "rsk_"
+_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One key as stored: never the key itself, only its hash."""
+
+    key_id: str
+    key_hash: str
+    user_slug: str
+    scopes: tuple[str, ...]
+    created_at: str
+    label: str = ""
+    revoked: bool = field(default=False)
+
+    def public(self) -> dict[str, object]:
+        """What `ragstead keys list` shows (no hash)."""
+        data = asdict(self)
+        data.pop("key_hash")
+        data["scopes"] = list(self.scopes)
+        return data
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class KeyFile:
+    """The key table in `<index folder>/api_keys.json` (mode 0600), re-read when it changes on disk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._by_hash: dict[str, ApiKey] = {}
+        self._mtime: float | None = None
+
+    def _load(self) -> list[ApiKey]:
+        if not self.path.exists():
+            return []
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            return [ApiKey(**{**k, "scopes": tuple(k["scopes"])}) for k in raw["keys"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"cannot read the API key file {self.path}: {exc}") from exc
+
+    def _save(self, keys: list[ApiKey]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        payload = json.dumps({"keys": [{**asdict(k), "scopes": list(k.scopes)} for k in keys]}, indent=2)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(payload)
+        os.replace(tmp, self.path)
+
+    def add(self, user_slug: str, scopes: list[str] | tuple[str, ...] = SCOPES, label: str = "") -> tuple[str, ApiKey]:
+        """Create a key for `user_slug`; returns (the key, shown once; its stored record)."""
+        if not _SLUG.match(user_slug):
+            raise ConfigError(f"user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
+        unknown = [s for s in scopes if s not in SCOPES]
+        if unknown or not scopes:
+            raise ConfigError(f"unknown or no scopes {unknown}; choose from {list(SCOPES)}")
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        record = ApiKey(
+            key_id=f"k_{secrets.token_hex(4)}",
+            key_hash=hash_key(key),
+            user_slug=user_slug,
+            scopes=tuple(dict.fromkeys(scopes)),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            label=label,
+        )
+        self._save([*self._load(), record])
+        return key, record
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Mark a key revoked (kept for the record); it stops working at the server's next request."""
+        keys = self._load()
+        match = [k for k in keys if k.key_id == key_id]
+        if not match:
+            raise ConfigError(f"no API key with id {key_id!r}")
+        revoked = ApiKey(**{**asdict(match[0]), "revoked": True})
+        self._save([revoked if k.key_id == key_id else k for k in keys])
+        return revoked
+
+    def list(self) -> list[ApiKey]:
+        return self._load()
+
+    def lookup(self, key: str) -> ApiKey | None:
+        """The live record for a presented key, or None (unknown or revoked)."""
+        mtime = self.path.stat().st_mtime if self.path.exists() else None
+        if mtime != self._mtime:
+            self._by_hash = {k.key_hash: k for k in self._load()}
+            self._mtime = mtime
+        found = self._by_hash.get(hash_key(key))
+        return None if found is None or found.revoked else found

@@ -1,0 +1,287 @@
+"""The HTTP API through FastAPI's test client: auth, isolation, limits, uploads, deletes, error shapes."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from helpers.pdf_writer import make_pdf
+from ragstead.api import ApiConfig, create_app
+from ragstead.api.keys import KeyFile
+
+FILES = {
+    "kb/users/alice/billing.md": "Alice decided to migrate the billing database to PostgreSQL.",
+    "kb/users/alice/cat.md": "Alice's cat prefers tuna over chicken.",
+    "kb/users/bob/salary.md": "Bob's salary review: raise to 95k, confidential.",
+    "kb/users/bob/billing.md": "Bob thinks the billing database should stay on MySQL.",
+    "kb/team/glossary.md": "Ledger: the append-only table of billing events.",
+    "docs/faq.md": "Public FAQ: install the billing client with pip.",
+}
+
+
+@pytest.fixture
+def api(make_project):
+    project = make_project(FILES)
+    project.index()
+    keys = KeyFile(project.settings.db_file.parent / "api_keys.json")
+    tokens = {
+        "alice": keys.add("alice")[0],
+        "bob": keys.add("bob")[0],
+        "alice-read": keys.add("alice", ["query"])[0],
+    }
+
+    def client(**config) -> TestClient:
+        return TestClient(create_app(project.settings, project.embedder, ApiConfig(**config)))
+
+    return project, tokens, keys, client
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def paths(response) -> set[str]:
+    assert response.status_code == 200, response.text
+    return {r["file_path"] for r in response.json()["results"]}
+
+
+def assert_error(response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"]
+    assert "Traceback" not in response.text
+
+
+def test_health_and_readiness(api):
+    _, _, _, client = api
+    with client() as c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        ready = c.get("/readyz").json()
+        assert ready["status"] == "ready" and ready["chunks"] == len(FILES)
+        assert c.get("/openapi.json").json()["paths"]["/v1/query"]
+
+
+def test_missing_bad_and_revoked_keys_are_refused(api):
+    _, tokens, keys, client = api
+    with client() as c:
+        assert_error(c.post("/v1/query", json={"query": "billing"}), 401, "unauthorized")
+        assert_error(c.post("/v1/query", json={"query": "billing"}, headers=auth("rsk_wrong")), 401, "unauthorized")
+        assert_error(c.post("/v1/query", json={"query": "x"}, headers={"Authorization": tokens["bob"]}), 401,
+                     "unauthorized")  # no Bearer scheme
+        bob = next(k for k in keys.list() if k.user_slug == "bob")
+        keys.revoke(bob.key_id)
+        assert_error(c.post("/v1/query", json={"query": "billing"}, headers=auth(tokens["bob"])), 401, "unauthorized")
+
+
+@pytest.mark.parametrize("mode", ["vector", "lexical", "hybrid"])
+def test_a_key_sees_only_its_users_private_documents(api, mode):
+    _, tokens, _, client = api
+    with client() as c:
+        for question in ("billing database", "Bob salary raise confidential", "cat tuna", "ledger"):
+            alice = paths(c.post("/v1/query", json={"query": question, "mode": mode, "top_k": 20},
+                                 headers=auth(tokens["alice"])))
+            bob = paths(c.post("/v1/query", json={"query": question, "mode": mode, "top_k": 20},
+                               headers=auth(tokens["bob"])))
+            assert alice <= {"kb/users/alice/billing.md", "kb/users/alice/cat.md"}, (question, alice)
+            assert bob <= {"kb/users/bob/salary.md", "kb/users/bob/billing.md"}, (question, bob)
+        public = paths(c.post("/v1/query", json={"query": "billing", "scope": "public", "mode": mode},
+                              headers=auth(tokens["alice"])))
+        assert public == {"docs/faq.md"}
+
+
+def test_the_body_cannot_choose_the_user(api):
+    _, tokens, _, client = api
+    with client() as c:
+        for smuggled in ({"user_slug": "bob"}, {"user": "bob"}, {"filters": {"user_slug": "bob"}}):
+            response = c.post("/v1/query", json={"query": "salary", **smuggled}, headers=auth(tokens["alice"]))
+            assert_error(response, 422, "invalid_request")
+
+
+def test_query_results_carry_scores_ranks_checksum_and_provenance(api):
+    _, tokens, _, client = api
+    with client() as c:
+        out = c.post("/v1/query", json={"query": "billing database PostgreSQL"}, headers=auth(tokens["alice"])).json()
+    top = out["results"][0]
+    assert top["file_path"] == "kb/users/alice/billing.md" and top["final_rank"] == 1
+    for field in ("dense_distance", "lexical_score", "fused_score", "vector_rank", "lexical_rank", "file_hash",
+                  "chunk_id", "doc_id", "snippet"):
+        assert top[field] is not None, field
+    assert out["filters"]["user_slug"] == "alice" and out["filters"]["private_only"] is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"query": ""}, {"query": "x", "top_k": 0}, {"query": "x", "top_k": 101}, {"query": "x", "mode": "magic"},
+     {"query": "x" * 5000}, {"query": 5}, {}, {"query": "x", "date_from": "yesterday"},
+     {"query": "x", "doc_types": ["secret"]}, {"query": "x", "date_from": "2025-05-01", "date_to": "2025-01-01"}],
+)
+def test_malformed_queries_get_a_clear_json_error(api, body):
+    _, tokens, _, client = api
+    with client() as c:
+        response = c.post("/v1/query", json=body, headers=auth(tokens["alice"]))
+    assert response.status_code in (400, 422)
+    assert_error(response, response.status_code, response.json()["error"]["code"])
+
+
+def test_operator_injection_in_the_query_is_just_text(api):
+    _, tokens, _, client = api
+    with client() as c:
+        for hostile in ('user:bob OR salary', 'scope:"private:1" AND *', "'; DROP TABLE chunks; --", "NOT alice"):
+            body = {"query": hostile, "mode": "lexical"}
+            found = paths(c.post("/v1/query", json=body, headers=auth(tokens["alice"])))
+            assert not any(p.startswith("kb/users/bob/") for p in found)
+
+
+def test_oversized_bodies_are_refused_by_length_and_while_streaming(api):
+    _, tokens, _, client = api
+    with client(max_body_bytes=2000) as c:
+        big = {"query": "billing", "tags": ["x" * 3000]}
+        assert_error(c.post("/v1/query", json=big, headers=auth(tokens["alice"])), 413, "request_too_large")
+
+        def stream():
+            for _ in range(10):
+                yield b"x" * 500
+
+        response = c.post("/v1/query", content=stream(), headers={**auth(tokens["alice"]),
+                                                                  "Content-Type": "application/json"})
+        assert_error(response, 413, "request_too_large")
+
+
+def test_rate_limit_per_key_with_retry_after(api):
+    _, tokens, _, client = api
+    with client(rate_per_minute=3, burst=0) as c:
+        codes = [c.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["alice"])).status_code
+                 for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        limited = c.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["alice"]))
+        assert_error(limited, 429, "rate_limited")
+        assert 1 <= int(limited.headers["Retry-After"]) <= 60
+        # Another key has its own budget.
+        assert c.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["bob"])).status_code == 200
+    with client(rate_per_minute=0, burst=0) as c:  # 0 disables
+        assert all(c.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["alice"])).status_code == 200
+                   for _ in range(10))
+
+
+def test_scopes_limit_what_a_key_may_do(api):
+    _, tokens, _, client = api
+    with client() as c:
+        reader = auth(tokens["alice-read"])
+        assert c.post("/v1/query", json={"query": "cat"}, headers=reader).status_code == 200
+        files = {"file": ("n.md", b"a note", "text/markdown")}
+        assert_error(c.post("/v1/documents", files=files, headers=reader), 403, "forbidden")
+        doc_id = c.get("/v1/documents", headers=reader).json()["documents"][0]["doc_id"]
+        assert_error(c.delete(f"/v1/documents/{doc_id}", headers=reader), 403, "forbidden")
+
+
+def test_upload_indexes_into_the_callers_own_folder_only(api):
+    project, tokens, _, client = api
+    with client() as c:
+        files = {"file": ("trip.md", b"Alice's trip to Lisbon: flights booked for the pelican conference.",
+                          "text/markdown")}
+        response = c.post("/v1/documents", files=files, headers=auth(tokens["alice"]))
+        assert response.status_code == 201, response.text
+        doc = response.json()["document"]
+        assert doc["file_path"] == "kb/users/alice/uploads/trip.md" and doc["user_slug"] == "alice"
+        assert doc["is_private"] and doc["chunks"] == 1
+        assert (project.root / "kb/users/alice/uploads/trip.md").exists()
+        assert "kb/users/alice/uploads/trip.md" in paths(
+            c.post("/v1/query", json={"query": "pelican conference Lisbon"}, headers=auth(tokens["alice"])))
+        assert not any("trip" in p for p in paths(
+            c.post("/v1/query", json={"query": "pelican conference Lisbon"}, headers=auth(tokens["bob"]))))
+        listed = {d["file_path"] for d in c.get("/v1/documents", headers=auth(tokens["alice"])).json()["documents"]}
+        assert listed == {"kb/users/alice/billing.md", "kb/users/alice/cat.md", "kb/users/alice/uploads/trip.md"}
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "code"),
+    [("../../bob/x.md", 422, "invalid_filename"), ("..", 422, "invalid_filename"), (".hidden.md", 422,
+     "invalid_filename"), ("a/b.md", 422, "invalid_filename"), ("run.exe", 415, "unsupported_type"),
+     ("", 422, "invalid_request")],
+)
+def test_bad_upload_names_and_types_are_refused(api, name, status, code):
+    project, tokens, _, client = api
+    with client() as c:
+        response = c.post("/v1/documents", files={"file": (name, b"text", "text/plain")}, headers=auth(tokens["alice"]))
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] in (code, "invalid_request")
+    assert not (project.root / "kb/users/bob/x.md").exists()
+
+
+def test_a_corrupt_upload_is_refused_and_loses_nothing(api):
+    project, tokens, _, client = api
+    with client() as c:
+        good = make_pdf(["quarterly pelican census results"])
+        assert c.post("/v1/documents", files={"file": ("r.pdf", good, "application/pdf")},
+                      headers=auth(tokens["alice"])).status_code == 201
+        before = project.store.stats()["chunks"]
+        response = c.post("/v1/documents", files={"file": ("r.pdf", b"%PDF-1.4 garbage", "application/pdf")},
+                          headers=auth(tokens["alice"]))
+        assert_error(response, 422, "unreadable_file")
+        assert (project.root / "kb/users/alice/uploads/r.pdf").read_bytes() == good  # the old file is back
+        assert project.store.stats()["chunks"] == before
+        assert "kb/users/alice/uploads/r.pdf" in paths(
+            c.post("/v1/query", json={"query": "pelican census"}, headers=auth(tokens["alice"])))
+        response = c.post("/v1/documents", files={"file": ("new.pdf", b"not a pdf", "application/pdf")},
+                          headers=auth(tokens["alice"]))
+        assert_error(response, 422, "unreadable_file")
+        assert not (project.root / "kb/users/alice/uploads/new.pdf").exists()
+
+
+def test_upload_size_limit(api):
+    _, tokens, _, client = api
+    with client(max_upload_bytes=1000) as c:
+        response = c.post("/v1/documents", files={"file": ("big.txt", b"x " * 2000, "text/plain")},
+                          headers=auth(tokens["alice"]))
+    assert_error(response, 413, "request_too_large")
+
+
+def test_delete_removes_the_file_and_every_index_entry_but_only_for_the_owner(api):
+    project, tokens, _, client = api
+    with client() as c:
+        docs = c.get("/v1/documents", headers=auth(tokens["alice"])).json()["documents"]
+        doc = next(d for d in docs if d["file_path"] == "kb/users/alice/cat.md")
+        # Bob cannot delete it, and cannot tell it exists.
+        assert_error(c.delete(f"/v1/documents/{doc['doc_id']}", headers=auth(tokens["bob"])), 404, "not_found")
+        assert_error(c.delete(f"/v1/documents/{'0' * 64}", headers=auth(tokens["bob"])), 404, "not_found")
+        assert_error(c.delete("/v1/documents/..%2F..%2Fetc", headers=auth(tokens["bob"])), 404, "not_found")
+        response = c.delete(f"/v1/documents/{doc['doc_id']}", headers=auth(tokens["alice"]))
+        assert response.status_code == 200, response.text
+        assert not (project.root / "kb/users/alice/cat.md").exists()
+        for mode in ("vector", "lexical"):
+            found = paths(c.post("/v1/query", json={"query": "cat tuna chicken", "mode": mode, "top_k": 20},
+                                 headers=auth(tokens["alice"])))
+            assert "kb/users/alice/cat.md" not in found
+    assert project.store.get_document(doc["doc_id"]) is None
+    assert project.store.integrity_check() == "ok"
+
+
+def test_team_documents_are_not_visible_to_user_keys(api):
+    _, tokens, _, client = api
+    with client() as c:
+        found = paths(c.post("/v1/query", json={"query": "ledger append-only", "top_k": 20},
+                             headers=auth(tokens["alice"])))
+    assert "kb/team/glossary.md" not in found
+
+
+def test_a_crash_inside_a_handler_is_a_json_500_without_a_trace(api, monkeypatch):
+    from ragstead.api import app as app_module
+
+    _, tokens, _, client = api
+    monkeypatch.setattr(app_module, "search", lambda *a, **k: 1 / 0)
+    with client() as c:
+        c_raise = TestClient(c.app, raise_server_exceptions=False)
+        response = c_raise.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["alice"]))
+    assert_error(response, 500, "internal_error")
+    assert "ZeroDivision" not in response.text
+
+
+def test_no_auth_needs_a_user_and_repeated_queries_hit_the_embedding_cache(api):
+    from ragstead.errors import RagsteadError
+
+    project, _, _, client = api
+    with pytest.raises(RagsteadError):
+        create_app(project.settings, project.embedder, ApiConfig(auth=False))
+    with client(auth=False, as_user="alice") as c:
+        for _ in range(3):
+            assert paths(c.post("/v1/query", json={"query": "billing database"})) <= {
+                "kb/users/alice/billing.md", "kb/users/alice/cat.md"}
+        assert c.app.state.embedder.hits == 2 and c.app.state.embedder.misses == 1
