@@ -278,8 +278,9 @@ def test_no_auth_needs_a_user_and_repeated_queries_hit_the_embedding_cache(api):
     from ragstead.errors import RagsteadError
 
     project, _, _, client = api
-    with pytest.raises(RagsteadError):
-        create_app(project.settings, project.embedder, ApiConfig(auth=False))
+    for as_user in (None, "../bob", "a/b", ""):
+        with pytest.raises(RagsteadError):
+            create_app(project.settings, project.embedder, ApiConfig(auth=False, as_user=as_user))
     with client(auth=False, as_user="alice") as c:
         for _ in range(3):
             assert paths(c.post("/v1/query", json={"query": "billing database"})) <= {

@@ -7,6 +7,7 @@ error is JSON `{"error": {"code", "message"}}`, never a stack trace.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -32,10 +33,11 @@ from ragstead.documents.loaders import LOADERS
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import IndexLockedError, InvalidQueryError, ModelMismatchError, RagsteadError
 from ragstead.indexing.build import index_paths
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.filters import USER_SLUG, QueryFilters
 from ragstead.retrieval.search import MAX_QUERY_CHARS, SearchOptions, search
 from ragstead.stores import SqliteStore
 
+log = logging.getLogger("ragstead.api")
 _UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
 
 
@@ -175,8 +177,9 @@ class Caller:
 def create_app(settings: Settings, embedder: Embedder, config: ApiConfig | None = None) -> FastAPI:
     """Build the app over the index at `settings.db_file` (created empty if missing)."""
     config = config or ApiConfig()
-    if not config.auth and not config.as_user:
-        raise RagsteadError("without auth the server needs a user to act as (--as-user)")
+    if not config.auth and not (config.as_user and USER_SLUG.match(config.as_user)):
+        raise RagsteadError("without auth the server needs a user slug to act as (--as-user), "
+                            f"letters, digits, '.', '_' or '-'; got {config.as_user!r}")
     keys = KeyFile(settings.db_file.parent / "api_keys.json")
     limiter = RateLimiter(config.rate_per_minute, config.burst)
     cached = CachedEmbedder(embedder, config.embed_cache_size)
@@ -218,6 +221,7 @@ def create_app(settings: Settings, embedder: Embedder, config: ApiConfig | None 
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)  # the trace stays here
         return _error(500, "internal_error", "the server failed to handle this request; see its log")
 
     app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
@@ -347,8 +351,7 @@ def create_app(settings: Settings, embedder: Embedder, config: ApiConfig | None 
             _index_one(rel)
             raise ApiError(422, "unreadable_file", report.skipped[0]["reason"])
         with read_lock:
-            docs = store.list_documents(QueryFilters.build(user_slug=who.user_slug, include_archive=True), 1000, 0)
-        doc = next((d for d in docs if d["file_path"] == rel), None)
+            doc = store.get_document(file_path=rel)
         status = "added" if report.added else "updated" if report.updated else "unchanged"
         return {"status": status, "document": doc}
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ragstead.errors import ConfigError
+from ragstead.retrieval.filters import USER_SLUG
 
 SCOPES = ("query", "upload", "delete")  # "ask" joins when POST /v1/ask exists
 KEY_PREFIX = "rsk_"
-_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class KeyFile:
 
     def add(self, user_slug: str, scopes: list[str] | tuple[str, ...] = SCOPES, label: str = "") -> tuple[str, ApiKey]:
         """Create a key for `user_slug`; returns (the key, shown once; its stored record)."""
-        if not _SLUG.match(user_slug):
+        if not USER_SLUG.match(user_slug):
             raise ConfigError(f"user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
         unknown = [s for s in scopes if s not in SCOPES]
         if unknown or not scopes:

@@ -13,7 +13,7 @@ from datetime import date, timedelta
 from ragstead.documents.metadata import DOC_TYPES, PathRule, derive_metadata
 from ragstead.errors import InvalidQueryError
 
-_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+USER_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def _parse_day(value: str | None, name: str) -> date | None:
@@ -61,7 +61,7 @@ class QueryFilters:
         tags: list[str] | tuple[str, ...] | None = None,
     ) -> QueryFilters:
         """Validate and normalise filter values; raise `InvalidQueryError` with a clear message."""
-        if user_slug is not None and not _SLUG.match(user_slug):
+        if user_slug is not None and not USER_SLUG.match(user_slug):
             raise InvalidQueryError(f"--user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
         types = tuple(split_values(list(doc_types or [])))
         unknown = [t for t in types if t not in DOC_TYPES]

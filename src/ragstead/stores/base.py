@@ -112,8 +112,8 @@ class Store(Protocol):
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
         ...
 
-    def get_document(self, doc_id: str) -> dict[str, Any] | None:
-        """One document's fields (as in list_documents) by id, or None."""
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+        """One document's fields (as in list_documents) by id or by path, or None."""
         ...
 
     def stats(self) -> dict[str, Any]:

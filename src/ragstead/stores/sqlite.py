@@ -453,12 +453,13 @@ class SqliteStore:
         )
         return [_document_dict(cursor, row) for row in cursor]
 
-    def get_document(self, doc_id: str) -> dict[str, Any] | None:
-        """One document by id, or None."""
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+        """One document by id or by path, or None."""
+        column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         cursor = self._db.execute(
             f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
-            "FROM documents c WHERE c.doc_id = ?",
-            (doc_id,),
+            f"FROM documents c WHERE c.{column} = ?",
+            (value,),
         )
         row = cursor.fetchone()
         return _document_dict(cursor, row) if row else None
