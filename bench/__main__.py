@@ -12,7 +12,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client"])
+                                           "api-client", "refusal"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -50,6 +50,10 @@ def main() -> None:
         from bench.api_load import main as api_main
 
         api_main(args.workdir, args.requests, args.seconds, args.threads)
+    if args.what == "refusal":
+        from bench.refusal_calibration import main as refusal_main
+
+        refusal_main(args.dataset)
     if args.what in ("quality", "all"):
         from bench.quality import main as quality_main
 
