@@ -21,6 +21,9 @@ demo: install
 	$(BIN)/ragstead query "what did we decide about the billing database" --root $(SAMPLE) --hybrid --user alice --k 3 --format table
 	@echo "== query 2: lexical, dossiers only, JSON contract"
 	$(BIN)/ragstead query "realised profit of the wallet" --root $(SAMPLE) --lexical-only --doc-type dossier --date-from 2025-01-01 --k 2
+	@echo "== ask: a cited answer from alice's notes (extractive, offline), then a question the notes cannot answer"
+	$(BIN)/ragstead ask "what did we decide about the billing database" --root $(SAMPLE) --user alice --extractive
+	$(BIN)/ragstead ask "best pancake recipe without eggs" --root $(SAMPLE) --extractive
 
 test: install
 	$(BIN)/python -m pytest

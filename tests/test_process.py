@@ -15,7 +15,9 @@ import pytest
 
 from conftest import write_files
 
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+# No LLM keys reach the subprocesses: tests never leave loopback, and `ask` must answer offline.
+LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
+ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}
 
 
 def cli(root: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -142,12 +144,28 @@ def test_cli_module_and_table_format(sample):
         ("query", "x", "--user", "../../etc"),
         ("query", "   "),
         ("index", "--roots", "../outside"),
+        ("ask", "x", "--format", "yaml"),
+        ("ask", "x", "--user", "a/b"),
+        ("ask", "", "--extractive"),
     ],
 )
 def test_cli_bad_input_is_one_clear_line(sample, args):
     out = cli(sample, *args)
     assert out.returncode == 2
     assert out.stderr.startswith("error:") and "Traceback" not in out.stderr
+
+
+def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
+    out = cli(sample, "ask", "Where do we migrate billing?", "--user", "alice", "--extractive", check=True)
+    first, *citations = out.stdout.strip().splitlines()
+    assert "PostgreSQL" in first and first.endswith("[1]")
+    assert citations[0].startswith("[1] kb/users/alice/2025-03-01-db.md")
+    refused = cli(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
+    assert refused.stdout.strip() == "I could not find relevant information in the uploaded documents."
+    payload = json.loads(cli(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
+                             check=True).stdout)
+    assert payload["provider"] == "extractive" and {c["source"] for c in payload["citations"]} == {
+        "kb/users/bob/notes.md"}
 
 
 def test_cli_query_without_index(tmp_path):

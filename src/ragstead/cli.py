@@ -27,6 +27,22 @@ RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root (defa
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Config file (default: <root>/ragstead.toml).")]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Index file (default: kb/rag/ragstead.db).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+KOpt = Annotated[int, typer.Option("--k", help="Results to return (ask: chunks to consider).")]
+HybridOpt = Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")]
+LexicalOnlyOpt = Annotated[bool, typer.Option("--lexical-only", help="BM25 full-text only.")]
+VectorOpt = Annotated[bool, typer.Option("--vector", help="Vector search only.")]
+ModeOpt = Annotated[str | None, typer.Option(help="vector | lexical | hybrid")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user's documents.")]
+DocTypeOpt = Annotated[list[str] | None, typer.Option("--doc-type", help="Repeatable or comma-separated.")]
+PrivateOnlyOpt = Annotated[bool, typer.Option("--private-only", help="Only private content (default).")]
+PublicOnlyOpt = Annotated[bool, typer.Option("--public-only", help="Only public content.")]
+DateFromOpt = Annotated[str | None, typer.Option("--date-from", help="YYYY-MM-DD, inclusive.")]
+DateToOpt = Annotated[str | None, typer.Option("--date-to", help="YYYY-MM-DD, inclusive.")]
+ArchiveOpt = Annotated[bool, typer.Option("--include-archive", help="Include archive docs.")]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Any of these tags; repeatable.")]
+TopKVectorOpt = Annotated[int | None, typer.Option("--top-k-vector", help="Vector candidates.")]
+TopKLexicalOpt = Annotated[int | None, typer.Option("--top-k-lexical", help="Lexical candidates.")]
+RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")]
 
 
 def _settings(root: Path | None, config: Path | None, db: str | None, **overrides: Any) -> Settings:
@@ -113,22 +129,22 @@ def _print_table(payload: dict[str, Any]) -> None:
 @app.command()
 def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
-    k: Annotated[int, typer.Option("--k", help="Results to return.")] = 8,
-    hybrid: Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")] = False,
-    lexical_only: Annotated[bool, typer.Option("--lexical-only", help="BM25 full-text only.")] = False,
-    vector: Annotated[bool, typer.Option("--vector", help="Vector search only.")] = False,
-    mode: Annotated[str | None, typer.Option(help="vector | lexical | hybrid")] = None,
-    user: Annotated[str | None, typer.Option("--user", help="Only this user's documents.")] = None,
-    doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Repeatable or comma-separated.")] = None,
-    private_only: Annotated[bool, typer.Option("--private-only", help="Only private content (default).")] = False,
-    public_only: Annotated[bool, typer.Option("--public-only", help="Only public content.")] = False,
-    date_from: Annotated[str | None, typer.Option("--date-from", help="YYYY-MM-DD, inclusive.")] = None,
-    date_to: Annotated[str | None, typer.Option("--date-to", help="YYYY-MM-DD, inclusive.")] = None,
-    include_archive: Annotated[bool, typer.Option("--include-archive", help="Include archive docs.")] = False,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Any of these tags; repeatable.")] = None,
-    top_k_vector: Annotated[int | None, typer.Option("--top-k-vector", help="Vector candidates.")] = None,
-    top_k_lexical: Annotated[int | None, typer.Option("--top-k-lexical", help="Lexical candidates.")] = None,
-    rrf_k: Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")] = None,
+    k: KOpt = 8,
+    hybrid: HybridOpt = False,
+    lexical_only: LexicalOnlyOpt = False,
+    vector: VectorOpt = False,
+    mode: ModeOpt = None,
+    user: UserOpt = None,
+    doc_type: DocTypeOpt = None,
+    private_only: PrivateOnlyOpt = False,
+    public_only: PublicOnlyOpt = False,
+    date_from: DateFromOpt = None,
+    date_to: DateToOpt = None,
+    include_archive: ArchiveOpt = False,
+    tag: TagOpt = None,
+    top_k_vector: TopKVectorOpt = None,
+    top_k_lexical: TopKLexicalOpt = None,
+    rrf_k: RrfKOpt = None,
     output: Annotated[str, typer.Option("--format", help="json | table")] = "json",
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -138,21 +154,12 @@ def query(
     from ragstead.stores import SqliteStore
 
     try:
-        if private_only and public_only:
-            raise RagsteadError("--private-only and --public-only exclude each other")
         if output not in ("json", "table"):
             raise RagsteadError(f"--format must be json or table, got {output!r}")
         settings = _settings(root, config, db)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
-        filters = QueryFilters.build(user, doc_type, public_only, date_from, date_to, include_archive, tag)
-        options = SearchOptions(
-            mode=chosen, k=k, top_k_vector=top_k_vector or settings.top_k_vector,
-            top_k_lexical=top_k_lexical or settings.top_k_lexical,
-            rrf_k=settings.rrf_k if rrf_k is None else rrf_k,
-        )
-        options.validate()
-        if not settings.db_file.exists():
-            raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
+        filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
+                                           date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k)
         store = SqliteStore(settings.db_file)
         embedder = None
         if chosen != "lexical":
@@ -169,6 +176,93 @@ def query(
         for row in payload["results"]:
             row.pop("text", None)  # the snippet is the contract; full text stays in the index
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+
+
+def _search_request(
+    settings: Settings, mode: str, k: int, user: str | None, doc_type: list[str] | None, private_only: bool,
+    public_only: bool, date_from: str | None, date_to: str | None, include_archive: bool, tag: list[str] | None,
+    top_k_vector: int | None, top_k_lexical: int | None, rrf_k: int | None,
+) -> tuple[QueryFilters, SearchOptions]:
+    """Validated filters and search options from the flags `query` and `ask` share."""
+    if private_only and public_only:
+        raise RagsteadError("--private-only and --public-only exclude each other")
+    filters = QueryFilters.build(user, doc_type, public_only, date_from, date_to, include_archive, tag)
+    options = SearchOptions(
+        mode=mode, k=k, top_k_vector=top_k_vector or settings.top_k_vector,
+        top_k_lexical=top_k_lexical or settings.top_k_lexical,
+        rrf_k=settings.rrf_k if rrf_k is None else rrf_k,
+    )
+    options.validate()
+    if not settings.db_file.exists():
+        raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
+    return filters, options
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    k: KOpt = 8,
+    hybrid: HybridOpt = False,
+    lexical_only: LexicalOnlyOpt = False,
+    vector: VectorOpt = False,
+    mode: ModeOpt = None,
+    user: UserOpt = None,
+    doc_type: DocTypeOpt = None,
+    private_only: PrivateOnlyOpt = False,
+    public_only: PublicOnlyOpt = False,
+    date_from: DateFromOpt = None,
+    date_to: DateToOpt = None,
+    include_archive: ArchiveOpt = False,
+    tag: TagOpt = None,
+    top_k_vector: TopKVectorOpt = None,
+    top_k_lexical: TopKLexicalOpt = None,
+    rrf_k: RrfKOpt = None,
+    min_similarity: Annotated[float | None, typer.Option(help="Relevance gate (cosine); below it: refuse.")] = None,
+    max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
+    extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
+    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Answer from your documents only, with citations, or say that nothing relevant was found."""
+    from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, providers_from_env
+    from ragstead.answer.ask import ask as run_ask
+    from ragstead.answer.extractive import ExtractiveAnswerer
+    from ragstead.embeddings import default_embedder
+    from ragstead.stores import SqliteStore
+
+    try:
+        if output not in ("text", "json"):
+            raise RagsteadError(f"--format must be text or json, got {output!r}")
+        settings = _settings(root, config, db)
+        chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
+        filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
+                                                  date_from, date_to, include_archive, tag, top_k_vector,
+                                                  top_k_lexical, rrf_k)
+        options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
+                             max_context_tokens)
+        providers = [ExtractiveAnswerer()] if extractive else providers_from_env()
+        streaming = output == "text" and sys.stdout.isatty()
+        store = SqliteStore(settings.db_file)
+        try:
+            result = run_ask(question, store, default_embedder(), filters, options, providers, settings.path_rules,
+                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
+        finally:
+            store.close()
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    if output == "json":
+        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    typer.echo("" if streaming else result["answer"])
+    for citation in result["citations"]:
+        where = citation["locator"]
+        place = f"page {where['page']}" if where["page"] else where["section_path"] or where["chunk_id"][:12]
+        typer.echo(f"[{citation['n']}] {citation['source']} ({place}): {citation['snippet']}")
+    for fallback in result["fallbacks"]:
+        err.print(f"[yellow]note:[/] {fallback['provider']} failed ({fallback['error']}); the next answerer took over",
+                  markup=True, highlight=False)
 
 
 def _progress_bar(quiet: bool, label: str):  # type: ignore[no-untyped-def]

@@ -108,6 +108,10 @@ class Store(Protocol):
         """Chunk rows with document metadata, filtered again in SQL."""
         ...
 
+    def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by chunk id."""
+        ...
+
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
         ...

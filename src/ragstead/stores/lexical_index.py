@@ -58,7 +58,8 @@ class LexicalRow:
     tags: tuple[str, ...]
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
+def text_analyzer() -> tantivy.TextAnalyzer:
+    """The analyzer of indexed text and queries (also used to match query words in sentences)."""
     # Unicode-aware word split, lowercase, diacritics folded, English (Porter2) stemming: the same job
     # FTS5's `porter unicode61 remove_diacritics 2` did. Stop words stay in the index (see lexical_query).
     return (
@@ -118,7 +119,7 @@ class LexicalIndex:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self.schema = _schema()
-        self._analyzer = _analyzer()
+        self._analyzer = text_analyzer()
         try:
             if directory is None:
                 self._index = tantivy.Index(self.schema)

@@ -443,6 +443,15 @@ class SqliteStore:
             out[record.pop("id")] = record
         return out
 
+    def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
+        if not chunk_ids:
+            return {}
+        rows = self._db.execute(
+            f"SELECT chunk_id, embedding FROM chunks WHERE chunk_id IN ({','.join('?' * len(chunk_ids))})", chunk_ids
+        )
+        return {chunk_id: np.frombuffer(blob, dtype=np.float32) for chunk_id, blob in rows}
+
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
         where, params = filters.to_sql("c")

@@ -1,0 +1,1 @@
+"""Grounded answers with citations (`ragstead ask`)."""

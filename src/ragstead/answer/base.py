@@ -1,0 +1,40 @@
+"""What an answer is made of, and the seam every answerer plugs into."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+REFUSAL = "I could not find relevant information in the uploaded documents."
+
+
+@dataclass
+class Context:
+    """One retrieved chunk handed to an answerer, numbered `n` for its citation marker `[n]`."""
+
+    n: int
+    text: str
+    source: str
+    locator: dict[str, Any]
+    similarity: float
+    flags: list[str] = field(default_factory=list)  # prompt-injection screening reasons; [] when clean
+
+    def as_data(self) -> dict[str, Any]:
+        """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""
+        return {"n": self.n, "source": self.source, **self.locator, "flagged_as_instructions": self.flags,
+                "text": self.text}
+
+
+class ProviderError(Exception):
+    """An answerer could not answer (HTTP error, timeout, malformed or uncited reply); the next one tries."""
+
+
+class AnswerProvider(Protocol):
+    """Writes an answer from the contexts only, citing them as [n]. Raises ProviderError to pass."""
+
+    name: str
+
+    def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
+        """The answer text with [n] markers; `on_text` receives it piece by piece while it streams."""
+        ...

@@ -1,0 +1,106 @@
+"""LLM answerers over HTTP (httpx): any OpenAI-compatible endpoint, and Google Gemini.
+
+Both stream (server-sent events) so the terminal shows the answer as it arrives. Any transport error,
+timeout, non-2xx status or empty reply raises ProviderError, which moves the chain to the next provider.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from ragstead.answer.base import Context, ProviderError
+from ragstead.answer.prompt import SYSTEM, user_message
+
+
+def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        try:
+            yield json.loads(payload)
+        except ValueError as exc:
+            raise ProviderError(f"malformed stream event: {payload[:80]!r}") from exc
+
+
+class _HttpAnswerer:
+    name = "http"
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+
+    def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
+                pieces: Callable[[dict[str, Any]], str], on_text: Callable[[str], None] | None) -> str:
+        text: list[str] = []
+        try:
+            with httpx.Client(timeout=httpx.Timeout(self.timeout)) as client, client.stream(
+                "POST", url, json=body, headers=headers
+            ) as response:
+                if response.status_code >= 400:
+                    detail = response.read().decode("utf-8", "replace")[:200]
+                    raise ProviderError(f"{self.name}: HTTP {response.status_code}: {detail}")
+                for event in _sse_events(response):
+                    piece = pieces(event)
+                    if piece:
+                        text.append(piece)
+                        if on_text:
+                            on_text(piece)
+        except httpx.TimeoutException as exc:
+            raise ProviderError(f"{self.name}: timed out after {self.timeout:.0f}s") from exc
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ProviderError(f"{self.name}: unexpected response shape ({exc})") from exc
+        answer = "".join(text).strip()
+        if not answer:
+            raise ProviderError(f"{self.name}: empty answer")
+        return answer
+
+
+class OpenAICompatibleAnswerer(_HttpAnswerer):
+    """`POST {base_url}/chat/completions` with `stream: true`: OpenAI, Ollama, llama.cpp server, vLLM."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0) -> None:
+        super().__init__(timeout)
+        self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
+        self.name = f"openai-compatible:{model}"
+
+    def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
+        body = {"model": self.model, "temperature": 0, "stream": True, "messages": [
+            {"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(question, contexts)}]}
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return self._stream(f"{self.base_url}/chat/completions", body, headers,
+                            lambda e: (e["choices"][0].get("delta") or {}).get("content") or "" if e.get("choices")
+                            else "", on_text)
+
+
+class GeminiAnswerer(_HttpAnswerer):
+    """`POST {base_url}/models/{model}:streamGenerateContent?alt=sse` (Google AI Studio's Gemini API)."""
+
+    def __init__(self, api_key: str, model: str = "gemini-2.0-flash",
+                 base_url: str = "https://generativelanguage.googleapis.com/v1beta", timeout: float = 60.0) -> None:
+        super().__init__(timeout)
+        self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
+        self.name = f"gemini:{model}"
+
+    def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
+        body = {
+            "systemInstruction": {"parts": [{"text": SYSTEM}]},
+            "contents": [{"role": "user", "parts": [{"text": user_message(question, contexts)}]}],
+            "generationConfig": {"temperature": 0},
+        }
+
+        def pieces(event: dict[str, Any]) -> str:
+            if "error" in event:
+                raise ProviderError(f"{self.name}: {event['error'].get('message', event['error'])}")
+            parts = (event.get("candidates") or [{}])[0].get("content", {}).get("parts", [])
+            return "".join(p.get("text", "") for p in parts)
+
+        return self._stream(f"{self.base_url}/models/{self.model}:streamGenerateContent?alt=sse", body,
+                            {"x-goog-api-key": self.api_key}, pieces, on_text)
