@@ -4,6 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from helpers.pdf_writer import make_pdf
+from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
 
@@ -29,7 +30,8 @@ def api(make_project):
     }
 
     def client(**config) -> TestClient:
-        return TestClient(create_app(project.settings, project.embedder, ApiConfig(**config)))
+        # The extractive answerer only: tests never reach an LLM, whatever keys the environment holds.
+        return TestClient(create_app(project.settings, project.embedder, ApiConfig(**config), [ExtractiveAnswerer()]))
 
     return project, tokens, keys, client
 
@@ -280,9 +282,28 @@ def test_no_auth_needs_a_user_and_repeated_queries_hit_the_embedding_cache(api):
     project, _, _, client = api
     for as_user in (None, "../bob", "a/b", ""):
         with pytest.raises(RagsteadError):
-            create_app(project.settings, project.embedder, ApiConfig(auth=False, as_user=as_user))
+            create_app(project.settings, project.embedder, ApiConfig(auth=False, as_user=as_user), [])
     with client(auth=False, as_user="alice") as c:
         for _ in range(3):
             assert paths(c.post("/v1/query", json={"query": "billing database"})) <= {
                 "kb/users/alice/billing.md", "kb/users/alice/cat.md"}
         assert c.app.state.embedder.hits == 2 and c.app.state.embedder.misses == 1
+
+
+def test_ask_answers_from_the_callers_documents_only_or_refuses(api):
+    _, tokens, _, client = api
+    with client() as c:
+        out = c.post("/v1/ask", json={"query": "Which database did Alice decide to migrate billing to?",
+                                      "extractive": True}, headers=auth(tokens["alice"])).json()
+        assert not out["refused"] and "PostgreSQL" in out["answer"] and out["provider"] == "extractive"
+        assert {x["source"] for x in out["citations"]} == {"kb/users/alice/billing.md"}
+        bob = c.post("/v1/ask", json={"query": "Which database did Alice decide to migrate billing to?",
+                                      "extractive": True}, headers=auth(tokens["bob"])).json()
+        assert all(x["source"].startswith("kb/users/bob/") for x in bob["citations"])
+        refused = c.post("/v1/ask", json={"query": "best pancake recipe without eggs"},
+                         headers=auth(tokens["alice"])).json()
+        assert refused["refused"] and refused["citations"] == []
+        assert refused["answer"] == "I could not find relevant information in the uploaded documents."
+        assert_error(c.post("/v1/ask", json={"query": "cat"}, headers=auth(tokens["alice-read"])), 403, "forbidden")
+        assert_error(c.post("/v1/ask", json={"query": "cat", "user_slug": "bob"}, headers=auth(tokens["alice"])),
+                     422, "invalid_request")

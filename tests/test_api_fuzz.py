@@ -5,6 +5,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
+from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 
 
@@ -18,12 +19,13 @@ def fuzzed_api(make_project):
     project.index()
     # No auth (acting as alice) so the fuzzer reaches the handlers, not just the 401 path; no rate limit.
     app = create_app(project.settings, project.embedder,
-                     ApiConfig(auth=False, as_user="alice", rate_per_minute=0, burst=0, max_upload_bytes=200_000))
+                     ApiConfig(auth=False, as_user="alice", rate_per_minute=0, burst=0, max_upload_bytes=200_000),
+                     [ExtractiveAnswerer()])
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
-@pytest.mark.parametrize("operation_key", ["GET /healthz", "GET /readyz", "POST /v1/query", "GET /v1/documents",
-                                           "POST /v1/documents", "DELETE /v1/documents/{doc_id}"])
+@pytest.mark.parametrize("operation_key", ["GET /healthz", "GET /readyz", "POST /v1/query", "POST /v1/ask",
+                                           "GET /v1/documents", "POST /v1/documents", "DELETE /v1/documents/{doc_id}"])
 def test_no_request_makes_the_server_fail(fuzzed_api, operation_key):
     # Hypothesis drives schemathesis' strategy directly (its pytest fixture plugin does not load on
     # pytest 9); one test per operation so a failure names it.

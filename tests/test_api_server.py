@@ -12,7 +12,8 @@ import pytest
 
 from conftest import write_files
 
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
+ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}  # loopback only
 
 
 def free_port() -> int:
@@ -65,6 +66,9 @@ def test_real_server_isolates_users_rate_limits_and_deletes(server):
         codes = [http.post("/v1/query", json={"query": "heron"}, headers=alice).status_code for _ in range(8)]
         assert codes == [200] * 5 + [429] * 3  # 6 per minute per key, the first query included
         alice = {"Authorization": f"Bearer {keys['alice-2']}"}  # alice's second key has its own budget
+        answer = http.post("/v1/ask", json={"query": "when is the survey planned", "extractive": True},
+                           headers=alice).json()
+        assert not answer["refused"] and {c["source"] for c in answer["citations"]} == {"kb/users/alice/plan.md"}
         upload = http.post("/v1/documents", files={"file": ("n.md", b"osprey nest count: 4", "text/markdown")},
                            headers=alice)
         assert upload.status_code == 201, upload.text

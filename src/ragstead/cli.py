@@ -454,7 +454,7 @@ def _key_file(root: Path | None, config: Path | None, db: str | None):  # type: 
 @keys_app.command("add")
 def keys_add(
     user: Annotated[str, typer.Option("--user", help="The user slug this key acts as.")],
-    scopes: Annotated[str, typer.Option(help="Comma-separated: query, upload, delete.")] = "query,upload,delete",
+    scopes: Annotated[str, typer.Option(help="Comma-separated subset of: query, ask, upload, delete.")] = "",
     label: Annotated[str, typer.Option(help="A note to tell keys apart.")] = "",
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -462,7 +462,9 @@ def keys_add(
 ) -> None:
     """Create a key and print it once (only its SHA-256 is stored)."""
     try:
-        key, record = _key_file(root, config, db).add(user, split_values([scopes]), label)
+        from ragstead.api.keys import SCOPES
+
+        key, record = _key_file(root, config, db).add(user, split_values([scopes]) or SCOPES, label)
     except RagsteadError as exc:
         raise _fail(exc) from None
     typer.echo(json.dumps({"key": key, **record.public()}, indent=2))

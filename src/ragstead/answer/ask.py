@@ -78,6 +78,19 @@ def ask(
     on_text: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Answer `question` from the index, or refuse. Returns the documented `ask` JSON shape."""
+    found, contexts = gather(question, store, embedder, filters, options, rules)
+    return answer(question, found, contexts, providers, on_text)
+
+
+def gather(
+    question: str,
+    store: Store,
+    embedder: Embedder,
+    filters: QueryFilters,
+    options: AskOptions,
+    rules: tuple[PathRule, ...],
+) -> tuple[dict[str, Any], list[Context]]:
+    """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
     found = search(question, store, embedder, filters, options.search, rules)
     query_vector = embedder.embed_query(question)
     missing = [r["chunk_id"] for r in found["results"] if r.get("vector_score") is None]
@@ -94,10 +107,22 @@ def ask(
         budget -= row["token_estimate"]
         contexts.append(Context(len(contexts) + 1, row["text"], row["file_path"], _locator(row), round(similarity, 4),
                                 screen(row["text"])))
+    found["min_similarity"] = options.min_similarity
+    return found, contexts
+
+
+def answer(
+    question: str,
+    found: dict[str, Any],
+    contexts: list[Context],
+    providers: list[AnswerProvider],
+    on_text: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The answering half of `ask` (needs no store): the provider chain over `contexts`, or the refusal."""
     out: dict[str, Any] = {
         "question": question,
         "retrieval": {"mode": found["mode"], "filters": found["filters"], "retrieved": len(found["results"]),
-                      "relevant": len(contexts), "min_similarity": options.min_similarity},
+                      "relevant": len(contexts), "min_similarity": found["min_similarity"]},
         "flagged": [{"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags} for c in contexts if c.flags],
         "fallbacks": [],
     }

@@ -26,6 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ragstead.answer.ask import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MIN_SIMILARITY,
+    AskOptions,
+    answer,
+    gather,
+    providers_from_env,
+)
+from ragstead.answer.base import AnswerProvider
+from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.config import Settings
@@ -87,6 +97,14 @@ class QueryRequest(BaseModel):
     top_k_vector: int | None = Field(default=None, ge=1, le=1000)
     top_k_lexical: int | None = Field(default=None, ge=1, le=1000)
     rrf_k: int | None = Field(default=None, ge=0, le=1000)
+
+
+class AskRequest(QueryRequest):
+    """Body of POST /v1/ask: a query body plus how to answer."""
+
+    min_similarity: float = Field(default=DEFAULT_MIN_SIMILARITY, ge=-1.0, le=1.0)
+    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=100, le=32000)
+    extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
 
 
 class CachedEmbedder:
@@ -174,9 +192,16 @@ class Caller:
     key_id: str
 
 
-def create_app(settings: Settings, embedder: Embedder, config: ApiConfig | None = None) -> FastAPI:
-    """Build the app over the index at `settings.db_file` (created empty if missing)."""
+def create_app(
+    settings: Settings, embedder: Embedder, config: ApiConfig | None = None,
+    providers: list[AnswerProvider] | None = None,
+) -> FastAPI:
+    """Build the app over the index at `settings.db_file` (created empty if missing).
+
+    `providers` is the answerer chain of POST /v1/ask (default: from the environment, see `ask`).
+    """
     config = config or ApiConfig()
+    answerers = providers if providers is not None else providers_from_env()
     if not config.auth and not (config.as_user and USER_SLUG.match(config.as_user)):
         raise RagsteadError("without auth the server needs a user slug to act as (--as-user), "
                             f"letters, digits, '.', '_' or '-'; got {config.as_user!r}")
@@ -279,25 +304,43 @@ def create_app(settings: Settings, embedder: Embedder, config: ApiConfig | None 
         return JSONResponse({"status": "ready", "model": cached.name, "documents": stats["documents"],
                              "chunks": stats["chunks"]})
 
+    def search_request(body: QueryRequest, who: Caller) -> tuple[QueryFilters, SearchOptions]:
+        """Filters (the user always from the key) and options from a query or ask body."""
+        public = body.scope == "public"
+        filters = QueryFilters.build(
+            user_slug=None if public else who.user_slug, doc_types=body.doc_types, public_only=public,
+            date_from=body.date_from, date_to=body.date_to, include_archive=body.include_archive, tags=body.tags,
+        )
+        options = SearchOptions(
+            mode=body.mode or settings.default_mode, k=body.top_k,
+            top_k_vector=body.top_k_vector or settings.top_k_vector,
+            top_k_lexical=body.top_k_lexical or settings.top_k_lexical,
+            rrf_k=settings.rrf_k if body.rrf_k is None else body.rrf_k,
+        )
+        return filters, options
+
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
-        public = body.scope == "public"
 
         def run() -> dict[str, Any]:
-            filters = QueryFilters.build(
-                user_slug=None if public else who.user_slug, doc_types=body.doc_types, public_only=public,
-                date_from=body.date_from, date_to=body.date_to, include_archive=body.include_archive,
-                tags=body.tags,
-            )
-            options = SearchOptions(
-                mode=body.mode or settings.default_mode, k=body.top_k,
-                top_k_vector=body.top_k_vector or settings.top_k_vector,
-                top_k_lexical=body.top_k_lexical or settings.top_k_lexical,
-                rrf_k=settings.rrf_k if body.rrf_k is None else body.rrf_k,
-            )
+            filters, options = search_request(body, who)
             with read_lock:
                 return search(body.query, store, cached, filters, options, settings.path_rules)
+
+        return run_library(run)
+
+    @app.post("/v1/ask", tags=["search"])
+    def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> dict[str, Any]:  # noqa: B008
+        """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape)."""
+
+        def run() -> dict[str, Any]:
+            filters, options = search_request(body, who)
+            ask_options = AskOptions(options, body.min_similarity, body.max_context_tokens)
+            with read_lock:  # the store-side half; the LLM call below does not hold up other readers
+                found, contexts = gather(body.query, store, cached, filters, ask_options, settings.path_rules)
+            chain = [ExtractiveAnswerer()] if body.extractive else list(answerers)
+            return answer(body.query, found, contexts, chain)
 
         return run_library(run)
 

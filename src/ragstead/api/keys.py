@@ -17,7 +17,7 @@ from pathlib import Path
 from ragstead.errors import ConfigError
 from ragstead.retrieval.filters import USER_SLUG
 
-SCOPES = ("query", "upload", "delete")  # "ask" joins when POST /v1/ask exists
+SCOPES = ("query", "ask", "upload", "delete")
 KEY_PREFIX = "rsk_"
 
 
