@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class CountingEmbedder:
         self.name = inner.name
         self.dim = inner.dim
         self.document_calls = 0
+        self.query_calls = 0
         self.texts_embedded: list[str] = []
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -30,11 +32,18 @@ class CountingEmbedder:
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
+        self.query_calls += 1
         return self.inner.embed_query(text)
 
     def reset(self) -> None:
         self.document_calls = 0
         self.texts_embedded = []
+
+
+# The environment for subprocesses (CLI, server): no LLM keys, so tests never leave loopback and `ask`
+# answers offline whatever the developer's shell holds.
+LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
+OFFLINE_ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="session")

@@ -40,7 +40,9 @@ def run(project, question, providers=None, user="alice", **options):
 
 
 def test_extractive_answer_is_grounded_and_every_citation_was_retrieved(project):
+    before = project.embedder.query_calls
     out = run(project, "Which database did we decide to migrate billing to?")
+    assert project.embedder.query_calls == before + 1  # the question is embedded once, not per step
     assert not out["refused"] and out["provider"] == "extractive"
     assert "PostgreSQL 16" in out["answer"] and "[1]" in out["answer"]
     assert out["citations"][0]["source"] == "kb/users/alice/db.md"

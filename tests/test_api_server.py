@@ -1,7 +1,6 @@
 """A real `ragstead serve` (uvicorn) process on 127.0.0.1, driven over HTTP like any client."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -10,10 +9,9 @@ import time
 import httpx
 import pytest
 
-from conftest import write_files
+from conftest import OFFLINE_ENV, write_files
 
-LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
-ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}  # loopback only
+ENV = OFFLINE_ENV
 
 
 def free_port() -> int:

@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_files
+from conftest import OFFLINE_ENV, write_files
 
-# No LLM keys reach the subprocesses: tests never leave loopback, and `ask` must answer offline.
-LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
-ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}
+ENV = OFFLINE_ENV
 
 
 def cli(root: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
@@ -23,13 +25,14 @@ from ragstead.answer.screening import screen
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.retrieval.search import SearchOptions, search, snippet
 from ragstead.stores.base import Store
 
 # Calibrated by `python -m bench refusal` on SciFact train: answers 95 % of answerable train queries,
 # refuses 97 % of off-topic questions (bench/results/refusal_calibration.md).
 DEFAULT_MIN_SIMILARITY = 0.428
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
+CITATION_SNIPPET_CHARS = 240
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 
 
@@ -63,6 +66,22 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0)
     return chain
 
 
+class _LastQueryVector:
+    """Passes an embedder through, keeping the last query vector so `gather` does not embed it twice."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._last: tuple[str, np.ndarray] | None = None
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self._last is None or self._last[0] != text:
+            self._last = (text, self.inner.embed_query(text))
+        return self._last[1]
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+
 def _locator(row: dict[str, Any]) -> dict[str, Any]:
     return {"page": row.get("page"), "section_path": row.get("section_path"), "chunk_id": row["chunk_id"]}
 
@@ -91,8 +110,9 @@ def gather(
     rules: tuple[PathRule, ...],
 ) -> tuple[dict[str, Any], list[Context]]:
     """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
-    found = search(question, store, embedder, filters, options.search, rules)
-    query_vector = embedder.embed_query(question)
+    remembered = _LastQueryVector(embedder)
+    found = search(question, store, remembered, filters, options.search, rules)
+    query_vector = remembered.embed_query(question)  # search() already embedded it unless it was lexical-only
     missing = [r["chunk_id"] for r in found["results"] if r.get("vector_score") is None]
     stored = store.chunk_vectors(missing)
     contexts: list[Context] = []
@@ -142,9 +162,10 @@ def answer(
         if not cited:
             out["fallbacks"].append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
-        citations = [{"n": n, "source": contexts[n - 1].source, "locator": contexts[n - 1].locator,
-                      "snippet": _snippet(contexts[n - 1].text), "similarity": contexts[n - 1].similarity}
-                     for n in cited]
+        cited_contexts = [contexts[n - 1] for n in cited]
+        citations = [{"n": c.n, "source": c.source, "locator": c.locator,
+                      "snippet": snippet(c.text, CITATION_SNIPPET_CHARS), "similarity": c.similarity}
+                     for c in cited_contexts]
         return {**out, "answer": text, "refused": False, "citations": citations, "provider": provider.name}
     return {**out, "answer": REFUSAL, "refused": True, "citations": [], "provider": None}
 
@@ -162,8 +183,3 @@ def _check_citations(text: str, count: int) -> tuple[str, list[int]]:
         return ""
 
     return _MARKER.sub(keep, text).strip(), valid
-
-
-def _snippet(text: str, limit: int = 240) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

@@ -44,9 +44,10 @@ class SearchOptions:
             raise InvalidQueryError(f"rrf_k must be >= 0, got {self.rrf_k}")
 
 
-def _snippet(text: str) -> str:
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """`text` on one line, cut at `limit` characters with an ellipsis."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1].rstrip() + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def search(
@@ -112,7 +113,7 @@ def search(
         v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
         text = row.pop("text")
         row.update(
-            snippet=_snippet(text),
+            snippet=snippet(text),
             text=text,
             vector_rank=v[0] if v else None,
             vector_score=round(v[1], 6) if v else None,

@@ -213,11 +213,15 @@ class SqliteStore:
 
     # -- writes -----------------------------------------------------------------------------------
 
+    def _sqlite_generation(self) -> int:
+        """The generation of the last SQLite write, which the lexical index must match."""
+        return int(self._meta("lexical_generation") or 0)
+
     def _bump_generation(self) -> int:
         self._db.execute(
             "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'lexical_generation'"
         )
-        return int(self._meta("lexical_generation") or 0)
+        return self._sqlite_generation()
 
     def _delete_path(self, file_path: str) -> list[int]:
         """Delete a document (its chunks and tags cascade); return the chunk ids it had."""
@@ -304,7 +308,7 @@ class SqliteStore:
         """Rewrite the lexical index from one SQLite snapshot. The caller holds the lexical writer lock."""
         self._db.execute("BEGIN")
         try:
-            generation = int(self._meta("lexical_generation") or 0)
+            generation = self._sqlite_generation()
             rows = self._db.execute(
                 "SELECT c.id, c.text, c.doc_type, c.is_private, c.user_slug, c.created_at, "
                 "(SELECT json_group_array(tag) FROM doc_tags t WHERE t.doc_id = c.doc_id) "
@@ -327,12 +331,12 @@ class SqliteStore:
         version = self._version()
         if version == self._lexical_checked:
             return
-        wanted = int(self._meta("lexical_generation") or 0)
+        wanted = self._sqlite_generation()
         if self._lexical.refresh() != wanted:
             if not self._lexical.try_acquire():
                 return
             try:
-                if self._lexical.refresh() != int(self._meta("lexical_generation") or 0):
+                if self._lexical.refresh() != self._sqlite_generation():
                     self._rebuild_lexical()
             finally:
                 self._lexical.release()
@@ -495,7 +499,7 @@ class SqliteStore:
         if result != "ok":
             return result
         self._lexical_in_step()
-        wanted = int(self._meta("lexical_generation") or 0)
+        wanted = self._sqlite_generation()
         chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         generation, rows = self._lexical.generation(), self._lexical.count()
         if generation != wanted or rows != chunks:
