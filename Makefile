@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SAMPLE := examples/sample
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo sanity test test-fast lint bench clean
 
 $(BIN)/ragstead: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: install
 	@echo "== ask: a cited answer from alice's notes (extractive, offline), then a question the notes cannot answer"
 	$(BIN)/ragstead ask "what did we decide about the billing database" --root $(SAMPLE) --user alice --extractive
 	$(BIN)/ragstead ask "best pancake recipe without eggs" --root $(SAMPLE) --extractive
+
+# Seed 003's judge: the whole flow on a scratch copy of the sample -> artifacts/sanity_output.json
+sanity: install
+	$(BIN)/ragstead sanity --sample $(SAMPLE) --out artifacts/sanity_output.json
 
 test: install
 	$(BIN)/python -m pytest

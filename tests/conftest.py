@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,3 +98,16 @@ def make_project(tmp_path: Path, embedder: CountingEmbedder) -> Callable[[dict[s
     yield factory
     for project in created:
         project.store.close()
+
+
+@pytest.fixture
+def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `python -m ragstead ARGS --root <project>` in a real process, offline; assert its exit code."""
+
+    def run(project: Project, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(project.root)],
+                                capture_output=True, text=True, env=OFFLINE_ENV, timeout=300)
+        assert result.returncode == expect, result.stdout + result.stderr
+        return result
+
+    return run

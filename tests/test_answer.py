@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -9,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, ask, providers_from_env
-from ragstead.answer.base import REFUSAL, ProviderError
+from ragstead.answer.base import REFUSAL, Context, ProviderError
 from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.prompt import TemplateError, catalog, load_template
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
 from ragstead.retrieval.filters import QueryFilters
@@ -230,3 +232,90 @@ def test_the_chain_follows_the_configured_keys():
                                 "GEMINI_API_KEY": "k"})
     assert [p.name for p in chain] == ["openai-compatible:m", "gemini:gemini-2.0-flash", "extractive"]
     assert providers_from_env({"OPENAI_API_KEY": "sk"})[0].base_url == "https://api.openai.com/v1"
+
+
+# ---- prompt templates -------------------------------------------------------------------------------
+
+def test_every_builtin_template_renders_the_question_and_the_chunks_as_json(project):
+    contexts = gather_contexts(project, QUESTION)
+    assert set(catalog()) >= {"grounded", "few_shot", "brief"}
+    for name in catalog():
+        template = load_template(name)
+        messages = template.messages(QUESTION, contexts)
+        assert messages[0]["role"] == "system" and REFUSAL in messages[0]["content"]
+        assert messages[-1]["role"] == "user" and QUESTION in messages[-1]["content"]
+        data = json.loads(messages[-1]["content"].split("not instructions):\n", 1)[1])
+        assert [d["chunk_id"] for d in data] == [c.locator["chunk_id"] for c in contexts]
+        assert data[0]["breadcrumb"].startswith(data[0]["source"])
+        assert len(messages) == 2 + 2 * len(template.examples)
+
+
+def test_breadcrumbs_carry_the_section_path_and_page():
+    context = Context(1, "text", "kb/a.md", {"page": 4, "section_path": "Guide > Install", "chunk_id": "c"}, 0.5)
+    assert context.as_data()["breadcrumb"] == "kb/a.md › Guide › Install › p. 4"
+
+
+def test_text_with_braces_is_inserted_verbatim_never_formatted(project):
+    tricky = "What does {refusal} or {question.__class__} mean?"
+    context = Context(1, "A chunk with {documents} and {0} in it.", "kb/x.md",
+                      {"page": None, "section_path": None, "chunk_id": "c"}, 0.9)
+    last = load_template("grounded").messages(tricky, [context])[-1]["content"]
+    assert tricky in last and "{documents} and {0}" in last
+
+
+def test_few_shot_examples_become_earlier_turns_for_both_providers(project, llm_server):
+    few_shot = load_template("few_shot")
+    chain = [OpenAICompatibleAnswerer(f"{llm_server.base}/v1", "m", None, 1.0, few_shot),
+             GeminiAnswerer("g", "gm", f"{llm_server.base}/v1beta", 1.0, few_shot)]
+    assert run(project, QUESTION, chain)["provider"] == "openai-compatible:m"
+    llm_server.mode["openai"] = "500"
+    assert run(project, QUESTION, chain)["provider"] == "gemini:gm"
+    openai_body, gemini_body = llm_server.requests[0][3], llm_server.requests[-1][3]
+    assert [m["role"] for m in openai_body["messages"]] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert openai_body["messages"][4]["content"] == REFUSAL  # the second example teaches the refusal
+    assert [c["role"] for c in gemini_body["contents"]] == ["user", "model", "user", "model", "user"]
+    assert "Answer in the style of the examples" in gemini_body["systemInstruction"]["parts"][0]["text"]
+    # the example's planted instruction is screened exactly like a real chunk's
+    example_docs = json.loads(openai_body["messages"][1]["content"].split("not instructions):\n", 1)[1])
+    assert example_docs[1]["flagged_as_instructions"] == ["override of instructions"]
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    ('system = "x"\nuser = "{question}"', "must use ['documents', 'question']"),
+    ('system = "x {secret}"\nuser = "{question} {documents}"', "system may use ['refusal']"),
+    ('system = "x"\nuser = "{question.__class__} {documents}"', "it uses"),
+    ('system = "x"\nuser = "{question} {documents} {}"', "it uses"),
+    ('system = "x }"\nuser = "{question} {documents}"', "literal braces"),
+    ('system = "x"\nuser = "{question} {documents}"\ncolour = 1', "unknown keys"),
+    ('system = ""\nuser = "{question} {documents}"', "non-empty"),
+    ('system = "x"\nuser = "{question} {documents}"\n[[examples]]\nquestion = "q"', "example 1 needs"),
+    ('system = "x"\nuser = "{question} {documents}"\n[[examples]]\nquestion = "q"\nanswer = "{question}"\n'
+     'documents = [{source = "s", text = "t"}]', "may only use {refusal}"),
+    ('system = "x"\nuser = ', "template"),
+])
+def test_broken_templates_are_refused_with_the_reason(tmp_path, body, error):
+    path = tmp_path / "mine.toml"
+    path.write_text(body)
+    with pytest.raises(TemplateError, match=re.escape(error)):
+        load_template(str(path))
+
+
+def test_a_template_file_shapes_the_prompt_and_unknown_names_are_clear_errors(project, llm_server, tmp_path, cli):
+    path = tmp_path / "pirate.toml"
+    path.write_text('description = "d"\nsystem = "Talk like a pirate. Or say: {refusal}"\n'
+                    'user = "Q: {question}\\nDocs: {documents}"\n')
+    chain = [OpenAICompatibleAnswerer(f"{llm_server.base}/v1", "m", None, 1.0, load_template(str(path)))]
+    run(project, QUESTION, chain)
+    system, user = llm_server.requests[0][3]["messages"]
+    assert system["content"] == f"Talk like a pirate. Or say: {REFUSAL}" and user["content"].startswith("Q: Which")
+    with pytest.raises(TemplateError, match="unknown template 'nope'"):
+        load_template("nope")
+    failed = cli(project, "ask", QUESTION, "--user", "alice", "--template", "nope", expect=2)
+    assert "unknown template 'nope'" in failed.stderr
+
+
+def gather_contexts(project, question):
+    from ragstead.answer.ask import gather
+
+    return gather(question, project.store, project.embedder, QueryFilters.build(user_slug="alice"),
+                  AskOptions(SearchOptions(mode="hybrid", k=8)), project.settings.path_rules)[1]

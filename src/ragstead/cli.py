@@ -220,6 +220,10 @@ def ask(
     min_similarity: Annotated[float | None, typer.Option(help="Relevance gate (cosine); below it: refuse.")] = None,
     max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
     extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
+    template: Annotated[str | None, typer.Option(help="LLM prompt template: a name (`ragstead templates`) "
+                                                      "or a .toml path.")] = None,
+    remember_it: Annotated[bool, typer.Option("--remember", help="If the question states a lasting fact or "
+                                                                 "preference, write it to --user's memory.")] = False,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -229,7 +233,9 @@ def ask(
     from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, providers_from_env
     from ragstead.answer.ask import ask as run_ask
     from ragstead.answer.extractive import ExtractiveAnswerer
+    from ragstead.answer.prompt import load_template
     from ragstead.embeddings import default_embedder
+    from ragstead.memory import remember
     from ragstead.stores import SqliteStore
 
     try:
@@ -242,12 +248,18 @@ def ask(
                                                   top_k_lexical, rrf_k)
         options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
                              max_context_tokens)
-        providers = [ExtractiveAnswerer()] if extractive else providers_from_env()
+        if remember_it and not user:
+            raise RagsteadError("--remember needs --user: memory belongs to one person")
+        prompt = load_template(template or settings.template_spec)  # validated even when unused: fail early
+        providers = [ExtractiveAnswerer()] if extractive else providers_from_env(template=prompt)
         streaming = output == "text" and sys.stdout.isatty()
         store = SqliteStore(settings.db_file)
+        embedder = default_embedder()
         try:
-            result = run_ask(question, store, default_embedder(), filters, options, providers, settings.path_rules,
+            result = run_ask(question, store, embedder, filters, options, providers, settings.path_rules,
                              on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
+            if remember_it and user:
+                result["memory_write"] = remember(question, user, settings, store, embedder).as_dict()
         finally:
             store.close()
     except RagsteadError as exc:
@@ -263,6 +275,50 @@ def ask(
     for fallback in result["fallbacks"]:
         err.print(f"[yellow]note:[/] {fallback['provider']} failed ({fallback['error']}); the next answerer took over",
                   markup=True, highlight=False)
+    if "memory_write" in result:
+        err.print(f"memory: {result['memory_write']['note']}", markup=False, highlight=False)
+
+
+@app.command("remember")
+def remember_cmd(
+    text: Annotated[str, typer.Argument(help="A preference, stable fact or team learning to remember.")],
+    user: Annotated[str, typer.Option("--user", help="Whose memory (required).")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the decision; write nothing.")] = False,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Write the file; leave indexing to `index`.")] = False,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
+    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
+    from ragstead.embeddings import default_embedder
+    from ragstead.memory import remember
+    from ragstead.stores import SqliteStore
+
+    try:
+        if output not in ("text", "json"):
+            raise RagsteadError(f"--format must be text or json, got {output!r}")
+        settings = _settings(root, config, db)
+        if dry_run or no_index:
+            result = remember(text, user, settings, dry_run=dry_run, wait_seconds=wait)
+        else:
+            store = SqliteStore(settings.db_file)
+            try:
+                result = remember(text, user, settings, store, default_embedder(), wait_seconds=wait)
+            finally:
+                store.close()
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    if output == "json":
+        typer.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        return
+    decision = result.decision
+    verdict = "write" if decision.should_write else "do not write"
+    typer.echo(f"{verdict} ({decision.target}, confidence {decision.confidence}): {decision.summary or '-'}")
+    for reason in decision.reasons:
+        typer.echo(f"  - {reason}")
+    typer.echo(f"{result.note}" + (f": {result.file}" if result.file else ""))
 
 
 def _progress_bar(quiet: bool, label: str):  # type: ignore[no-untyped-def]
@@ -395,6 +451,59 @@ def status(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> 
     except RagsteadError as exc:
         raise _fail(exc) from None
     typer.echo(json.dumps(stats, indent=2))
+
+
+@app.command()
+def templates(
+    show: Annotated[str | None, typer.Option(help="Print this template's messages for a demo question (JSON).")] = None,
+) -> None:
+    """The prompt templates `ask --template` takes (built-in names; a .toml path works too)."""
+    from ragstead.answer.base import Context
+    from ragstead.answer.prompt import catalog, load_template
+
+    try:
+        if show:
+            demo = [Context(1, "We decided to migrate the billing database to PostgreSQL 16 in March.",
+                            "kb/users/alice/db.md", {"page": None, "section_path": "Billing > Decision",
+                                                     "chunk_id": "0" * 64}, 0.71)]
+            messages = load_template(show).messages("Which database did we choose for billing?", demo)
+            typer.echo(json.dumps(messages, indent=2, ensure_ascii=False))
+            return
+        for name in sorted(catalog()):
+            found = load_template(name)
+            shots = f", {len(found.examples)} examples" if found.examples else ""
+            typer.echo(f"{name}{shots}: {found.description}")
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def sanity(
+    sample: Annotated[Path, typer.Option(help="The sample project to check against.")] = Path("examples/sample"),
+    out: Annotated[Path, typer.Option(help="Where to write the report.")] = Path("artifacts/sanity_output.json"),
+) -> None:
+    """The whole flow on the bundled sample (index, cited answers, refusal, privacy, memory), judged.
+
+    Works on a scratch copy, so the sample is never changed. Exit code 1 if any check fails.
+    """
+    from ragstead.embeddings import default_embedder
+    from ragstead.sanity import run_sanity
+
+    try:
+        if not (sample / "kb").is_dir():
+            raise RagsteadError(f"{sample} does not look like the sample project (no kb/ folder)")
+        report = run_sanity(sample, default_embedder())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except (RagsteadError, OSError) as exc:
+        raise _fail(exc) from None
+    for item in report["checks"]:
+        mark = "[green]ok[/]  " if item["passed"] else "[red]FAIL[/]"
+        err.print(f"{mark} {item['name']}", markup=True, highlight=False)
+    passed = sum(c["passed"] for c in report["checks"])
+    typer.echo(f"{passed}/{len(report['checks'])} checks passed; report: {out}")
+    if not report["passed"]:
+        raise typer.Exit(1)
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -35,6 +35,7 @@ class Settings:
     top_k_lexical: int = 25
     rrf_k: int = 60
     default_mode: str = "hybrid"
+    answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
 
     @property
@@ -48,6 +49,13 @@ class Settings:
     def _resolve(self, value: str) -> Path:
         path = Path(value)
         return path if path.is_absolute() else self.root / path
+
+    @property
+    def template_spec(self) -> str:
+        """`answer_template` as `load_template` takes it: a name, or a path resolved against the root."""
+        if self.answer_template.endswith(".toml"):
+            return str(self._resolve(self.answer_template))
+        return self.answer_template
 
     @property
     def chunking(self) -> ChunkingOptions:

@@ -20,10 +20,12 @@ import numpy as np
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError
 from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
+from ragstead.memory.decision import decide
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.search import SearchOptions, search, snippet
 from ragstead.stores.base import Store
@@ -45,23 +47,25 @@ class AskOptions:
     max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
 
 
-def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0) -> list[AnswerProvider]:
+def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
+                       template: PromptTemplate | None = None) -> list[AnswerProvider]:
     """The fallback chain from configured endpoints and keys, in this order, extractive always last.
 
     RAGSTEAD_OPENAI_BASE_URL (+ RAGSTEAD_OPENAI_MODEL, OPENAI_API_KEY) for any OpenAI-compatible server,
     OPENAI_API_KEY alone for api.openai.com, GEMINI_API_KEY (+ RAGSTEAD_GEMINI_MODEL,
-    RAGSTEAD_GEMINI_BASE_URL) for Gemini. Nothing configured: extractive only (offline).
+    RAGSTEAD_GEMINI_BASE_URL) for Gemini. Nothing configured: extractive only (offline). `template`
+    (default: the `grounded` template) shapes every LLM's prompt; the extractive answerer needs none.
     """
     env = dict(os.environ if env is None else env)
     chain: list[AnswerProvider] = []
     base_url = env.get("RAGSTEAD_OPENAI_BASE_URL") or ("https://api.openai.com/v1" if env.get("OPENAI_API_KEY") else "")
     if base_url:
         chain.append(OpenAICompatibleAnswerer(base_url, env.get("RAGSTEAD_OPENAI_MODEL", "gpt-4o-mini"),
-                                              env.get("OPENAI_API_KEY"), timeout))
+                                              env.get("OPENAI_API_KEY"), timeout, template))
     if env.get("GEMINI_API_KEY"):
         gemini_base = env.get("RAGSTEAD_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com/v1beta")
         chain.append(GeminiAnswerer(env["GEMINI_API_KEY"], env.get("RAGSTEAD_GEMINI_MODEL", "gemini-2.0-flash"),
-                                    gemini_base, timeout))
+                                    gemini_base, timeout, template))
     chain.append(ExtractiveAnswerer())
     return chain
 
@@ -143,6 +147,8 @@ def answer(
         "question": question,
         "retrieval": {"mode": found["mode"], "filters": found["filters"], "retrieved": len(found["results"]),
                       "relevant": len(contexts), "min_similarity": found["min_similarity"]},
+        # What selective memory would make of the question; `ask --remember` writes it if it says so.
+        "memory": decide(question).as_dict(),
         "flagged": [{"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags} for c in contexts if c.flags],
         "fallbacks": [],
     }

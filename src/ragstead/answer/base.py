@@ -9,6 +9,16 @@ from typing import Any, Protocol
 REFUSAL = "I could not find relevant information in the uploaded documents."
 
 
+def breadcrumb(source: str, section_path: str | None = None, page: int | None = None) -> str:
+    """Where a chunk sits, for people and models: `file › section › subsection › p. N`."""
+    parts = [source]
+    if section_path:
+        parts += [s.strip() for s in section_path.split(">") if s.strip()]
+    if page:
+        parts.append(f"p. {page}")
+    return " › ".join(parts)
+
+
 @dataclass
 class Context:
     """One retrieved chunk handed to an answerer, numbered `n` for its citation marker `[n]`."""
@@ -22,8 +32,9 @@ class Context:
 
     def as_data(self) -> dict[str, Any]:
         """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""
-        return {"n": self.n, "source": self.source, **self.locator, "flagged_as_instructions": self.flags,
-                "text": self.text}
+        crumb = breadcrumb(self.source, self.locator.get("section_path"), self.locator.get("page"))
+        return {"n": self.n, "source": self.source, "breadcrumb": crumb, **self.locator,
+                "flagged_as_instructions": self.flags, "text": self.text}
 
 
 class ProviderError(Exception):

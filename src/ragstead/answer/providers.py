@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from ragstead.answer.base import Context, ProviderError
-from ragstead.answer.prompt import SYSTEM, user_message
+from ragstead.answer.prompt import PromptTemplate, load_template
 
 
 def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
@@ -32,8 +32,9 @@ def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
 class _HttpAnswerer:
     name = "http"
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, template: PromptTemplate | None) -> None:
         self.timeout = timeout
+        self.template = template or load_template()
 
     def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
                 pieces: Callable[[dict[str, Any]], str], on_text: Callable[[str], None] | None) -> str:
@@ -66,14 +67,15 @@ class _HttpAnswerer:
 class OpenAICompatibleAnswerer(_HttpAnswerer):
     """`POST {base_url}/chat/completions` with `stream: true`: OpenAI, Ollama, llama.cpp server, vLLM."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0) -> None:
-        super().__init__(timeout)
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
+                 template: PromptTemplate | None = None) -> None:
+        super().__init__(timeout, template)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"openai-compatible:{model}"
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
-        body = {"model": self.model, "temperature": 0, "stream": True, "messages": [
-            {"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(question, contexts)}]}
+        body = {"model": self.model, "temperature": 0, "stream": True,
+                "messages": self.template.messages(question, contexts)}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         return self._stream(f"{self.base_url}/chat/completions", body, headers,
                             lambda e: (e["choices"][0].get("delta") or {}).get("content") or "" if e.get("choices")
@@ -84,15 +86,19 @@ class GeminiAnswerer(_HttpAnswerer):
     """`POST {base_url}/models/{model}:streamGenerateContent?alt=sse` (Google AI Studio's Gemini API)."""
 
     def __init__(self, api_key: str, model: str = "gemini-2.0-flash",
-                 base_url: str = "https://generativelanguage.googleapis.com/v1beta", timeout: float = 60.0) -> None:
-        super().__init__(timeout)
+                 base_url: str = "https://generativelanguage.googleapis.com/v1beta", timeout: float = 60.0,
+                 template: PromptTemplate | None = None) -> None:
+        super().__init__(timeout, template)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"gemini:{model}"
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
+        system, *turns = self.template.messages(question, contexts)
         body = {
-            "systemInstruction": {"parts": [{"text": SYSTEM}]},
-            "contents": [{"role": "user", "parts": [{"text": user_message(question, contexts)}]}],
+            "systemInstruction": {"parts": [{"text": system["content"]}]},
+            # Gemini calls the assistant "model"; few-shot examples become earlier turns of the chat.
+            "contents": [{"role": "model" if t["role"] == "assistant" else "user", "parts": [{"text": t["content"]}]}
+                         for t in turns],
             "generationConfig": {"temperature": 0},
         }
 

@@ -36,6 +36,7 @@ from ragstead.answer.ask import (
 )
 from ragstead.answer.base import AnswerProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.prompt import load_template
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.config import Settings
@@ -198,10 +199,12 @@ def create_app(
 ) -> FastAPI:
     """Build the app over the index at `settings.db_file` (created empty if missing).
 
-    `providers` is the answerer chain of POST /v1/ask (default: from the environment, see `ask`).
+    `providers` is the answerer chain of POST /v1/ask (default: from the environment, see `ask`, with
+    the configured `answer_template`; requests cannot pick a template, so clients never name files).
     """
     config = config or ApiConfig()
-    answerers = providers if providers is not None else providers_from_env()
+    answerers = providers if providers is not None else providers_from_env(
+        template=load_template(settings.template_spec))
     if not config.auth and not (config.as_user and USER_SLUG.match(config.as_user)):
         raise RagsteadError("without auth the server needs a user slug to act as (--as-user), "
                             f"letters, digits, '.', '_' or '-'; got {config.as_user!r}")

@@ -1,0 +1,125 @@
+"""USER_MEMORY.md and COMPANY_MEMORY.md: where remembered facts live, and how they get indexed.
+
+Both files sit in the user's own folder (`kb/users/<user>/memory/`), so the path rules index them as
+private `user_kb` content of that user: a fact one person remembers is never visible to another, even
+the COMPANY ones (a person's notes about their team stay theirs until they move them to shared docs).
+Appends are serialised by a lock and written whole through a temporary file and a rename, so a crash
+leaves either the old file or the new one, never half a line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from ragstead.config import Settings
+from ragstead.embeddings.base import Embedder
+from ragstead.errors import IndexLockedError, RagsteadError
+from ragstead.indexing.build import index_paths
+from ragstead.memory.decision import MemoryDecision, decide
+from ragstead.retrieval.filters import USER_SLUG
+from ragstead.stores.base import Store
+
+FILES = {"USER": "USER_MEMORY.md", "COMPANY": "COMPANY_MEMORY.md"}
+# Headings only: boilerplate prose in the file would be embedded with every fact and dilute it (a
+# preamble paragraph cut a fact's cosine to its own question from 0.54 to 0.35, under the `ask` gate).
+_HEADERS = {"USER": "# User memory ({user})\n\n", "COMPANY": "# Company memory (noted by {user})\n\n"}
+_ENTRY = re.compile(r"^- (.*?)(?: _\(.*\)_)?$", re.M)
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    """What `remember` did: the decision, and whether (and where) it was written and indexed."""
+
+    decision: MemoryDecision
+    written: bool
+    file: str | None
+    indexed: bool
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision.as_dict(), "written": self.written, "file": self.file,
+                "indexed": self.indexed, "note": self.note}
+
+
+def memory_file(settings: Settings, user: str, target: str) -> str:
+    """The project-relative path of a user's memory file for `target` (USER or COMPANY)."""
+    _check_user(user)
+    return f"kb/users/{user}/memory/{FILES[target]}"
+
+
+def _check_user(user: str) -> None:
+    if not USER_SLUG.match(user or ""):
+        raise RagsteadError(f"memory needs a user slug (letters, digits, '.', '_' or '-'); got {user!r}")
+
+
+def _key(summary: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", summary.casefold()).strip()
+
+
+def remembered(path: Path) -> list[str]:
+    """The summaries already in a memory file (its `- ` lines, dates stripped)."""
+    if not path.is_file():
+        return []
+    return [m.group(1) for m in _ENTRY.finditer(path.read_text(encoding="utf-8"))]
+
+
+def remember(
+    text: str,
+    user: str,
+    settings: Settings,
+    store: Store | None = None,
+    embedder: Embedder | None = None,
+    dry_run: bool = False,
+    wait_seconds: float = 30.0,
+) -> RememberResult:
+    """Decide on `text`; if it is high-signal, append it to the user's memory file and index that file.
+
+    With no store (or `dry_run`) nothing is indexed; the next `ragstead index` picks the file up.
+    """
+    _check_user(user)
+    decision = decide(text)
+    if not decision.should_write:
+        return RememberResult(decision, False, None, False, "not written: " + decision.reasons[0])
+    rel = memory_file(settings, user, decision.target)
+    if dry_run:
+        return RememberResult(decision, False, rel, False, "dry run: would be written")
+    path = settings.root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings.db_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(settings.db_file.parent / "memory.lock"), timeout=wait_seconds):
+            if _key(decision.summary) in {_key(s) for s in remembered(path)}:
+                return RememberResult(decision, False, rel, False, "already remembered; not written again")
+            old = path.read_text(encoding="utf-8") if path.is_file() else _HEADERS[decision.target].format(user=user)
+            day = datetime.now(UTC).date().isoformat()
+            _replace(path, old + f"- {decision.summary} _({day}, confidence {decision.confidence})_\n")
+    except Timeout as exc:
+        raise IndexLockedError("another `remember` is writing this memory; try again") from exc
+    if store is None or embedder is None:
+        return RememberResult(decision, True, rel, False, "written; run `ragstead index` to make it searchable")
+    try:
+        index_paths(settings, store, embedder, [rel], wait_seconds=wait_seconds)
+    except RagsteadError as exc:  # busy index, kb/ not among the roots, ...: the fact itself is safe on disk
+        return RememberResult(decision, True, rel, False, f"written but not indexed ({exc}); run `ragstead index`")
+    return RememberResult(decision, True, rel, True, "written and indexed")
+
+
+def _replace(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".memory-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
