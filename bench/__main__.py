@@ -12,7 +12,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client", "refusal"])
+                                           "api-client", "refusal", "fusion"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -54,6 +54,10 @@ def main() -> None:
         from bench.refusal_calibration import main as refusal_main
 
         refusal_main(args.dataset)
+    if args.what == "fusion":
+        from bench.fusion_sweep import main as fusion_main
+
+        fusion_main(args.dataset)
     if args.what in ("quality", "all"):
         from bench.quality import main as quality_main
 

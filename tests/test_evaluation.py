@@ -99,11 +99,15 @@ def test_eval_beir_end_to_end_all_modes(tmp_path):
     make_beir(tmp_path / "beir")
     report_path = tmp_path / "report.json"
     out = run_cli("eval", "--beir", str(tmp_path / "beir"), "--modes", "vector,lexical,hybrid", "--k", "1,3",
-                  "--report-json", str(report_path), "--root", str(tmp_path), "--index-db", str(tmp_path / "e.db"))
+                  "--report-json", str(report_path), "--root", str(tmp_path), "--index-db", str(tmp_path / "e.db"),
+                  "--rerank")
     assert out.returncode == 0, out.stderr
     assert "ndcg@10" in out.stdout and "hybrid" in out.stdout
     report = json.loads(report_path.read_text())
-    assert report["n_queries"] == 3 and set(report["modes"]) == {"vector", "lexical", "hybrid"}
+    # hybrid is reported under both fusions (the configured one is plain "hybrid"), and re-ranked
+    assert report["n_queries"] == 3
+    assert set(report["modes"]) == {"vector", "lexical", "hybrid", "hybrid (rrf)", "hybrid+rerank"}
+    assert report["settings"]["fusion"] == "convex" and report["settings"]["reranker"].startswith("sentence-maxsim")
     assert report["modes"]["vector"]["hit_rate@3"] == 1.0  # tiny corpus: every answer is found
     assert report["run"]["corpus_docs"] == 4 and report["run"]["chunks_embedded"] == 4
     assert report["settings"]["aggregation"].startswith("document rank")

@@ -43,6 +43,10 @@ TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Any of these ta
 TopKVectorOpt = Annotated[int | None, typer.Option("--top-k-vector", help="Vector candidates.")]
 TopKLexicalOpt = Annotated[int | None, typer.Option("--top-k-lexical", help="Lexical candidates.")]
 RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")]
+FusionOpt = Annotated[str | None, typer.Option("--fusion", help="Hybrid fusion: convex (default) | rrf.")]
+FusionWeightOpt = Annotated[float | None, typer.Option("--fusion-weight", help="convex: vector share, 0..1.")]
+RerankOpt = Annotated[bool, typer.Option("--rerank", help="Re-rank the top candidates (sentence max-sim).")]
+RerankTopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", help="Candidates --rerank re-orders.")]
 
 
 def _settings(root: Path | None, config: Path | None, db: str | None, **overrides: Any) -> Settings:
@@ -145,6 +149,10 @@ def query(
     top_k_vector: TopKVectorOpt = None,
     top_k_lexical: TopKLexicalOpt = None,
     rrf_k: RrfKOpt = None,
+    fusion: FusionOpt = None,
+    fusion_weight: FusionWeightOpt = None,
+    rerank: RerankOpt = False,
+    rerank_top_n: RerankTopNOpt = None,
     output: Annotated[str, typer.Option("--format", help="json | table")] = "json",
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -159,14 +167,17 @@ def query(
         settings = _settings(root, config, db)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
-                                           date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k)
+                                           date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k,
+                                           fusion, fusion_weight, rerank_top_n)
         store = SqliteStore(settings.db_file)
         embedder = None
-        if chosen != "lexical":
+        if chosen != "lexical" or rerank:
             from ragstead.embeddings import default_embedder
 
             embedder = default_embedder()
-        payload = search(question, store, embedder, filters, options, settings.path_rules)
+        reranker = _reranker(embedder) if rerank and embedder is not None else None
+        payload = search(question, store, embedder if chosen != "lexical" else None, filters, options,
+                         settings.path_rules, reranker)
         store.close()
     except RagsteadError as exc:
         raise _fail(exc) from None
@@ -182,20 +193,25 @@ def _search_request(
     settings: Settings, mode: str, k: int, user: str | None, doc_type: list[str] | None, private_only: bool,
     public_only: bool, date_from: str | None, date_to: str | None, include_archive: bool, tag: list[str] | None,
     top_k_vector: int | None, top_k_lexical: int | None, rrf_k: int | None,
+    fusion: str | None, fusion_weight: float | None, rerank_top_n: int | None,
 ) -> tuple[QueryFilters, SearchOptions]:
     """Validated filters and search options from the flags `query` and `ask` share."""
     if private_only and public_only:
         raise RagsteadError("--private-only and --public-only exclude each other")
     filters = QueryFilters.build(user, doc_type, public_only, date_from, date_to, include_archive, tag)
-    options = SearchOptions(
-        mode=mode, k=k, top_k_vector=top_k_vector or settings.top_k_vector,
-        top_k_lexical=top_k_lexical or settings.top_k_lexical,
-        rrf_k=settings.rrf_k if rrf_k is None else rrf_k,
-    )
+    options = SearchOptions.from_settings(settings, mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
+                                          rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
+                                          rerank_top_n=rerank_top_n)
     options.validate()
     if not settings.db_file.exists():
         raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
     return filters, options
+
+
+def _reranker(embedder: Any) -> Any:
+    from ragstead.retrieval.rerank import SentenceMaxSimReranker
+
+    return SentenceMaxSimReranker(embedder)
 
 
 @app.command()
@@ -217,6 +233,10 @@ def ask(
     top_k_vector: TopKVectorOpt = None,
     top_k_lexical: TopKLexicalOpt = None,
     rrf_k: RrfKOpt = None,
+    fusion: FusionOpt = None,
+    fusion_weight: FusionWeightOpt = None,
+    rerank: RerankOpt = False,
+    rerank_top_n: RerankTopNOpt = None,
     min_similarity: Annotated[float | None, typer.Option(help="Relevance gate (cosine); below it: refuse.")] = None,
     max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
     extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
@@ -245,9 +265,7 @@ def ask(
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
                                                   date_from, date_to, include_archive, tag, top_k_vector,
-                                                  top_k_lexical, rrf_k)
-        options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
-                             max_context_tokens)
+                                                  top_k_lexical, rrf_k, fusion, fusion_weight, rerank_top_n)
         if remember_it and not user:
             raise RagsteadError("--remember needs --user: memory belongs to one person")
         prompt = load_template(template or settings.template_spec)  # validated even when unused: fail early
@@ -255,6 +273,8 @@ def ask(
         streaming = output == "text" and sys.stdout.isatty()
         store = SqliteStore(settings.db_file)
         embedder = default_embedder()
+        options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
+                             max_context_tokens, _reranker(embedder) if rerank else None)
         try:
             result = run_ask(question, store, embedder, filters, options, providers, settings.path_rules,
                              on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
@@ -348,6 +368,10 @@ def evaluate(
     modes: Annotated[str, typer.Option(help="Comma-separated: vector,lexical,hybrid.")] = "vector,lexical,hybrid",
     ks: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,100",
     rrf_k: Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")] = None,
+    fusion: FusionOpt = None,
+    fusion_weight: FusionWeightOpt = None,
+    rerank: Annotated[bool, typer.Option("--rerank", help="Also report hybrid+rerank.")] = False,
+    rerank_top_n: RerankTopNOpt = None,
     miss_k: Annotated[int, typer.Option("--miss-k", help="Miss: nothing relevant in this top k.")] = 10,
     report_json: Annotated[Path | None, typer.Option("--report-json", help="Where to write the JSON report.")] = None,
     index_db: Annotated[Path | None, typer.Option("--index-db", help="Keep/reuse the BEIR index here.")] = None,
@@ -387,7 +411,11 @@ def evaluate(
         if not k_list or k_list[0] < 1 or k_list[-1] > 300:
             raise RagsteadError("--k values must be between 1 and 300")
         settings = _settings(root, config, db, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
-        eval_settings = EvalSettings(mode_list, k_list, settings.rrf_k if rrf_k is None else rrf_k, miss_k)
+        tuned = SearchOptions.from_settings(settings, None, rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
+                                            rerank_top_n=rerank_top_n)
+        tuned.validate()
+        eval_settings = EvalSettings(mode_list, k_list, tuned.rrf_k, miss_k, tuned.fusion, tuned.fusion_weight,
+                                     tuned.rerank_top_n, tuned.rerank_weight)
         embedder = default_embedder()
         scratch = None
         info: dict[str, Any] = {"model": embedder.name, "chunker": settings.chunker,
@@ -414,7 +442,8 @@ def evaluate(
             store = SqliteStore(settings.db_file)
             info |= {"cases": str(cases)}
         with _progress_bar(quiet, "evaluating") as hook:
-            report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook)
+            report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook,
+                              _reranker(embedder) if rerank else None)
         report["run"] = info | {"index": store.stats(), "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
         store.close()
         if scratch is not None:

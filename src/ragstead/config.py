@@ -34,6 +34,10 @@ class Settings:
     top_k_vector: int = 25
     top_k_lexical: int = 25
     rrf_k: int = 60
+    fusion: str = "convex"  # hybrid fusion, chosen on SciFact train (bench fusion): convex | rrf
+    fusion_weight: float = 0.5
+    rerank_top_n: int = 50
+    rerank_weight: float = 0.5
     default_mode: str = "hybrid"
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
@@ -77,6 +81,8 @@ def _coerce(name: str, value: Any) -> Any:
             return tuple(str(v).strip() for v in items if str(v).strip())
         if isinstance(default, bool):
             return str(value).lower() in ("1", "true", "yes", "on")
+        if isinstance(default, float):
+            return float(value)
         if isinstance(default, int):
             return int(value)
         return str(value)

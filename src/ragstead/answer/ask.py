@@ -27,6 +27,7 @@ from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.memory.decision import decide
 from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import SearchOptions, search, snippet
 from ragstead.stores.base import Store
 
@@ -45,6 +46,7 @@ class AskOptions:
     search: SearchOptions
     min_similarity: float = DEFAULT_MIN_SIMILARITY
     max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
+    reranker: Reranker | None = None
 
 
 def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
@@ -115,7 +117,7 @@ def gather(
 ) -> tuple[dict[str, Any], list[Context]]:
     """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
     remembered = _LastQueryVector(embedder)
-    found = search(question, store, remembered, filters, options.search, rules)
+    found = search(question, store, remembered, filters, options.search, rules, options.reranker)
     query_vector = remembered.embed_query(question)  # search() already embedded it unless it was lexical-only
     missing = [r["chunk_id"] for r in found["results"] if r.get("vector_score") is None]
     stored = store.chunk_vectors(missing)

@@ -8,30 +8,15 @@ bonus for coming from a higher-ranked chunk. The best few are printed in documen
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
 from ragstead.answer.screening import screen
 from ragstead.retrieval.lexical_query import query_terms
+from ragstead.retrieval.sentences import split_sentences
 from ragstead.stores.lexical_index import text_analyzer
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n\s*\n|\n(?=\s*[-*#\d])")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 MAX_SENTENCES = 3
-MIN_WORDS = 5
-MAX_SENTENCE_CHARS = 400
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences (or list items / paragraphs), whitespace-collapsed, markdown heading marks removed."""
-    out = []
-    text = _HEADING.sub("\n\n", text)  # a heading titles what follows; it is not a sentence of it
-    for piece in _SENTENCE.split(text):
-        sentence = " ".join(piece.split()).lstrip("#*- ").strip()
-        if len(sentence.split()) >= MIN_WORDS:  # headings and fragments are not answers
-            out.append(sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1] + "…")
-    return out
 
 
 class ExtractiveAnswerer:

@@ -98,6 +98,8 @@ class QueryRequest(BaseModel):
     top_k_vector: int | None = Field(default=None, ge=1, le=1000)
     top_k_lexical: int | None = Field(default=None, ge=1, le=1000)
     rrf_k: int | None = Field(default=None, ge=0, le=1000)
+    fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
+    fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
 
 
 class AskRequest(QueryRequest):
@@ -314,11 +316,9 @@ def create_app(
             user_slug=None if public else who.user_slug, doc_types=body.doc_types, public_only=public,
             date_from=body.date_from, date_to=body.date_to, include_archive=body.include_archive, tags=body.tags,
         )
-        options = SearchOptions(
-            mode=body.mode or settings.default_mode, k=body.top_k,
-            top_k_vector=body.top_k_vector or settings.top_k_vector,
-            top_k_lexical=body.top_k_lexical or settings.top_k_lexical,
-            rrf_k=settings.rrf_k if body.rrf_k is None else body.rrf_k,
+        options = SearchOptions.from_settings(
+            settings, body.mode, k=body.top_k, top_k_vector=body.top_k_vector, top_k_lexical=body.top_k_lexical,
+            rrf_k=body.rrf_k, fusion=body.fusion, fusion_weight=body.fusion_weight,
         )
         return filters, options
 

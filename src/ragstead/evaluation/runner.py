@@ -19,6 +19,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.evaluation.cases import EvalCase
 from ragstead.evaluation.metrics import summarize
 from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import MAX_K, SearchOptions, search
 from ragstead.stores.base import Store
 
@@ -50,6 +51,24 @@ class EvalSettings:
     ks: tuple[int, ...] = (1, 5, 10, 100)
     rrf_k: int = 60
     miss_k: int = 10
+    fusion: str = "convex"
+    fusion_weight: float = 0.5
+    rerank_top_n: int = 50
+    rerank_weight: float = 0.5
+
+
+def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[str, str, str, bool]]:
+    """(label, mode, fusion, rerank) runs: hybrid under both fusions (the configured one is `hybrid`),
+    and `hybrid+rerank` when a reranker is given."""
+    out = []
+    for mode in settings.modes:
+        out.append((mode, mode, settings.fusion, False))
+        if mode == "hybrid":
+            other = "rrf" if settings.fusion == "convex" else "convex"
+            out.append((f"hybrid ({other})", mode, other, False))
+            if reranker is not None:
+                out.append(("hybrid+rerank", mode, settings.fusion, True))
+    return out
 
 
 def _doc_key(row: dict[str, Any], key: str) -> str:
@@ -73,16 +92,21 @@ def run_eval(
     filters: QueryFilters | None = None,
     rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
     progress: Callable[[int, int], None] | None = None,
+    reranker: Reranker | None = None,
 ) -> dict[str, Any]:
-    """Evaluate each mode; returns metrics per mode, latency per mode and the misses."""
+    """Evaluate each mode (hybrid under both fusions, and re-ranked with a `reranker`); returns metrics,
+    latency and misses per run."""
     filters = filters or QueryFilters()
     depth = min(MAX_K, max(settings.ks) * 3)  # chunks fetched, so enough distinct documents remain
     cached = _QueryVectorCache(embedder) if embedder is not None else None
     results: dict[str, Any] = {"modes": {}, "latency_ms": {}, "misses": {}}
     qrels = {case.qid: case.relevant for case in cases}
-    total, done = len(cases) * len(settings.modes), 0
-    for mode in settings.modes:
-        options = SearchOptions(mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, rrf_k=settings.rrf_k)
+    variants = _variants(settings, reranker)
+    total, done = len(cases) * len(variants), 0
+    for label, mode, fusion, rerank in variants:
+        options = SearchOptions(mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, rrf_k=settings.rrf_k,
+                                fusion=fusion, fusion_weight=settings.fusion_weight,
+                                rerank_top_n=settings.rerank_top_n, rerank_weight=settings.rerank_weight)
         runs: dict[str, list[str]] = {}
         latencies: list[float] = []
         misses = []
@@ -90,7 +114,7 @@ def run_eval(
             if cached is not None:
                 cached.embed_query(case.query)  # embedding is timed separately, not in search latency
             started = time.perf_counter()
-            out = search(case.query, store, cached, filters, options, rules)
+            out = search(case.query, store, cached, filters, options, rules, reranker if rerank else None)
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(_doc_key(row, case.key) for row in out["results"]))
             runs[case.qid] = ranked
@@ -101,18 +125,21 @@ def run_eval(
             done += 1
             if progress:
                 progress(done, total)
-        results["modes"][mode] = summarize(runs, qrels, settings.ks)
-        results["latency_ms"][mode] = {
+        results["modes"][label] = summarize(runs, qrels, settings.ks)
+        results["latency_ms"][label] = {
             "p50": round(statistics.median(latencies), 3) if latencies else 0.0,
             "p95": round(_percentile(latencies, 0.95), 3),
         }
-        results["misses"][mode] = misses
+        results["misses"][label] = misses
     if cached is not None and cached.embed_seconds:
         results["query_embedding_ms"] = {
             "p50": round(statistics.median(cached.embed_seconds) * 1000, 3),
             "p95": round(_percentile(cached.embed_seconds, 0.95) * 1000, 3),
         }
     results["settings"] = {"modes": list(settings.modes), "ks": list(settings.ks), "rrf_k": settings.rrf_k,
+                           "fusion": settings.fusion, "fusion_weight": settings.fusion_weight,
+                           "reranker": reranker.name if reranker is not None else None,
+                           "rerank_top_n": settings.rerank_top_n, "rerank_weight": settings.rerank_weight,
                            "candidates_per_side": depth, "miss_k": settings.miss_k,
                            "aggregation": "document rank = rank of its best chunk"}
     results["n_queries"] = len(cases)

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.fusion import reciprocal_rank_fusion
+from ragstead.retrieval.fusion import FUSIONS, convex_fusion, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
+from ragstead.retrieval.rerank import Reranker
 from ragstead.stores.base import Store
+
+if TYPE_CHECKING:
+    from ragstead.config import Settings
 
 MODES = ("vector", "lexical", "hybrid")
 MAX_QUERY_CHARS = 4096
@@ -32,6 +36,20 @@ class SearchOptions:
     top_k_vector: int = 25
     top_k_lexical: int = 25
     rrf_k: int = 60
+    fusion: str = "convex"  # chosen on SciFact train: convex .7369 vs RRF .7118 nDCG@10 (bench fusion)
+    fusion_weight: float = 0.5  # convex: share of the vector side
+    rerank_top_n: int = 50  # candidates a reranker (if one is given to search) re-orders
+    rerank_weight: float = 0.5  # final = min-max(first-stage score) + weight * min-max(rerank score)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, mode: str | None = None, **overrides: Any) -> SearchOptions:
+        """Options from the configured defaults; a None override keeps the configured value."""
+        values = {"mode": mode or settings.default_mode, "top_k_vector": settings.top_k_vector,
+                  "top_k_lexical": settings.top_k_lexical, "rrf_k": settings.rrf_k, "fusion": settings.fusion,
+                  "fusion_weight": settings.fusion_weight, "rerank_top_n": settings.rerank_top_n,
+                  "rerank_weight": settings.rerank_weight}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -42,6 +60,14 @@ class SearchOptions:
                 raise InvalidQueryError(f"{name} must be between 1 and {MAX_K}, got {value}")
         if self.rrf_k < 0:
             raise InvalidQueryError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        if self.fusion not in FUSIONS:
+            raise InvalidQueryError(f"unknown fusion {self.fusion!r}; use one of {FUSIONS}")
+        if not 0.0 <= self.fusion_weight <= 1.0:
+            raise InvalidQueryError(f"fusion_weight must be between 0 and 1, got {self.fusion_weight}")
+        if not 1 <= self.rerank_top_n <= 200:
+            raise InvalidQueryError(f"rerank_top_n must be between 1 and 200, got {self.rerank_top_n}")
+        if not 0.0 <= self.rerank_weight <= 100.0:
+            raise InvalidQueryError(f"rerank_weight must be between 0 and 100, got {self.rerank_weight}")
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -57,8 +83,13 @@ def search(
     filters: QueryFilters | None = None,
     options: SearchOptions | None = None,
     rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
+    reranker: Reranker | None = None,
 ) -> dict[str, Any]:
-    """Run one query and return the JSON-contract dict (`question`, `k`, `mode`, `filters`, `results`)."""
+    """Run one query and return the JSON-contract dict (`question`, `k`, `mode`, `filters`, `results`).
+
+    With a `reranker`, the best `rerank_top_n` results of the first stage are re-ordered by
+    min-max(first-stage score) + `rerank_weight` * min-max(rerank score); each carries `rerank_score`.
+    """
     filters = filters or QueryFilters()
     options = options or SearchOptions()
     options.validate()
@@ -67,6 +98,7 @@ def search(
     if len(question) > MAX_QUERY_CHARS:
         raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
     timings: dict[str, float] = {}
+    query_vector = None
     vector_hits: list[tuple[int, float]] = []
     lexical_hits: list[tuple[int, float]] = []
     want_vector = options.mode in ("vector", "hybrid")
@@ -93,9 +125,10 @@ def search(
     vector_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(vector_hits, start=1)}
     lexical_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(lexical_hits, start=1)}
     if options.mode == "hybrid":
-        fused = reciprocal_rank_fusion(
-            [[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], k=options.rrf_k
-        )
+        if options.fusion == "rrf":
+            fused = reciprocal_rank_fusion([[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], options.rrf_k)
+        else:
+            fused = convex_fusion(vector_hits, lexical_hits, options.fusion_weight)
         # Ties broken by vector rank, then lexical rank, so output order is deterministic.
         order = sorted(
             fused,
@@ -105,6 +138,7 @@ def search(
         hits = vector_hits if options.mode == "vector" else lexical_hits
         fused, order = {}, [r for r, _ in hits]
     rows = store.fetch_chunks(order, filters)
+    wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
     results = []
     for rowid in order:
         row = rows.get(rowid)
@@ -125,12 +159,17 @@ def search(
         row["score"] = row["fused_score"] if options.mode == "hybrid" else (
             row["vector_score"] if options.mode == "vector" else row["lexical_score"]
         )
+        row["rerank_score"] = None
         results.append(row)
-        if len(results) == options.k:
+        if len(results) == wanted:
             break
+    timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
+    if reranker is not None and results:
+        t0 = time.perf_counter()
+        results = _rerank(question, query_vector, results, reranker, options)[: options.k]
+        timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     for rank, row in enumerate(results, start=1):
         row["final_rank"] = rank
-    timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
     return {
         "question": question,
         "k": options.k,
@@ -141,7 +180,25 @@ def search(
             "top_k_vector": options.top_k_vector,
             "top_k_lexical": options.top_k_lexical,
             "rrf_k": options.rrf_k,
+            "fusion": options.fusion,
+            "fusion_weight": options.fusion_weight,
+            "reranker": reranker.name if reranker is not None else None,
+            "rerank_top_n": options.rerank_top_n if reranker is not None else None,
+            "rerank_weight": options.rerank_weight if reranker is not None else None,
         },
         "results": results,
         "timings_ms": {k: round(v, 3) for k, v in timings.items()},
     }
+
+
+def _rerank(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
+            options: SearchOptions) -> list[dict[str, Any]]:
+    """Re-order the first `rerank_top_n` results; the rest keep their first-stage order behind them."""
+    head, tail = results[: options.rerank_top_n], results[options.rerank_top_n :]
+    scores = reranker.score(question, query_vector, [row["text"] for row in head])
+    first = min_max([(i, row["score"] or 0.0) for i, row in enumerate(head)])
+    second = min_max(list(enumerate(scores)))
+    for i, row in enumerate(head):
+        row["rerank_score"] = round(scores[i], 6)
+    order = sorted(range(len(head)), key=lambda i: (-(first[i] + options.rerank_weight * second[i]), i))
+    return [head[i] for i in order] + tail

@@ -1,0 +1,70 @@
+"""Second-stage re-ranking of the top candidates.
+
+No PyPI package ships cross-encoder weights (checked: flashrank, rerankers, mxbai-rerank, bge-m3-lite,
+flash-rerank and the others download their models from a hub at run time; small-hybrid-reranker ships a
+LightGBM model but its static embeddings are downloaded too). So the packaged re-ranker is the
+strongest offline alternative measured on SciFact train: **sentence-level max-sim** with the index's
+own embedder. A chunk is embedded as one vector, truncated at the embedder's token limit, so a claim
+that matches one sentence late in a long chunk is diluted or cut off; scoring every sentence of the
+top candidates against the question recovers that (+0.9 nDCG@10 on SciFact train over convex fusion,
+see bench/results/fusion_scifact.md). It costs one embedding pass over the candidates' sentences per
+query, so it is opt-in (`--rerank`). A real cross-encoder plugs in behind the same protocol.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Protocol
+
+import numpy as np
+
+from ragstead.embeddings.base import Embedder
+from ragstead.retrieval.sentences import split_sentences
+
+
+class Reranker(Protocol):
+    """Scores candidate texts for a question (higher is more relevant), in the candidates' order."""
+
+    name: str
+
+    def score(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float]:
+        """One score per text."""
+        ...
+
+
+class SentenceMaxSimReranker:
+    """Score = the best cosine between the question and any sentence of the candidate.
+
+    Sentence vectors are cached (LRU by text) because the same chunks come back for related questions.
+    """
+
+    def __init__(self, embedder: Embedder, cache_size: int = 4096) -> None:
+        self.embedder = embedder
+        self.name = f"sentence-maxsim:{embedder.name}"
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def _sentences(self, text: str) -> list[str]:
+        return split_sentences(text) or [text]
+
+    def score(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        if query_vector is None:
+            query_vector = self.embedder.embed_query(question)
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            # One batch over every uncached sentence: the embedder sorts it by length, so padding is small.
+            pieces = [self._sentences(t) for t in todo]
+            vectors = self.embedder.embed_documents([s for group in pieces for s in group])
+            start = 0
+            for text, group in zip(todo, pieces, strict=True):
+                self._cache[text] = vectors[start:start + len(group)]
+                start += len(group)
+        scores = []
+        for text in texts:
+            self._cache.move_to_end(text)
+            scores.append(float(np.max(self._cache[text] @ query_vector)))
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return scores
