@@ -58,6 +58,11 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def _check_format(output: str, *allowed: str) -> None:
+    if output not in allowed:
+        raise RagsteadError(f"--format must be {' or '.join(allowed)}, got {output!r}")
+
+
 def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
@@ -162,8 +167,7 @@ def query(
     from ragstead.stores import SqliteStore
 
     try:
-        if output not in ("json", "table"):
-            raise RagsteadError(f"--format must be json or table, got {output!r}")
+        _check_format(output, "json", "table")
         settings = _settings(root, config, db)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
@@ -259,8 +263,7 @@ def ask(
     from ragstead.stores import SqliteStore
 
     try:
-        if output not in ("text", "json"):
-            raise RagsteadError(f"--format must be text or json, got {output!r}")
+        _check_format(output, "text", "json")
         settings = _settings(root, config, db)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
@@ -317,8 +320,7 @@ def remember_cmd(
     from ragstead.stores import SqliteStore
 
     try:
-        if output not in ("text", "json"):
-            raise RagsteadError(f"--format must be text or json, got {output!r}")
+        _check_format(output, "text", "json")
         settings = _settings(root, config, db)
         if dry_run or no_index:
             result = remember(text, user, settings, dry_run=dry_run, wait_seconds=wait)
