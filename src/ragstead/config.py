@@ -36,7 +36,7 @@ class Settings:
     rrf_k: int = 60
     fusion: str = "convex"  # hybrid fusion, chosen on SciFact train (bench fusion): convex | rrf
     fusion_weight: float = 0.5
-    rerank_top_n: int = 50
+    rerank_top_n: int = 30
     rerank_weight: float = 0.5
     default_mode: str = "hybrid"
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)

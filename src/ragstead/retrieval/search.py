@@ -38,7 +38,8 @@ class SearchOptions:
     rrf_k: int = 60
     fusion: str = "convex"  # chosen on SciFact train: convex .7369 vs RRF .7118 nDCG@10 (bench fusion)
     fusion_weight: float = 0.5  # convex: share of the vector side
-    rerank_top_n: int = 50  # candidates a reranker (if one is given to search) re-orders
+    # Chosen on SciFact train (bench fusion): top 30 and top 50 tie at .7457 with weight 0.5; 30 costs less.
+    rerank_top_n: int = 30  # candidates a reranker (if one is given to search) re-orders
     rerank_weight: float = 0.5  # final = min-max(first-stage score) + weight * min-max(rerank score)
 
     @classmethod
