@@ -52,6 +52,14 @@ def assert_error(response, status: int, code: str) -> None:
     assert "Traceback" not in response.text
 
 
+def test_the_key_file_is_owner_only_and_rewritten_whole(api):
+    _, _, keys, _ = api
+    keys.revoke(keys.list()[0].key_id)
+    assert keys.path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in keys.path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    assert len(KeyFile(keys.path).list()) == 3
+
+
 def test_health_and_readiness(api):
     _, _, _, client = api
     with client() as c:

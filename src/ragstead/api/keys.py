@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ragstead.atomic import write_text_atomically
 from ragstead.errors import ConfigError
 from ragstead.retrieval.filters import USER_SLUG
 
@@ -64,12 +64,8 @@ class KeyFile:
 
     def _save(self, keys: list[ApiKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
         payload = json.dumps({"keys": [{**asdict(k), "scopes": list(k.scopes)} for k in keys]}, indent=2)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(payload)
-        os.replace(tmp, self.path)
+        write_text_atomically(self.path, payload)  # mode 0600: only the owner may read key hashes
 
     def add(self, user_slug: str, scopes: list[str] | tuple[str, ...] = SCOPES, label: str = "") -> tuple[str, ApiKey]:
         """Create a key for `user_slug`; returns (the key, shown once; its stored record)."""

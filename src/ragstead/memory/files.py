@@ -9,9 +9,7 @@ leaves either the old file or the new one, never half a line.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ragstead.atomic import write_text_atomically
 from ragstead.config import Settings
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import IndexLockedError, RagsteadError
@@ -66,9 +65,11 @@ def _key(summary: str) -> str:
 
 def remembered(path: Path) -> list[str]:
     """The summaries already in a memory file (its `- ` lines, dates stripped)."""
-    if not path.is_file():
-        return []
-    return [m.group(1) for m in _ENTRY.finditer(path.read_text(encoding="utf-8"))]
+    return _entries(path.read_text(encoding="utf-8")) if path.is_file() else []
+
+
+def _entries(text: str) -> list[str]:
+    return [m.group(1) for m in _ENTRY.finditer(text)]
 
 
 def remember(
@@ -96,11 +97,11 @@ def remember(
     settings.db_file.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(str(settings.db_file.parent / "memory.lock"), timeout=wait_seconds):
-            if _key(decision.summary) in {_key(s) for s in remembered(path)}:
-                return RememberResult(decision, False, rel, False, "already remembered; not written again")
             old = path.read_text(encoding="utf-8") if path.is_file() else _HEADERS[decision.target].format(user=user)
+            if _key(decision.summary) in {_key(s) for s in _entries(old)}:
+                return RememberResult(decision, False, rel, False, "already remembered; not written again")
             day = datetime.now(UTC).date().isoformat()
-            _replace(path, old + f"- {decision.summary} _({day}, confidence {decision.confidence})_\n")
+            write_text_atomically(path, old + f"- {decision.summary} _({day}, confidence {decision.confidence})_\n")
     except Timeout as exc:
         raise IndexLockedError("another `remember` is writing this memory; try again") from exc
     if store is None or embedder is None:
@@ -110,16 +111,3 @@ def remember(
     except RagsteadError as exc:  # busy index, kb/ not among the roots, ...: the fact itself is safe on disk
         return RememberResult(decision, True, rel, False, f"written but not indexed ({exc}); run `ragstead index`")
     return RememberResult(decision, True, rel, True, "written and indexed")
-
-
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".memory-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
