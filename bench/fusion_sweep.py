@@ -23,7 +23,7 @@ from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.fusion import convex_fusion, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import SentenceMaxSimReranker
-from ragstead.retrieval.search import SearchOptions, _rerank
+from ragstead.retrieval.search import SearchOptions, rerank_head
 from ragstead.stores.sqlite import SqliteStore
 
 DEPTH = 300
@@ -123,13 +123,13 @@ def rerank_rows(dataset: Path, split: str, queries: list[dict[str, Any]], index_
 
 def evaluate_rerank(queries: list[dict[str, Any]], docs: dict[int, str], scored: dict[str, Any], n: int,
                     weight: float) -> dict[str, float]:
-    """The shipped re-ordering (`search._rerank`) over the convex top `n` with a given weight."""
+    """The shipped re-ordering (`search.rerank_head`) over the convex top `n` with a given weight."""
     options = SearchOptions(rerank_top_n=n, rerank_weight=weight)
     runs, qrels = {}, {}
     for q in queries:
         rows = [{"id": r, "text": str(i), "score": f} for i, (r, f, _) in enumerate(scored[q["qid"]])]
         fixed = FixedScores([s for _, _, s in scored[q["qid"]]])
-        head = _rerank(q["query"], None, rows[:n], fixed, options)
+        head = rerank_head(q["query"], None, rows[:n], fixed, options)
         fused = convex_fusion([tuple(h) for h in q["vector"]], [tuple(h) for h in q["lexical"]], 0.5)
         tail = sorted(fused, key=lambda r: -fused[r])[n:]  # the first stage's order behind the re-ranked head
         runs[q["qid"]] = documents([row["id"] for row in head] + tail, docs)

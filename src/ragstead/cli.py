@@ -416,8 +416,7 @@ def evaluate(
         tuned = SearchOptions.from_settings(settings, None, rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                             rerank_top_n=rerank_top_n)
         tuned.validate()
-        eval_settings = EvalSettings(mode_list, k_list, tuned.rrf_k, miss_k, tuned.fusion, tuned.fusion_weight,
-                                     tuned.rerank_top_n, tuned.rerank_weight)
+        eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
         embedder = default_embedder()
         scratch = None
         info: dict[str, Any] = {"model": embedder.name, "chunker": settings.chunker,

@@ -14,6 +14,7 @@ from typing import Any
 from ragstead.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
 from ragstead.errors import ConfigError
+from ragstead.retrieval.search import SearchOptions
 
 CONFIG_FILE = "ragstead.toml"
 
@@ -31,13 +32,14 @@ class Settings:
     overlap: int = 80
     embed_batch_size: int = 32
     max_tokens: int = 256
-    top_k_vector: int = 25
-    top_k_lexical: int = 25
-    rrf_k: int = 60
-    fusion: str = "convex"  # hybrid fusion, chosen on SciFact train (bench fusion): convex | rrf
-    fusion_weight: float = 0.5
-    rerank_top_n: int = 30
-    rerank_weight: float = 0.5
+    # Retrieval knobs default to SearchOptions' values (where the measurements behind them are noted).
+    top_k_vector: int = SearchOptions.top_k_vector
+    top_k_lexical: int = SearchOptions.top_k_lexical
+    rrf_k: int = SearchOptions.rrf_k
+    fusion: str = SearchOptions.fusion  # convex | rrf
+    fusion_weight: float = SearchOptions.fusion_weight
+    rerank_top_n: int = SearchOptions.rerank_top_n
+    rerank_weight: float = SearchOptions.rerank_weight
     default_mode: str = "hybrid"
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,12 +49,8 @@ class _QueryVectorCache:
 class EvalSettings:
     modes: tuple[str, ...] = ("vector", "lexical", "hybrid")
     ks: tuple[int, ...] = (1, 5, 10, 100)
-    rrf_k: int = 60
     miss_k: int = 10
-    fusion: str = "convex"
-    fusion_weight: float = 0.5
-    rerank_top_n: int = 50
-    rerank_weight: float = 0.5
+    search: SearchOptions = field(default_factory=SearchOptions)  # fusion and re-rank knobs under test
 
 
 def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[str, str, str, bool]]:
@@ -62,12 +58,12 @@ def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[s
     and `hybrid+rerank` when a reranker is given."""
     out = []
     for mode in settings.modes:
-        out.append((mode, mode, settings.fusion, False))
+        out.append((mode, mode, settings.search.fusion, False))
         if mode == "hybrid":
-            other = "rrf" if settings.fusion == "convex" else "convex"
+            other = "rrf" if settings.search.fusion == "convex" else "convex"
             out.append((f"hybrid ({other})", mode, other, False))
             if reranker is not None:
-                out.append(("hybrid+rerank", mode, settings.fusion, True))
+                out.append(("hybrid+rerank", mode, settings.search.fusion, True))
     return out
 
 
@@ -104,9 +100,7 @@ def run_eval(
     variants = _variants(settings, reranker)
     total, done = len(cases) * len(variants), 0
     for label, mode, fusion, rerank in variants:
-        options = SearchOptions(mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, rrf_k=settings.rrf_k,
-                                fusion=fusion, fusion_weight=settings.fusion_weight,
-                                rerank_top_n=settings.rerank_top_n, rerank_weight=settings.rerank_weight)
+        options = replace(settings.search, mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, fusion=fusion)
         runs: dict[str, list[str]] = {}
         latencies: list[float] = []
         misses = []
@@ -136,10 +130,11 @@ def run_eval(
             "p50": round(statistics.median(cached.embed_seconds) * 1000, 3),
             "p95": round(_percentile(cached.embed_seconds, 0.95) * 1000, 3),
         }
-    results["settings"] = {"modes": list(settings.modes), "ks": list(settings.ks), "rrf_k": settings.rrf_k,
-                           "fusion": settings.fusion, "fusion_weight": settings.fusion_weight,
+    tuned = settings.search
+    results["settings"] = {"modes": list(settings.modes), "ks": list(settings.ks), "rrf_k": tuned.rrf_k,
+                           "fusion": tuned.fusion, "fusion_weight": tuned.fusion_weight,
                            "reranker": reranker.name if reranker is not None else None,
-                           "rerank_top_n": settings.rerank_top_n, "rerank_weight": settings.rerank_weight,
+                           "rerank_top_n": tuned.rerank_top_n, "rerank_weight": tuned.rerank_weight,
                            "candidates_per_side": depth, "miss_k": settings.miss_k,
                            "aggregation": "document rank = rank of its best chunk"}
     results["n_queries"] = len(cases)

@@ -167,7 +167,7 @@ def search(
     timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
     if reranker is not None and results:
         t0 = time.perf_counter()
-        results = _rerank(question, query_vector, results, reranker, options)[: options.k]
+        results = rerank_head(question, query_vector, results, reranker, options)[: options.k]
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     for rank, row in enumerate(results, start=1):
         row["final_rank"] = rank
@@ -192,7 +192,7 @@ def search(
     }
 
 
-def _rerank(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
+def rerank_head(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
             options: SearchOptions) -> list[dict[str, Any]]:
     """Re-order the first `rerank_top_n` results; the rest keep their first-stage order behind them."""
     head, tail = results[: options.rerank_top_n], results[options.rerank_top_n :]
