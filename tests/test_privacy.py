@@ -30,11 +30,13 @@ def corpus() -> dict[str, str]:
     return files
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, real_embedder):
-    from conftest import CountingEmbedder, Project
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def indexed(request, tmp_path_factory, real_embedder):
+    """The corpus indexed in each store: every privacy test here runs against both."""
+    from conftest import CountingEmbedder, Project, new_database
 
-    project = Project(tmp_path_factory.mktemp("privacy"), CountingEmbedder(real_embedder))
+    spec = "" if request.param == "sqlite" else new_database(request.getfixturevalue("pg_server"))
+    project = Project(tmp_path_factory.mktemp("privacy"), CountingEmbedder(real_embedder), spec)
     project.write(corpus())
     project.index()
     yield project

@@ -26,6 +26,11 @@ err = Console(stderr=True)
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root (default: $RAGSTEAD_ROOT or cwd).")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Config file (default: <root>/ragstead.toml).")]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Index file (default: kb/rag/ragstead.db).")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", envvar="RAGSTEAD_STORE", show_envvar=False,
+                 help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db"),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 KOpt = Annotated[int, typer.Option("--k", help="Results to return (ask: chunks to consider).")]
 HybridOpt = Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")]
@@ -49,8 +54,10 @@ RerankOpt = Annotated[bool, typer.Option("--rerank", help="Re-rank the top candi
 RerankTopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", help="Candidates --rerank re-orders.")]
 
 
-def _settings(root: Path | None, config: Path | None, db: str | None, **overrides: Any) -> Settings:
-    return load_settings(root, config).with_overrides(db_path=db, **overrides)
+def _settings(
+    root: Path | None, config: Path | None, db: str | None, store: str | None = None, **overrides: Any
+) -> Settings:
+    return load_settings(root, config).with_overrides(db_path=db, store=store, **overrides)
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -80,16 +87,17 @@ def index(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Index files under the roots. Incremental: only new or changed files are embedded."""
     from ragstead.embeddings import default_embedder
     from ragstead.indexing.build import index_roots
-    from ragstead.stores import SqliteStore
+    from ragstead.stores import open_store
 
     try:
-        settings = _settings(root, config, db, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
+        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
         root_list = tuple(split_values([roots])) if roots else None
-        store = SqliteStore(settings.db_file)
+        store = open_store(settings)
         embedder = default_embedder()
         with _progress_bar(quiet, "indexing") as hook:
             report = index_roots(settings, store, embedder, root_list, rebuild, wait, progress=hook)
@@ -162,18 +170,19 @@ def query(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Search the index and print the JSON contract (or a table with --format table)."""
-    from ragstead.stores import SqliteStore
+    from ragstead.stores import open_store
 
     try:
         _check_format(output, "json", "table")
-        settings = _settings(root, config, db)
+        settings = _settings(root, config, db, store_spec)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
                                            date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k,
                                            fusion, fusion_weight, rerank_top_n)
-        store = SqliteStore(settings.db_file)
+        store = open_store(settings, must_exist=True)
         embedder = None
         if chosen != "lexical" or rerank:
             from ragstead.embeddings import default_embedder
@@ -207,8 +216,6 @@ def _search_request(
                                           rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                           rerank_top_n=rerank_top_n)
     options.validate()
-    if not settings.db_file.exists():
-        raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
     return filters, options
 
 
@@ -252,6 +259,7 @@ def ask(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Answer from your documents only, with citations, or say that nothing relevant was found."""
     from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, providers_from_env
@@ -260,11 +268,11 @@ def ask(
     from ragstead.answer.prompt import load_template
     from ragstead.embeddings import default_embedder
     from ragstead.memory import remember
-    from ragstead.stores import SqliteStore
+    from ragstead.stores import open_store
 
     try:
         _check_format(output, "text", "json")
-        settings = _settings(root, config, db)
+        settings = _settings(root, config, db, store_spec)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
                                                   date_from, date_to, include_archive, tag, top_k_vector,
@@ -274,7 +282,7 @@ def ask(
         prompt = load_template(template or settings.template_spec)  # validated even when unused: fail early
         providers = [ExtractiveAnswerer()] if extractive else providers_from_env(template=prompt)
         streaming = output == "text" and sys.stdout.isatty()
-        store = SqliteStore(settings.db_file)
+        store = open_store(settings, must_exist=True)
         embedder = default_embedder()
         options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
                              max_context_tokens, _reranker(embedder) if rerank else None)
@@ -313,19 +321,20 @@ def remember_cmd(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
     from ragstead.embeddings import default_embedder
     from ragstead.memory import remember
-    from ragstead.stores import SqliteStore
+    from ragstead.stores import open_store
 
     try:
         _check_format(output, "text", "json")
-        settings = _settings(root, config, db)
+        settings = _settings(root, config, db, store_spec)
         if dry_run or no_index:
             result = remember(text, user, settings, dry_run=dry_run, wait_seconds=wait)
         else:
-            store = SqliteStore(settings.db_file)
+            store = open_store(settings)
             try:
                 result = remember(text, user, settings, store, default_embedder(), wait_seconds=wait)
             finally:
@@ -376,7 +385,9 @@ def evaluate(
     rerank_top_n: RerankTopNOpt = None,
     miss_k: Annotated[int, typer.Option("--miss-k", help="Miss: nothing relevant in this top k.")] = 10,
     report_json: Annotated[Path | None, typer.Option("--report-json", help="Where to write the JSON report.")] = None,
-    index_db: Annotated[Path | None, typer.Option("--index-db", help="Keep/reuse the BEIR index here.")] = None,
+    index_db: Annotated[
+        str | None, typer.Option("--index-db", help="Keep/reuse the BEIR index: a file, or a postgresql:// URL.")
+    ] = None,
     chunker: Annotated[str | None, typer.Option(help="Chunker for the BEIR index.")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Words per chunk for the BEIR index.")] = None,
     overlap: Annotated[int | None, typer.Option(help="Overlap words for the BEIR index.")] = None,
@@ -388,6 +399,7 @@ def evaluate(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run."""
     import tempfile
@@ -398,7 +410,8 @@ def evaluate(
     from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
     from ragstead.indexing.build import TextRecord, index_records
     from ragstead.retrieval.search import MODES
-    from ragstead.stores import SqliteStore
+    from ragstead.stores import open_store
+    from ragstead.stores.postgres import is_postgres_url
 
     try:
         if (beir is None) == (cases is None):
@@ -412,7 +425,7 @@ def evaluate(
             raise RagsteadError(f"--k takes comma-separated whole numbers, got {ks!r}") from None
         if not k_list or k_list[0] < 1 or k_list[-1] > 300:
             raise RagsteadError("--k values must be between 1 and 300")
-        settings = _settings(root, config, db, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
+        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
         tuned = SearchOptions.from_settings(settings, None, rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                             rerank_top_n=rerank_top_n)
         tuned.validate()
@@ -423,12 +436,16 @@ def evaluate(
                                 "chunk_size": settings.chunk_size, "overlap": settings.overlap}
         if beir is not None:
             data = load_beir(beir, split)
-            if index_db is None:
-                scratch = tempfile.TemporaryDirectory(prefix="ragstead-eval-")
-                index_db = Path(scratch.name) / "beir.db"
-            beir_settings = settings.with_overrides(db_path=str(index_db.resolve()),
-                                                    lock_path=str(index_db.resolve()) + ".lock")
-            store = SqliteStore(index_db)
+            # The scratch folder holds the lock file and, without --index-db, the index itself.
+            scratch = tempfile.TemporaryDirectory(prefix="ragstead-eval-")
+            if is_postgres_url(index_db or ""):
+                # A database of its own for the corpus; never the configured store (eval writes to it).
+                beir_settings = settings.with_overrides(store=index_db, lock_path=f"{scratch.name}/beir.lock")
+            else:
+                index_path = Path(index_db or f"{scratch.name}/beir.db").resolve()
+                beir_settings = settings.with_overrides(store="", db_path=str(index_path),
+                                                        lock_path=f"{index_path}.lock")
+            store = open_store(beir_settings)
             records = [TextRecord(doc_id, text, title or None) for doc_id, (title, text) in data.corpus.items()]
             with _progress_bar(quiet, "indexing corpus") as hook:
                 indexed = index_records(beir_settings, store, embedder, records, BEIR_ROOT, progress=hook)
@@ -438,9 +455,7 @@ def evaluate(
         else:
             case_list = load_jsonl_cases(cases)  # type: ignore[arg-type]
             filters = QueryFilters.build(user, doc_type, public_only, None, None, include_archive, None)
-            if not settings.db_file.exists():
-                raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
-            store = SqliteStore(settings.db_file)
+            store = open_store(settings, must_exist=True)
             info |= {"cases": str(cases)}
         with _progress_bar(quiet, "evaluating") as hook:
             report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook,
@@ -467,15 +482,54 @@ def evaluate(
 
 
 @app.command()
-def status(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> None:
-    """Print index counts, the embedding model and the integrity check as JSON."""
-    from ragstead.stores import SqliteStore
+def migrate(
+    source: Annotated[str, typer.Option("--from", help="Store to copy: sqlite:PATH or postgresql://...")],
+    target: Annotated[str, typer.Option("--to", help="Empty store to fill: postgresql://... or sqlite:PATH")],
+    replace: Annotated[bool, typer.Option("--replace", help="Empty the target first.")] = False,
+    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    quiet: QuietOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Copy an index to another store, vectors included (nothing is re-embedded)."""
+    from ragstead.indexing.lock import index_lock
+    from ragstead.stores import describe_store, open_store
+    from ragstead.stores.migrate import copy_store
 
     try:
-        settings = _settings(root, config, db)
-        if not settings.db_file.exists():
-            raise RagsteadError(f"no index at {settings.db_file}; run `ragstead index` first")
-        store = SqliteStore(settings.db_file)
+        _check_format(output, "text", "json")
+        settings = _settings(root, config, None)
+        source_settings, target_settings = (settings.with_overrides(store=spec) for spec in (source, target))
+        if describe_store(source_settings) == describe_store(target_settings):
+            raise RagsteadError("--from and --to name the same store")
+        with index_lock(settings.lock_file):  # no `ragstead index` of this project while the copy runs
+            from_store = open_store(source_settings, must_exist=True)
+            to_store = open_store(target_settings)
+            try:
+                with _progress_bar(quiet, "copying documents") as hook:
+                    report = copy_store(from_store, to_store, replace=replace, progress=hook)
+            finally:
+                from_store.close()
+                to_store.close()
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    if output == "json":
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    typer.echo(f"copied {report.documents} documents, {report.chunks} chunks (vectors included) in "
+               f"{report.seconds:.1f}s: {report.source['path']} -> {report.target['path']}")
+
+
+@app.command()
+def status(
+    root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None, store_spec: StoreOpt = None
+) -> None:
+    """Print index counts, the embedding model and the integrity check as JSON."""
+    from ragstead.stores import open_store
+
+    try:
+        settings = _settings(root, config, db, store_spec)
+        store = open_store(settings, must_exist=True)
         stats = store.stats() | {"integrity": store.integrity_check()}
         store.close()
     except RagsteadError as exc:
@@ -553,6 +607,7 @@ def serve(
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
     """Serve the HTTP API (FastAPI + uvicorn); OpenAPI docs at /docs."""
     try:
@@ -567,7 +622,7 @@ def serve(
         from ragstead.api import ApiConfig, create_app
         from ragstead.embeddings import default_embedder
 
-        settings = _settings(root, config, db)
+        settings = _settings(root, config, db, store_spec)
         api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
                                embed_cache_size=embed_cache)

@@ -26,6 +26,9 @@ class Settings:
     root: Path = Path(".")
     roots: tuple[str, ...] = ("kb", "artifacts")
     db_path: str = "kb/rag/ragstead.db"
+    # Where the index lives: "" (embedded SQLite at db_path), "sqlite:PATH" or "postgresql://..."
+    # (stores/factory.py). A URL with a password belongs in RAGSTEAD_STORE, not in a committed file.
+    store: str = ""
     lock_path: str = "kb/rag/index.lock"
     chunker: str = "words"
     chunk_size: int = 400
@@ -46,13 +49,14 @@ class Settings:
 
     @property
     def db_file(self) -> Path:
-        return self._resolve(self.db_path)
+        return self.resolve(self.db_path)
 
     @property
     def lock_file(self) -> Path:
-        return self._resolve(self.lock_path)
+        return self.resolve(self.lock_path)
 
-    def _resolve(self, value: str) -> Path:
+    def resolve(self, value: str) -> Path:
+        """A configured path, relative to the project root unless absolute."""
         path = Path(value)
         return path if path.is_absolute() else self.root / path
 
@@ -60,7 +64,7 @@ class Settings:
     def template_spec(self) -> str:
         """`answer_template` as `load_template` takes it: a name, or a path resolved against the root."""
         if self.answer_template.endswith(".toml"):
-            return str(self._resolve(self.answer_template))
+            return str(self.resolve(self.answer_template))
         return self.answer_template
 
     @property

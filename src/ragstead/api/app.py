@@ -46,7 +46,7 @@ from ragstead.errors import IndexLockedError, InvalidQueryError, ModelMismatchEr
 from ragstead.indexing.build import index_paths
 from ragstead.retrieval.filters import USER_SLUG, QueryFilters
 from ragstead.retrieval.search import MAX_QUERY_CHARS, SearchOptions, search
-from ragstead.stores import SqliteStore
+from ragstead.stores import open_store
 
 log = logging.getLogger("ragstead.api")
 _UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
@@ -199,7 +199,7 @@ def create_app(
     settings: Settings, embedder: Embedder, config: ApiConfig | None = None,
     providers: list[AnswerProvider] | None = None,
 ) -> FastAPI:
-    """Build the app over the index at `settings.db_file` (created empty if missing).
+    """Build the app over the configured store (an embedded index is created empty if missing).
 
     `providers` is the answerer chain of POST /v1/ask (default: from the environment, see `ask`, with
     the configured `answer_template`; requests cannot pick a template, so clients never name files).
@@ -213,7 +213,7 @@ def create_app(
     keys = KeyFile(settings.db_file.parent / "api_keys.json")
     limiter = RateLimiter(config.rate_per_minute, config.burst)
     cached = CachedEmbedder(embedder, config.embed_cache_size)
-    store = SqliteStore(settings.db_file)
+    store = open_store(settings)
     # One read connection for all requests; sqlite3 connections and the store's caches are not meant
     # for concurrent use, so reads take turns. Writes open their own store (as another process would).
     read_lock = threading.Lock()
@@ -402,7 +402,7 @@ def create_app(
         return {"status": status, "document": doc}
 
     def _index_one(rel: str) -> Any:
-        writer = SqliteStore(settings.db_file)
+        writer = open_store(settings)
         try:
             return run_library(lambda: index_paths(settings, writer, embedder, [rel], config.index_wait_seconds))
         finally:

@@ -80,29 +80,34 @@ class QueryFilters:
             tags=tuple(t.lower() for t in split_values(list(tags or []))),
         )
 
-    def to_sql(self, alias: str = "c") -> tuple[str, list[object]]:
-        """A WHERE fragment over the chunks table (`alias`) and its parameters. Never empty."""
-        clauses = [f"{alias}.is_private = ?"]
-        params: list[object] = [0 if self.public_only else 1]
+    def to_sql(self, alias: str = "c", placeholder: str = "?") -> tuple[str, list[object]]:
+        """A WHERE fragment over the chunks (or documents) table `alias` and its parameters. Never empty.
+
+        `placeholder` is the driver's parameter marker (`?` for sqlite3, `%s` for psycopg). Privacy is a
+        Python bool: sqlite3 stores it as 1/0, PostgreSQL compares it with its boolean column.
+        """
+        mark = placeholder
+        clauses = [f"{alias}.is_private = {mark}"]
+        params: list[object] = [not self.public_only]
         if self.user_slug is not None:
-            clauses.append(f"{alias}.user_slug = ?")
+            clauses.append(f"{alias}.user_slug = {mark}")
             params.append(self.user_slug)
         if self.doc_types:
-            clauses.append(f"{alias}.doc_type IN ({','.join('?' * len(self.doc_types))})")
+            clauses.append(f"{alias}.doc_type IN ({','.join([mark] * len(self.doc_types))})")
             params.extend(self.doc_types)
         if not self.include_archive and "archive" not in self.doc_types:
             clauses.append(f"{alias}.doc_type != 'archive'")
         if self.date_from:
-            clauses.append(f"{alias}.created_at >= ?")
+            clauses.append(f"{alias}.created_at >= {mark}")
             params.append(self.date_from)
         if self.date_to:
             # created_at is a full ISO timestamp; the whole --date-to day is included.
-            clauses.append(f"{alias}.created_at < ?")
+            clauses.append(f"{alias}.created_at < {mark}")
             params.append((date.fromisoformat(self.date_to) + timedelta(days=1)).isoformat())
         if self.tags:
             clauses.append(
                 f"EXISTS (SELECT 1 FROM doc_tags t WHERE t.doc_id = {alias}.doc_id "
-                f"AND t.tag IN ({','.join('?' * len(self.tags))}))"
+                f"AND t.tag IN ({','.join([mark] * len(self.tags))}))"
             )
             params.extend(self.tags)
         return " AND ".join(clauses), params

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -124,6 +125,40 @@ class Store(Protocol):
         """Counts and model info."""
         ...
 
+    def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
+        """Every document with its chunks and stored vectors, in path order (for `ragstead migrate`)."""
+        ...
+
+    def integrity_check(self) -> str:
+        """'ok', or what is inconsistent (for `ragstead status`)."""
+        ...
+
     def close(self) -> None:
         """Release the connection."""
         ...
+
+
+DOCUMENT_FIELDS = ("doc_id", "file_path", "root", "file_hash", "size", "mtime", "doc_type", "is_private", "user_slug",
+                   "proxy_wallet", "created_at", "title", "tags")
+CHUNK_FIELDS = ("doc_id", "chunk_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start",
+                "char_end", "page", "section_path", "token_estimate")
+
+
+def assemble_writes(
+    documents: list[tuple[Any, ...]], chunks: Iterable[tuple[Any, ...]], vectors: list[np.ndarray]
+) -> list[DocumentWrite]:
+    """DocumentWrites from rows in DOCUMENT_FIELDS / CHUNK_FIELDS order; `chunks` ordered by (doc_id, index)
+    with `vectors` aligned to them. Both stores export through this, so a migration preserves every field."""
+    by_doc: dict[str, list[ChunkRecord]] = {row[0]: [] for row in documents}
+    vectors_by_doc: dict[str, list[np.ndarray]] = {row[0]: [] for row in documents}
+    for row, vector in zip(chunks, vectors, strict=True):
+        by_doc[row[0]].append(ChunkRecord(*row[1:]))
+        vectors_by_doc[row[0]].append(vector)
+    writes = []
+    for row in documents:
+        record = DocumentRecord(*row[:12], tags=list(row[12]))
+        record.is_private = bool(record.is_private)
+        found = vectors_by_doc[record.doc_id]
+        matrix = np.vstack(found).astype(np.float32) if found else np.zeros((0, 0), dtype=np.float32)
+        writes.append(DocumentWrite(record, by_doc[record.doc_id], matrix))
+    return writes

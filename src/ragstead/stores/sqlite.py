@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,14 @@ import numpy as np
 
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.retrieval.filters import QueryFilters
-from ragstead.stores.base import DocumentRecord, DocumentWrite, ManifestEntry
+from ragstead.stores.base import (
+    CHUNK_FIELDS,
+    DOCUMENT_FIELDS,
+    DocumentRecord,
+    DocumentWrite,
+    ManifestEntry,
+    assemble_writes,
+)
 from ragstead.stores.lexical_index import LexicalIndex, LexicalRow
 
 SCHEMA_VERSION = 3
@@ -476,6 +484,30 @@ class SqliteStore:
         )
         row = cursor.fetchone()
         return _document_dict(cursor, row) if row else None
+
+    def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
+        """Every document with its chunks and vectors, `batch_size` documents at a time, in path order."""
+        after = ""
+        while True:
+            documents = [
+                (*row[:12], json.loads(row[12]))
+                for row in self._db.execute(
+                    f"SELECT {', '.join(DOCUMENT_FIELDS)} FROM documents WHERE file_path > ? "
+                    "ORDER BY file_path LIMIT ?",
+                    (after, batch_size),
+                )
+            ]
+            if not documents:
+                return
+            ids = [row[0] for row in documents]
+            rows = self._db.execute(
+                f"SELECT {', '.join(CHUNK_FIELDS)}, embedding FROM chunks WHERE doc_id IN ({','.join('?' * len(ids))}) "
+                "ORDER BY doc_id, chunk_index",
+                ids,
+            ).fetchall()
+            vectors = [np.frombuffer(row[-1], dtype=np.float32) for row in rows]
+            yield from assemble_writes(documents, (row[:-1] for row in rows), vectors)
+            after = documents[-1][1]
 
     def stats(self) -> dict[str, Any]:
         """Counts and model; `lexical_rows == chunks` is the consistency invariant."""

@@ -1,0 +1,457 @@
+"""The server store: PostgreSQL with pgvector for vectors and a generated tsvector for full text.
+
+Same contract as the embedded store (`Store`), so indexing, filters, fusion, answers and the API do
+not know which one they talk to:
+- Filters are the same `QueryFilters.to_sql` fragment, placed in the WHERE of both searches, of the
+  fetch and of the document listing: scope is enforced by the database, never after it.
+- Vector search uses an HNSW index (inner product on unit vectors = cosine). pgvector 0.8's iterative
+  index scan keeps walking the graph until enough rows pass the filter; when it still returns fewer than
+  k (a scope smaller than the walk reaches), the query is repeated without the index, exactly, so a
+  filtered query returns k results whenever k exist, as the embedded store promises.
+- Lexical search is PostgreSQL full text (`english` configuration: stemming and stop words) over a
+  generated `tsvector` column with a GIN index. Query words become one `plainto_tsquery` each, OR-ed
+  with `||`, so user text never reaches a tsquery parser. PostgreSQL ranks with `ts_rank`, not BM25:
+  its lexical ranking differs from the embedded store's (measured in bench/results/postgres_*.md).
+- Every write batch is one transaction; concurrent writers are serialised by an advisory lock.
+- Connections come from a psycopg pool; pgvector's numpy adapter sends and reads vectors in binary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.stores.base import (
+    CHUNK_FIELDS,
+    DOCUMENT_FIELDS,
+    DocumentRecord,
+    DocumentWrite,
+    ManifestEntry,
+    assemble_writes,
+)
+from ragstead.stores.postgres_migrations import LATEST, SCHEMA, migrate
+
+# pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
+WRITE_LOCK = 0x7261677772697465
+# Rows per COPY flush and per IN-list when reading by key.
+BATCH = 1000
+
+_CHUNK_COLUMNS = (
+    "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
+    "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
+    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
+)
+_DOCUMENT_COLUMNS = (
+    "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
+    "c.title, c.tags, c.indexed_at"
+)
+_CHUNK_INSERT = (
+    "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
+    "page", "section_path", "token_estimate", "file_path", "doc_type", "is_private", "user_slug", "created_at",
+    "embedding",
+)
+
+
+def is_postgres_url(spec: str) -> bool:
+    """True for postgresql:// and postgres:// connection URLs."""
+    return spec.startswith(("postgresql://", "postgres://"))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for output and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc[-1]}"))
+
+
+def _import_driver() -> tuple[Any, Any, Any]:
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+        from psycopg_pool import ConnectionPool
+    except ImportError as exc:
+        raise RagsteadError(
+            f"the PostgreSQL store needs psycopg, psycopg-pool and pgvector ({exc.name} is missing): "
+            "pip install 'ragstead[postgres]'"
+        ) from exc
+    return psycopg, register_vector, ConnectionPool
+
+
+class PostgresStore:
+    """`Store` on a PostgreSQL server with pgvector; the tables live in the `ragstead` schema."""
+
+    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
+        psycopg, register_vector, connection_pool = _import_driver()
+        self.url = url
+        self.path = redact(url)
+        self._psycopg = psycopg
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+                migrate(conn)
+        except psycopg.Error as exc:
+            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+
+        def configure(conn: Any) -> None:
+            conn.execute(f"SET search_path TO {SCHEMA}, public")
+            register_vector(conn)
+            conn.commit()
+
+        self._pool = connection_pool(
+            url, min_size=1, max_size=pool_size, configure=configure, open=False,
+            kwargs={"connect_timeout": int(connect_timeout)}, timeout=connect_timeout,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except Exception as exc:
+            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A pooled connection inside one transaction (committed on exit, rolled back on error)."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except self._psycopg.Error as exc:
+            raise RagsteadError(f"PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+
+    def _rows(self, sql: str, params: Any = None, binary: bool = False) -> list[tuple[Any, ...]]:
+        with self._transaction() as conn:
+            return conn.execute(sql, params, binary=binary).fetchall()
+
+    def _meta(self, conn: Any, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+        return row[0] if row else None
+
+    # -- model ------------------------------------------------------------------------------------
+
+    def ensure_model(self, model: str, dim: int) -> None:
+        """Record the model of an empty index (typing the vector column and building its HNSW index)."""
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            stored_model, stored_dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
+            if stored_model is None:
+                # HNSW needs a fixed dimension; the column gets it with the first model.
+                conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
+                conn.execute(
+                    "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_ip_ops)"
+                )
+                conn.execute(
+                    "INSERT INTO meta VALUES ('embed_model', %s), ('embed_dim', %s)", (model, str(dim))
+                )
+                return
+        if stored_model != model or int(stored_dim or 0) != dim:
+            raise ModelMismatchError(
+                f"index {self.path} was built with {stored_model} ({stored_dim}-d) but the configured "
+                f"embedder is {model} ({dim}-d); run `ragstead index --rebuild` to re-embed with it"
+            )
+
+    def check_model(self, model: str, dim: int) -> None:
+        """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
+        with self._transaction() as conn:
+            stored_model, stored_dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
+        if stored_model is not None and (stored_model != model or int(stored_dim or 0) != dim):
+            raise ModelMismatchError(
+                f"index {self.path} was built with {stored_model} ({stored_dim}-d); the configured embedder "
+                f"is {model} ({dim}-d): query vectors would not be comparable. Use the index's model, "
+                "or run `ragstead index --rebuild`"
+            )
+
+    def reset(self) -> None:
+        """Drop all content and the recorded model; the vector column loses its dimension and index."""
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            conn.execute("TRUNCATE chunks, doc_tags, documents")
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector")
+            conn.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
+            conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+
+    # -- manifest and cache -----------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, ManifestEntry]:
+        """file_path -> manifest entry, for incremental indexing."""
+        rows = self._rows("SELECT file_path, doc_id, file_hash, size, mtime, root FROM documents")
+        return {r[0]: ManifestEntry(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
+        """Reuse the stored vector of any chunk with the same text (the index holds one model only)."""
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(text_hashes))
+        with self._transaction() as conn:
+            for start in range(0, len(unique), BATCH):
+                rows = conn.execute(
+                    "SELECT DISTINCT ON (text_hash) text_hash, embedding FROM chunks WHERE text_hash = ANY(%s)",
+                    (unique[start : start + BATCH],),
+                    binary=True,
+                )
+                for text_hash, vector in rows:
+                    found[text_hash] = _array(vector)
+        return found
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
+        """One transaction: replace each written document, delete removed paths, refresh touched stats."""
+        if not (writes or removals or touches):
+            return
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            paths = removals + [w.document.file_path for w in writes]
+            if paths:
+                conn.execute("DELETE FROM documents WHERE file_path = ANY(%s)", (paths,))
+            if writes:
+                self._insert(conn, writes)
+            if touches:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "UPDATE documents SET size = %s, mtime = %s WHERE file_path = %s",
+                        [(d.size, d.mtime, d.file_path) for d in touches],
+                    )
+            if paths or writes:
+                conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+
+    def _insert(self, conn: Any, writes: list[DocumentWrite]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
+                "user_slug, proxy_wallet, created_at, title, tags) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb)",
+                [
+                    (d.doc_id, d.file_path, d.root, d.file_hash, d.size, d.mtime, d.doc_type, d.is_private,
+                     d.user_slug, d.proxy_wallet, d.created_at, d.title, _json_list(d.tags))
+                    for d in (w.document for w in writes)
+                ],
+            )
+            tags = [(w.document.doc_id, t) for w in writes for t in sorted(set(w.document.tags))]
+            if tags:
+                cur.executemany("INSERT INTO doc_tags (doc_id, tag) VALUES (%s, %s)", tags)
+        # COPY in binary: 10-50x the rate of row-by-row INSERTs for chunk rows with vectors.
+        with conn.cursor() as cur, cur.copy(
+            f"COPY chunks ({', '.join(_CHUNK_INSERT)}) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "int4", "text", "text", "int4", "int4", "int4", "int4", "int4", "text",
+                            "int4", "text", "text", "bool", "text", "text", "vector"])
+            for write in writes:
+                doc = write.document
+                vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+                for chunk, vector in zip(write.chunks, vectors, strict=True):
+                    copy.write_row((
+                        chunk.chunk_id, doc.doc_id, chunk.chunk_index, chunk.text, chunk.text_hash,
+                        chunk.start_word, chunk.end_word, chunk.char_start, chunk.char_end, chunk.page,
+                        chunk.section_path, chunk.token_estimate, doc.file_path, doc.doc_type, doc.is_private,
+                        doc.user_slug, doc.created_at, vector,
+                    ))
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Cosine (inner product of unit vectors) over the rows the WHERE admits; HNSW, exact fallback."""
+        if k <= 0:
+            return []
+        where, params = filters.to_sql("c", "%s")
+        q = np.asarray(query, dtype=np.float32)
+        sql = (
+            f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} "
+            "ORDER BY c.embedding <#> %s LIMIT %s"
+        )
+        with self._transaction() as conn:
+            # relaxed_order: the scan keeps going until k filtered rows are found; order is fixed below.
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, k), 1000)),))
+            rows = conn.execute(sql, (q, *params, q, k)).fetchall()
+            if len(rows) < k:
+                # The graph walk ran out before k rows passed the filter: rank exactly, without the index.
+                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                rows = conn.execute(sql, (q, *params, q, k)).fetchall()
+        rows.sort(key=lambda r: (-r[1], r[0]))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """PostgreSQL full text (ts_rank) over the chunks the WHERE admits; each term its own plainto_tsquery."""
+        if k <= 0 or not terms:
+            return []
+        where, params = filters.to_sql("c", "%s")
+        tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
+        sql = (
+            f"SELECT c.id, ts_rank(c.tsv, q.query) AS score FROM chunks c, (SELECT {tsquery} AS query) q "
+            f"WHERE c.tsv @@ q.query AND {where} ORDER BY score DESC, c.id LIMIT %s"
+        )
+        return [(int(r[0]), float(r[1])) for r in self._rows(sql, (*terms, *params, k))]
+
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+        """Rows for the given ids, with the filter applied once more in SQL."""
+        if not rowids:
+            return {}
+        where, params = filters.to_sql("c", "%s")
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE c.id = ANY(%s) AND {where}",
+                (rowids, *params),
+            )
+            names = [d.name for d in cursor.description]
+            out = {}
+            for row in cursor:
+                record = dict(zip(names, row, strict=True))
+                out[record.pop("id")] = record
+        return out
+
+    def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
+        if not chunk_ids:
+            return {}
+        rows = self._rows("SELECT chunk_id, embedding FROM chunks WHERE chunk_id = ANY(%s)", (chunk_ids,), binary=True)
+        return {chunk_id: _array(vector) for chunk_id, vector in rows}
+
+    # -- documents --------------------------------------------------------------------------------
+
+    def _documents(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+                f"FROM documents c WHERE {where}",
+                params,
+            )
+            names = [d.name for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+        """Documents the filters admit (the same WHERE as the searches), in path order, paged."""
+        where, params = filters.to_sql("c", "%s")
+        return self._documents(f"{where} ORDER BY c.file_path LIMIT %s OFFSET %s", [*params, limit, offset])
+
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+        """One document by id or by path, or None."""
+        column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
+        found = self._documents(f"c.{column} = %s", [value])
+        return found[0] if found else None
+
+    # -- migration --------------------------------------------------------------------------------
+
+    def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
+        """Every document with its chunks and vectors, `batch_size` documents at a time, in path order."""
+        after = ""
+        while True:
+            with self._transaction() as conn:
+                documents = conn.execute(
+                    f"SELECT {', '.join(DOCUMENT_FIELDS)} FROM documents WHERE file_path COLLATE \"C\" > %s "
+                    "ORDER BY file_path COLLATE \"C\" LIMIT %s",
+                    (after, batch_size),
+                ).fetchall()
+                if not documents:
+                    return
+                rows = conn.execute(
+                    f"SELECT {', '.join(CHUNK_FIELDS)}, embedding FROM chunks WHERE doc_id = ANY(%s) "
+                    "ORDER BY doc_id, chunk_index",
+                    ([row[0] for row in documents],),
+                    binary=True,
+                ).fetchall()
+            yield from assemble_writes(documents, (row[:-1] for row in rows), [_array(row[-1]) for row in rows])
+            after = documents[-1][1]
+
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Drop the HNSW index for a large load and build it once at the end.
+
+        Building the graph once over all rows is several times faster than growing it row by row.
+        """
+        with self._transaction() as conn:
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+        try:
+            yield
+        finally:
+            with self._transaction() as conn:
+                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+                if self._meta(conn, "embed_model") is not None:
+                    conn.execute(
+                        "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks "
+                        "USING hnsw (embedding vector_ip_ops)"
+                    )
+                conn.execute("ANALYZE chunks")
+
+    # -- health -----------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and model; `lexical_rows == chunks` holds by construction (the tsvector is a column)."""
+        with self._transaction() as conn:
+            documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+            chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            lexical = conn.execute("SELECT COUNT(*) FROM chunks WHERE tsv IS NOT NULL").fetchone()[0]
+            model, dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
+            generation = self._meta(conn, "generation")
+            version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0]
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        return {
+            "documents": documents,
+            "chunks": chunks,
+            "lexical_rows": lexical,
+            "lexical_generation": int(generation or 0),
+            "embed_model": model,
+            "embed_dim": int(dim or 0) or None,
+            "schema_version": version,
+            "store": "postgresql",
+            "server_version": server,
+            "pgvector_version": pgvector,
+            "path": self.path,
+        }
+
+    def integrity_check(self) -> str:
+        """'ok' when the schema is current, the indexes are valid and every chunk row is complete."""
+        with self._transaction() as conn:
+            version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0]
+            if version != LATEST:
+                return f"schema version {version}, expected {LATEST}"
+            invalid = conn.execute(
+                "SELECT string_agg(i.indexrelid::regclass::text, ', ') FROM pg_index i "
+                "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+                "WHERE n.nspname = %s AND NOT (i.indisvalid AND i.indisready)",
+                (SCHEMA,),
+            ).fetchone()[0]
+            if invalid:
+                return f"invalid indexes: {invalid}"
+            orphans = conn.execute(
+                "SELECT COUNT(*) FROM chunks c LEFT JOIN documents d ON d.doc_id = c.doc_id WHERE d.doc_id IS NULL"
+            ).fetchone()[0]
+            if orphans:
+                return f"{orphans} chunks without a document"
+            dim = self._meta(conn, "embed_dim")
+            if dim is not None:
+                wrong = conn.execute(
+                    "SELECT COUNT(*) FROM chunks WHERE vector_dims(embedding) != %s", (int(dim),)
+                ).fetchone()[0]
+                if wrong:
+                    return f"{wrong} vectors not {dim}-d"
+        return "ok"
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        self._pool.close()
+
+
+def _json_list(values: list[str]) -> str:
+    return json.dumps(list(values))
+
+
+def _array(vector: Any) -> np.ndarray:
+    """pgvector's Vector (binary transfer) as the float32 array the rest of ragstead uses."""
+    return np.asarray(vector.to_numpy(), dtype=np.float32)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    # A connection error's text can repeat the DSN; never echo a password.
+    return re.sub(r"password=\S+", "password=***", text.splitlines()[0])

@@ -1,0 +1,122 @@
+"""Versioned schema migrations of the PostgreSQL store.
+
+Each migration runs once, in its own transaction, under an advisory lock, so two processes opening
+a fresh database at the same moment do not race. The applied versions are rows of
+`ragstead.migrations`. A database that has a version this code does not know was written by a newer
+ragstead; it is refused rather than guessed at.
+
+Append new migrations to MIGRATIONS; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragstead.errors import RagsteadError
+
+SCHEMA = "ragstead"
+# pg_advisory_xact_lock key: any fixed bigint; this one is 'ragstead' read as bytes.
+MIGRATION_LOCK = 0x7261677374656164
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "documents, tags, chunks with vector and generated tsvector, filter indexes",
+        """
+CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO meta VALUES ('generation', '0');
+CREATE TABLE documents (
+    doc_id text PRIMARY KEY,
+    file_path text NOT NULL UNIQUE,
+    root text NOT NULL,
+    file_hash text NOT NULL,
+    size bigint NOT NULL,
+    mtime double precision NOT NULL,
+    doc_type text NOT NULL,
+    is_private boolean NOT NULL,
+    user_slug text,
+    proxy_wallet text,
+    created_at text,
+    title text,
+    tags jsonb NOT NULL DEFAULT '[]',
+    indexed_at text NOT NULL DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+);
+CREATE INDEX documents_scope ON documents (is_private, user_slug, doc_type, created_at);
+CREATE TABLE doc_tags (
+    doc_id text NOT NULL REFERENCES documents (doc_id) ON DELETE CASCADE,
+    tag text NOT NULL,
+    PRIMARY KEY (doc_id, tag)
+);
+CREATE INDEX doc_tags_tag ON doc_tags (tag, doc_id);
+-- Filter columns are copied onto chunks so both searches filter without a join (as in SQLite).
+-- The vector column gets its dimension (and its HNSW index) when the first model is recorded.
+CREATE TABLE chunks (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    chunk_id text NOT NULL UNIQUE,
+    doc_id text NOT NULL REFERENCES documents (doc_id) ON DELETE CASCADE,
+    chunk_index integer NOT NULL,
+    text text NOT NULL,
+    text_hash text NOT NULL,
+    start_word integer NOT NULL,
+    end_word integer NOT NULL,
+    char_start integer NOT NULL,
+    char_end integer NOT NULL,
+    page integer,
+    section_path text,
+    token_estimate integer NOT NULL,
+    file_path text NOT NULL,
+    doc_type text NOT NULL,
+    is_private boolean NOT NULL,
+    user_slug text,
+    created_at text,
+    embedding vector NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED
+);
+CREATE INDEX chunks_doc ON chunks (doc_id);
+CREATE INDEX chunks_text_hash ON chunks (text_hash);
+CREATE INDEX chunks_scope ON chunks (is_private, user_slug, doc_type, created_at);
+CREATE INDEX chunks_tsv ON chunks USING gin (tsv);
+""",
+    ),
+]
+
+LATEST = MIGRATIONS[-1][0]
+
+
+def migrate(conn: Any) -> int:
+    """Bring the `ragstead` schema of this database to LATEST; return the version it is at.
+
+    `conn` is a psycopg connection in autocommit mode.
+    """
+    with conn.transaction():
+        # Under the lock: two processes creating the extension at once would collide on pg_extension.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+            available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            if available is None:
+                raise RagsteadError(
+                    "the PostgreSQL server has no pgvector extension; install it on the server (see the README, "
+                    "'Server backends') or use `python -m ragstead.stores.postgres_local`, which ships it"
+                )
+            conn.execute("CREATE EXTENSION vector")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (version integer PRIMARY KEY, "
+            "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        applied = {row[0] for row in conn.execute(f"SELECT version FROM {SCHEMA}.migrations")}
+        unknown = sorted(v for v in applied if v > LATEST)
+        if unknown:
+            raise RagsteadError(
+                f"this database has ragstead schema version {unknown[-1]}, newer than this ragstead knows "
+                f"({LATEST}); upgrade ragstead"
+            )
+        for version, description, sql in MIGRATIONS:
+            if version in applied:
+                continue
+            conn.execute(f"SET LOCAL search_path TO {SCHEMA}, public")
+            conn.execute(sql)
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.migrations (version, description) VALUES (%s, %s)", (version, description)
+            )
+    return LATEST

@@ -1,0 +1,352 @@
+"""One contract, every store: each test runs against the embedded store and a real PostgreSQL + pgvector.
+
+(`store_spec` in conftest.py yields "" for SQLite and a fresh database URL on the session's server.)
+The privacy property tests in test_privacy.py also run against both stores.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions, search
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
+
+FILES = {
+    "kb/users/alice/2025-01-10-billing.md": "# Billing\nWe moved the billing database to PostgreSQL in January.",
+    "kb/users/alice/2025-03-02-travel.md": "# Travel\nAlice's travel policy: economy class under six hours.",
+    "kb/users/bob/2025-02-14-travel.md": "# Travel\nBob's secret travel policy allows business class on every flight.",
+    "kb/users/bob/2025-04-01-salary.md": "# Salary\nBob negotiated a salary raise of eight percent.",
+    "artifacts/dossiers/alice/2025-05-05-wallet.md": "Dossier: the wallet realised a profit of 12 ETH in May.",
+    "kb/team/2025-01-20-runbook.md": "Team runbook: restart the billing database with the failover script.",
+    "docs/2025-02-01-public.md": "Public docs: how to reset your password and contact billing support.",
+    "docs/archive/2022-06-01-old.md": "Archived public note about the old billing database on MySQL.",
+}
+
+ALICE = {p for p in FILES if "/alice/" in p}
+
+
+def ground_truth(project, filters: QueryFilters) -> set[str]:
+    """Paths the filter admits, decided from the path and the stored document rows of the SQLite reference."""
+    from ragstead.documents.metadata import derive_metadata
+
+    admitted = set()
+    for path in FILES:
+        meta = derive_metadata(path, None, project.settings.path_rules)
+        if meta.is_private == filters.public_only:
+            continue
+        if filters.user_slug is not None and meta.user_slug != filters.user_slug:
+            continue
+        if filters.doc_types and meta.doc_type not in filters.doc_types:
+            continue
+        if meta.doc_type == "archive" and not filters.include_archive and "archive" not in filters.doc_types:
+            continue
+        day = (meta.created_at or "")[:10]
+        if filters.date_from and day < filters.date_from:
+            continue
+        if filters.date_to and day > filters.date_to:
+            continue
+        if filters.tags and not set(filters.tags) & set(meta.tags):
+            continue
+        admitted.add(path)
+    return admitted
+
+
+@pytest.fixture
+def project(make_project, store_spec):
+    project = make_project(FILES, store=store_spec)
+    project.index()
+    return project
+
+
+def _paths(project, hits: list[tuple[int, float]], filters: QueryFilters) -> set[str]:
+    rows = project.store.fetch_chunks([h[0] for h in hits], filters)
+    return {r["file_path"] for r in rows.values()}
+
+
+FILTER_GRID = list(itertools.product(
+    [None, "alice", "bob", "mallory"],
+    [(), ("user_kb",), ("dossier", "kb"), ("archive",), ("docs",)],
+    [False, True],
+    [False, True],
+    [(None, None), ("2025-02-01", None), (None, "2025-02-14"), ("2025-02-14", "2025-02-14")],
+))
+
+
+def test_every_filter_is_enforced_by_both_searches_fetch_and_listing(project):
+    """Scope × doc type × privacy × archive × dates: each search returns exactly what the filter admits."""
+    probe = project.embedder.embed_query("billing travel salary wallet password")
+    checked = 0
+    for user, types, public, archive, (start, end) in FILTER_GRID:
+        f = QueryFilters.build(user_slug=user, doc_types=types, public_only=public, include_archive=archive,
+                               date_from=start, date_to=end)
+        expected = ground_truth(project, f)
+        # k far above the corpus: the vector side must return every admitted chunk and nothing else.
+        assert _paths(project, project.store.vector_search(probe, f, 100), f) == expected, f
+        # Every file says one of these words, so the lexical side too must return exactly the admitted ones.
+        lexical = project.store.lexical_search(
+            ["billing", "travel", "salary", "wallet", "password", "runbook"], f, 100
+        )
+        assert _paths(project, lexical, f) == expected, f
+        everything = [h[0] for h in project.store.vector_search(probe, QueryFilters(), 100)]
+        assert {r["file_path"] for r in project.store.fetch_chunks(everything, f).values()} <= expected
+        assert {d["file_path"] for d in project.store.list_documents(f)} == expected, f
+        checked += bool(expected)
+    assert checked > 40  # the grid really selects rows, so agreement is not agreement on nothing
+
+
+def test_tag_filter(make_project, store_spec):
+    project = make_project({"kb/users/ann/2025-01-01-a.md": "rivers and lakes", "kb/users/ann/2025-01-02-b.md":
+                            "rivers and seas"}, store=store_spec)
+    project.index()
+    doc = DocumentRecord("t" * 64, "kb/users/ann/tagged.md", "kb", "h", 1, 1.0, "user_kb", True, "ann", None,
+                         "2025-01-03T00:00:00+00:00", None, ["home", "boat"])
+    chunk = ChunkRecord("c" * 64, 0, "rivers with a tag", "x" * 64, 0, 4, 0, 17, None, None, 4)
+    vector = project.embedder.embed_documents(["rivers with a tag"])
+    project.store.apply([DocumentWrite(doc, [chunk], vector)], [], [])
+    for tags, expected in ((("boat",), {"kb/users/ann/tagged.md"}), (("home", "none"), {"kb/users/ann/tagged.md"}),
+                           (("none",), set())):
+        f = QueryFilters.build(user_slug="ann", tags=tags)
+        assert _paths(project, project.store.vector_search(vector[0], f, 10), f) == expected
+        assert _paths(project, project.store.lexical_search(["rivers"], f, 10), f) == expected
+        assert {d["file_path"] for d in project.store.list_documents(f)} == expected
+
+
+@pytest.mark.parametrize("mode", ["vector", "lexical", "hybrid"])
+def test_another_users_secret_never_leaks(project, mode):
+    """alice asks for bob's words in every way; nothing of bob's, and nothing public, comes back."""
+    for question in ("Bob's secret travel policy business class", "bob salary raise eight percent",
+                     "secret OR bob OR *", "bob) | (alice", "'; DROP TABLE chunks; --", "!bob & :* <-> salary"):
+        out = search(question, project.store, project.embedder, QueryFilters.build(user_slug="alice"),
+                     SearchOptions(mode=mode, k=50, top_k_vector=100, top_k_lexical=100), project.settings.path_rules)
+        assert {r["file_path"] for r in out["results"]} <= ALICE, (question, out["results"])
+    public = search("secret travel policy salary", project.store, project.embedder,
+                    QueryFilters.build(public_only=True, include_archive=True), SearchOptions(mode=mode, k=50))
+    assert {r["file_path"] for r in public["results"]} <= {"docs/2025-02-01-public.md",
+                                                             "docs/archive/2022-06-01-old.md"}
+
+
+@pytest.mark.parametrize("question", ["' OR 1=1 --", "a & b | !c", "foo:* <-> bar", "\\", "(", "NEAR(a b)", "\x00"])
+def test_query_syntax_is_plain_text(project, question):
+    f = QueryFilters.build(user_slug="alice")
+    out = search(question, project.store, project.embedder, f, SearchOptions(mode="lexical", k=5))
+    assert {r["file_path"] for r in out["results"]} <= ALICE
+
+
+def test_incremental_reindex_touches_only_what_changed_and_removes_deleted(project):
+    (project.root / "kb/users/alice/2025-03-02-travel.md").write_text("# Travel\nAlice now flies by train only.")
+    (project.root / "kb/users/bob/2025-04-01-salary.md").unlink()
+    (project.root / "kb/users/bob/2025-06-01-new.md").write_text("Bob's new note about sailing boats.")
+    project.embedder.reset()
+    report = project.index()
+    assert (report.added, report.updated, report.removed) == (
+        ["kb/users/bob/2025-06-01-new.md"], ["kb/users/alice/2025-03-02-travel.md"],
+        ["kb/users/bob/2025-04-01-salary.md"],
+    )
+    assert report.unchanged == len(FILES) - 2
+    assert all("train" in t or "sailing" in t for t in project.embedder.texts_embedded)
+    assert "kb/users/bob/2025-04-01-salary.md" not in project.store.manifest()
+    bob = QueryFilters.build(user_slug="bob")
+    out = search("salary raise", project.store, project.embedder, bob, SearchOptions(mode="hybrid", k=10))
+    assert "kb/users/bob/2025-04-01-salary.md" not in {r["file_path"] for r in out["results"]}
+    assert project.store.lexical_search(["negotiated"], bob, 10) == []
+    stats = project.store.stats()
+    assert stats["documents"] == len(FILES) and stats["chunks"] == stats["lexical_rows"]
+    assert project.store.integrity_check() == "ok"
+    project.embedder.reset()
+    assert project.index().unchanged == len(FILES) and project.embedder.texts_embedded == []
+
+
+def test_a_failed_batch_changes_nothing(project):
+    """A write that fails half-way (here: one vector short) rolls back whole: no half document, no lost one."""
+    before = {d["file_path"]: d["file_hash"] for d in project.store.list_documents(QueryFilters(), 100)}
+    before_public = project.store.list_documents(QueryFilters(public_only=True, include_archive=True), 100)
+    doc = DocumentRecord("n" * 64, "kb/users/alice/2025-01-10-billing.md", "kb", "changed", 1, 1.0, "user_kb", True,
+                         "alice", None, None, None, [])
+    chunks = [ChunkRecord(f"{i}" * 64, i, f"part {i}", f"{i}h" * 32, 0, 2, 0, 6, None, None, 2) for i in range(3)]
+    vectors = np.zeros((2, project.embedder.dim), dtype=np.float32)  # one short: the insert fails mid-batch
+    with pytest.raises((ValueError, RagsteadError)):
+        project.store.apply([DocumentWrite(doc, chunks, vectors)], ["docs/2025-02-01-public.md"], [])
+    after = {d["file_path"]: d["file_hash"] for d in project.store.list_documents(QueryFilters(), 100)}
+    assert after == before
+    assert project.store.list_documents(QueryFilters(public_only=True, include_archive=True), 100) == before_public
+    assert project.store.integrity_check() == "ok"
+    hits = project.store.lexical_search(["billing"], QueryFilters.build(user_slug="alice"), 10)
+    assert _paths(project, hits, QueryFilters.build(user_slug="alice")) == {"kb/users/alice/2025-01-10-billing.md"}
+
+
+def test_model_guard_refuses_mixing_models(project):
+    stats = project.store.stats()
+    with pytest.raises(ModelMismatchError):
+        project.store.ensure_model("another-model", stats["embed_dim"])
+    with pytest.raises(ModelMismatchError):
+        project.store.check_model(stats["embed_model"], 768)
+    project.store.check_model(stats["embed_model"], stats["embed_dim"])
+    project.store.reset()
+    assert project.store.stats()["chunks"] == 0 and project.store.manifest() == {}
+    project.store.ensure_model("another-model", 8)  # an emptied index takes a new model
+    assert project.store.stats()["embed_dim"] == 8
+
+
+def test_vector_cache_and_chunk_vectors_round_trip(project):
+    rows = project.store.fetch_chunks([h[0] for h in project.store.vector_search(
+        project.embedder.embed_query("billing"), QueryFilters.build(user_slug="alice"), 1)],
+        QueryFilters.build(user_slug="alice"))
+    (row,) = rows.values()
+    stored = project.store.chunk_vectors([row["chunk_id"]])[row["chunk_id"]]
+    assert stored.dtype == np.float32 and stored.shape == (project.embedder.dim,)
+    np.testing.assert_allclose(stored, project.embedder.embed_documents([row["text"]])[0], atol=1e-5)
+
+
+def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_spec):
+    """A scope far smaller than the HNSW walk: still exactly k results (the exact fallback)."""
+    files = {f"kb/users/u{i % 40}/2025-01-{1 + i % 28:02d}-{i}.md": f"note {i} on topic {i % 7}" for i in range(400)}
+    if store_spec:
+        import psycopg
+
+        # Make the graph walk give up after 20 rows, as it would on a large corpus with a small scope.
+        with psycopg.connect(store_spec, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET hnsw.max_scan_tuples = 20')
+            conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET enable_seqscan = off')
+    project = make_project(files, store=store_spec)
+    project.index()
+    if store_spec:
+        # And make HNSW the planner's only way to order by distance: without the scope index, only the
+        # exact fallback can find all 10 of u3's chunks.
+        with psycopg.connect(store_spec, autocommit=True) as conn:
+            conn.execute("DROP INDEX ragstead.chunks_scope")
+    f = QueryFilters.build(user_slug="u3")
+    own = sorted(p for p in files if p.startswith("kb/users/u3/"))
+    hits = project.store.vector_search(project.embedder.embed_query("note on topic 2"), f, 10)
+    assert len(hits) == len(own) == 10
+    assert _paths(project, hits, f) == set(own)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+
+
+def test_hybrid_results_agree_with_the_embedded_store(make_project, pg_url):
+    """Same corpus, same queries: vector results identical, hybrid top 3 nearly so (lexical ranking differs:
+    BM25 in tantivy, ts_rank in PostgreSQL)."""
+    corpus = {f"kb/users/alice/2025-01-{1 + i:02d}-n{i}.md": text for i, text in enumerate([
+        "The billing database moved to PostgreSQL after the January outage.",
+        "Quarterly planning: hire two engineers for the search team.",
+        "Travel policy: economy class for flights shorter than six hours.",
+        "The failover script restarts the billing database on the standby host.",
+        "Lunch menu for the offsite: vegetarian options and coffee.",
+        "Search quality improved after adding BM25 fusion with vectors.",
+        "Password resets go through the self-service portal only.",
+        "The wallet realised a profit after the May rebalancing.",
+        "On-call rotation: each engineer covers one week per quarter.",
+        "Backups of the billing database run nightly at two o'clock.",
+    ])}
+    embedded = make_project(corpus)
+    server = make_project(corpus, store=pg_url)
+    embedded.index()
+    server.index()
+    f = QueryFilters.build(user_slug="alice")
+    questions = ["billing database outage", "how do I reset my password", "flight class rules",
+                 "who is on call", "search ranking fusion", "nightly backups", "engineers hiring plan"]
+    top3_overlap = []
+    for q in questions:
+        results = {}
+        for name, p in (("sqlite", embedded), ("postgresql", server)):
+            for mode in ("vector", "hybrid"):
+                out = search(q, p.store, p.embedder, f, SearchOptions(mode=mode, k=3), p.settings.path_rules)
+                results[name, mode] = [r["file_path"] for r in out["results"]]
+        assert results["sqlite", "vector"] == results["postgresql", "vector"], q
+        assert results["sqlite", "hybrid"][0] == results["postgresql", "hybrid"][0], q
+        top3_overlap.append(len(set(results["sqlite", "hybrid"]) & set(results["postgresql", "hybrid"])) / 3)
+    assert sum(top3_overlap) / len(top3_overlap) >= 0.8, top3_overlap
+
+
+def _snapshot(store) -> dict[str, tuple]:  # type: ignore[no-untyped-def]
+    """Every document with its chunks and vectors, comparable across stores."""
+    return {w.document.file_path: (w.document, [c for c in w.chunks], w.vectors.round(6).tobytes())
+            for w in store.export_documents(batch_size=3)}
+
+
+def test_migrate_copies_everything_both_ways_without_embedding(make_project, pg_url):
+    from ragstead.stores import open_store
+    from ragstead.stores.migrate import copy_store
+
+    source = make_project(FILES)
+    source.index()
+    target = open_store(source.settings.with_overrides(store=pg_url))
+    report = copy_store(source.store, target, batch_size=3)
+    assert (report.documents, report.chunks) == (len(FILES), source.store.stats()["chunks"])
+    assert _snapshot(target) == _snapshot(source.store)
+    assert target.integrity_check() == "ok"
+    f = QueryFilters.build(user_slug="alice")
+    q = source.embedder.embed_query("billing database")
+    expected = source.store.vector_search(q, f, 3)
+    assert expected and [s for _, s in target.vector_search(q, f, 3)] == pytest.approx([s for _, s in expected])
+    with pytest.raises(RagsteadError, match="already holds documents"):
+        copy_store(source.store, target)
+    # ... and back into a new embedded index
+    back = open_store(source.settings.with_overrides(store=f"sqlite:{source.root}/kb/rag/back.db"))
+    copy_store(target, back)
+    assert _snapshot(back) == _snapshot(source.store)
+    assert back.integrity_check() == "ok"
+    for store in (target, back):
+        store.close()
+
+
+def test_cli_runs_on_postgresql(make_project, pg_url, cli):
+    """index, query, ask, status and migrate on the server store, each in a real process."""
+    import json
+
+    project = make_project(FILES)
+    out = cli(project, "index", "--store", pg_url, "--roots", "kb,artifacts,docs", "--format", "json")
+    assert json.loads(out.stdout)["index"]["store"] == "postgresql"
+    out = cli(project, "query", "billing database", "--store", pg_url, "--user", "alice", "--k", "2")
+    results = json.loads(out.stdout)["results"]
+    assert results and {r["file_path"] for r in results} <= ALICE
+    out = cli(project, "ask", "what did we decide about the billing database", "--store", pg_url, "--user", "alice",
+              "--extractive", "--format", "json")
+    assert {c["source"] for c in json.loads(out.stdout)["citations"]} <= ALICE
+    status = json.loads(cli(project, "status", "--store", pg_url).stdout)
+    assert status["integrity"] == "ok" and status["documents"] == len(FILES)
+    assert status["pgvector_version"] >= "0.8"
+    # migrate back to a new embedded file, then query it
+    cli(project, "migrate", "--from", pg_url, "--to", "sqlite:kb/rag/copy.db")
+    copied = json.loads(cli(project, "query", "billing database", "--store", "sqlite:kb/rag/copy.db", "--user",
+                            "alice", "--k", "2").stdout)["results"]
+    assert [r["file_path"] for r in copied] == [r["file_path"] for r in results]
+    bad = cli(project, "query", "x", "--store", "postgresql://ragstead:hunter2@127.0.0.1:1/nope", expect=2)
+    assert "error:" in bad.stderr and "hunter2" not in bad.stderr
+    cli(project, "query", "x", "--store", "mongodb://x", expect=2)
+
+
+def test_postgres_migrations_are_versioned_idempotent_and_race_free(pg_url):
+    """Four processes' worth of stores open a fresh database at once: the schema is made exactly once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+
+    from ragstead.stores.postgres import PostgresStore
+    from ragstead.stores.postgres_migrations import LATEST
+
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(lambda _: PostgresStore(pg_url), range(4)))
+    for store in stores:
+        assert store.stats()["schema_version"] == LATEST
+        store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM ragstead.migrations").fetchall() == [(LATEST,)]
+        conn.execute("INSERT INTO ragstead.migrations (version, description) VALUES (%s, 'from the future')",
+                     (LATEST + 1,))
+    with pytest.raises(RagsteadError, match="newer than this ragstead knows"):
+        PostgresStore(pg_url)
+
+
+def test_postgres_errors_are_clear_and_never_show_the_password(pg_server):
+    from ragstead.stores.postgres import PostgresStore
+
+    url = f"postgresql://ragstead:s3cret-pw@127.0.0.1:{pg_server.port}/no_such_db"
+    with pytest.raises(RagsteadError) as caught:
+        PostgresStore(url, connect_timeout=3)
+    assert "no_such_db" in str(caught.value) and "s3cret-pw" not in str(caught.value)
