@@ -85,12 +85,18 @@ def build(path: Path, n_chunks: int, seed: int = 11) -> float:
     return t.seconds
 
 
-def measure(path: Path, queries: int = 100) -> dict[str, Any]:
+def query_sets(queries: int = 100) -> tuple[list[str], list[str]]:
+    """The two lexical query sets (see the module docstring), the same in every run."""
     rng = np.random.default_rng(5)
-    store = SqliteStore(path)
-    embedder = QueryVectors(rng)
-    head_queries = [" ".join(f"w{int(x)}" for x in rng.zipf(1.3, 4) if x < 30000) or "w1" for _ in range(queries)]
-    content_queries = [" ".join(f"w{int(x)}" for x in rng.integers(50, 5000, 4)) for _ in range(queries)]
+    head = [" ".join(f"w{int(x)}" for x in rng.zipf(1.3, 4) if x < 30000) or "w1" for _ in range(queries)]
+    content = [" ".join(f"w{int(x)}" for x in rng.integers(50, 5000, 4)) for _ in range(queries)]
+    return head, content
+
+
+def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
+    """p50/p95 of search() per scope and mode over one store (any backend)."""
+    embedder = QueryVectors(np.random.default_rng(6))
+    head_queries, content_queries = query_sets(queries)
     out: dict[str, Any] = {"chunks": store.stats()["chunks"]}
     with Timer() as first:  # loads the vector matrix and the default scope's eligible rows
         search("w1 w2", store, embedder, QueryFilters(), SearchOptions(mode="hybrid", k=10))
@@ -112,8 +118,15 @@ def measure(path: Path, queries: int = 100) -> dict[str, Any]:
             assert len(result["results"]) <= 10
         name = mode if mode == "vector" else f"{mode}, {label}"
         out[f"{scope} | {name}"] = percentiles(times)
+    return out
+
+
+def measure(path: Path, queries: int = 100) -> dict[str, Any]:
+    store = SqliteStore(path)
+    out = measure_store(store, queries)
     out["peak_rss_mb"] = peak_rss_mb()
     store.close()
+    head_queries, content_queries = query_sets(queries)
     out.update(fts5_baseline(path, {"head terms": head_queries, "content words": content_queries}))
     return out
 

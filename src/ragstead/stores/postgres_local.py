@@ -66,13 +66,18 @@ def _readable_by_others(path: Path) -> bool:
 class LocalPostgres:
     """One PostgreSQL server with its data in `data_dir`, listening on 127.0.0.1 only.
 
-    `durable=False` turns off fsync and full-page writes: for tests and throwaway benchmarks only.
+    `durable=False` turns off fsync and full-page writes: for tests only. `settings` are extra server
+    settings (`{"shared_buffers": "2GB"}`).
     """
 
-    def __init__(self, data_dir: Path | str, port: int | None = None, durable: bool = True) -> None:
+    def __init__(
+        self, data_dir: Path | str, port: int | None = None, durable: bool = True,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.durable = durable
+        self.settings = settings or {}
         self.as_user = UNPRIVILEGED if os.geteuid() == 0 else None
         self.bin_dir = self._runnable_binaries(find_binaries())
 
@@ -133,6 +138,7 @@ class LocalPostgres:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data_dir}"
         if not self.durable:
             options += " -c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"),
                   "-o", options, "-w", "-t", "60", "start")
         (self.data_dir.parent / f"{self.data_dir.name}.url").write_text(self.url + "\n", encoding="utf-8")

@@ -1,0 +1,115 @@
+"""The PostgreSQL store beside the embedded store: the same queries over the same chunks, in one run.
+
+Per size: the synthetic index of query_latency.py (built if missing) is copied into a local PostgreSQL 18
++ pgvector 0.8 server with `ragstead migrate`'s code (timed: that is the server store's load rate, HNSW
+and GIN builds included), then the same query sets go through the same search() over both stores.
+Also measured: the recall@10 of the server's vector side (HNSW, ef_search 40, iterative scan) against
+the embedded store's exact search, unfiltered and with a 2 % user filter. Random vectors are the
+hardest case for HNSW (no clusters to exploit); real embeddings do better.
+
+The server runs on loopback with its data on local disk, durable (fsync on), shared_buffers 2 GB.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import write_results
+from bench.query_latency import USERS, build, measure_store
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.stores import SqliteStore
+from ragstead.stores.migrate import copy_store
+from ragstead.stores.postgres import PostgresStore
+from ragstead.stores.postgres_local import LocalPostgres
+
+SERVER_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1",
+                   "work_mem": "64MB"}
+
+
+def vector_recall(embedded: SqliteStore, server: PostgresStore, queries: int = 100) -> dict[str, float]:
+    """Mean overlap of the server's top 10 with the exact top 10, per scope."""
+    rng = np.random.default_rng(9)
+    out = {}
+    for scope, make in (("no user filter", lambda i: QueryFilters()),
+                        ("user filter (2 %)", lambda i: QueryFilters(user_slug=f"u{i % USERS}"))):
+        overlaps = []
+        for i in range(queries):
+            q = rng.standard_normal(384).astype(np.float32)
+            q /= np.linalg.norm(q)
+            exact = {r for r, _ in embedded.vector_search(q, make(i), 10)}
+            found = {r for r, _ in server.vector_search(q, make(i), 10)}
+            overlaps.append(len(exact & found) / 10)
+        out[scope] = round(float(np.mean(overlaps)), 3)
+    return out
+
+
+def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
+    path = workdir / f"synthetic-{n}.db"
+    if not path.exists():
+        build(path, n)
+    embedded = SqliteStore(path)
+    url = server.create_database(f"synthetic_{n}_{int(time.time())}")
+    target = PostgresStore(url)
+    started = time.perf_counter()
+    report = copy_store(embedded, target, batch_size=500)
+    load_seconds = time.perf_counter() - started
+    # Ids differ between the stores (each numbers its own rows); recall compares by chunk, so map them.
+    result: dict[str, Any] = {
+        "load_seconds": round(load_seconds, 1),
+        "load_chunks_per_second": round(report.chunks / load_seconds, 1),
+    }
+    for name, store in (("embedded", embedded), ("postgresql", target)):
+        result[name] = measure_store(store)
+    result["hnsw_recall_at_10"] = vector_recall_by_chunk(embedded, target)
+    embedded.close()
+    target.close()
+    return result
+
+
+def vector_recall_by_chunk(embedded: SqliteStore, server: PostgresStore) -> dict[str, float]:
+    """vector_recall, comparing chunk ids (row ids are each store's own)."""
+
+    class ByChunk:
+        def __init__(self, store: Any) -> None:
+            self.store = store
+
+        def vector_search(self, q: np.ndarray, f: QueryFilters, k: int) -> list[tuple[str, float]]:
+            hits = self.store.vector_search(q, f, k)
+            rows = self.store.fetch_chunks([h[0] for h in hits], f)
+            return [(rows[h[0]]["chunk_id"], h[1]) for h in hits]
+
+    return vector_recall(ByChunk(embedded), ByChunk(server))  # type: ignore[arg-type]
+
+
+def main(sizes: list[int], workdir: Path | None) -> None:
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-pg-latency-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    data_root = Path(tempfile.mkdtemp(prefix="ragstead-bench-pg-"))
+    data_root.chmod(0o755)
+    results: dict[str, Any] = {"data": __doc__.split("\n\n")[1].replace("\n", " "), "server_settings": SERVER_SETTINGS,
+                               "sizes": {}}
+    with LocalPostgres(data_root / "data", settings=SERVER_SETTINGS) as server:
+        for n in sizes:
+            results["sizes"][str(n)] = one_size(n, workdir, server)
+            print(f"{n}: done", flush=True)
+    rows = [["chunks", "scope", "mode", "embedded p50 / p95 ms", "PostgreSQL p50 / p95 ms", "ratio p95"]]
+    for n, data in results["sizes"].items():
+        for key, embedded in data["embedded"].items():
+            if " | " not in key:
+                continue
+            server_t = data["postgresql"][key]
+            scope, mode = key.split(" | ")
+            rows.append([f"{int(n):,}", scope, mode, f"{embedded['p50']:.2f} / {embedded['p95']:.2f}",
+                         f"{server_t['p50']:.2f} / {server_t['p95']:.2f}",
+                         f"{server_t['p95'] / embedded['p95']:.2f}x"])
+        recall = data["hnsw_recall_at_10"]
+        rows.append([f"{int(n):,}", "PostgreSQL vector recall@10 vs exact", "vector", "1.0 (exact)",
+                     f"{recall['no user filter']} unfiltered, {recall['user filter (2 %)']} user filter", ""])
+        rows.append([f"{int(n):,}", f"load into PostgreSQL (migrate): {data['load_seconds']} s",
+                     f"{data['load_chunks_per_second']:.0f} chunks/s", "", "", ""])
+    write_results("postgres_latency", results, rows)
