@@ -56,7 +56,7 @@ def main() -> None:
     if args.what == "postgres":  # not in `all`: it needs the postgres-server extra and ~1 h at 1M chunks
         from bench.postgres_latency import main as postgres_main
 
-        postgres_main([int(s) for s in args.sizes.split(",")], args.workdir)
+        postgres_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset)
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 

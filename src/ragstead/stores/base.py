@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragstead.errors import ModelMismatchError
 from ragstead.retrieval.filters import QueryFilters
 
 
@@ -136,6 +137,37 @@ class Store(Protocol):
     def close(self) -> None:
         """Release the connection."""
         ...
+
+
+# The columns `fetch_chunks` and the document listing return, in every store (aliases: c = chunks or
+# documents, d = documents), so their rows have the same keys whichever store answered.
+CHUNK_SELECT = (
+    "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
+    "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
+    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
+)
+DOCUMENT_SELECT = (
+    "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
+    "c.title, c.tags, c.indexed_at, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks"
+)
+
+
+def check_same_model(
+    where: str, stored_model: str | None, stored_dim: str | int | None, model: str, dim: int, writing: bool
+) -> None:
+    """The model guard of every store: raise ModelMismatchError when the index holds another model's vectors."""
+    if stored_model is None or (stored_model == model and int(stored_dim or 0) == dim):
+        return
+    if writing:
+        raise ModelMismatchError(
+            f"index {where} was built with {stored_model} ({stored_dim}-d) but the configured "
+            f"embedder is {model} ({dim}-d); run `ragstead index --rebuild` to re-embed with it"
+        )
+    raise ModelMismatchError(
+        f"index {where} was built with {stored_model} ({stored_dim}-d); the configured embedder "
+        f"is {model} ({dim}-d): query vectors would not be comparable. Use the index's model, "
+        "or run `ragstead index --rebuild`"
+    )
 
 
 DOCUMENT_FIELDS = ("doc_id", "file_path", "root", "file_hash", "size", "mtime", "doc_type", "is_private", "user_slug",

@@ -27,15 +27,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.errors import RagsteadError
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.stores.base import (
     CHUNK_FIELDS,
+    CHUNK_SELECT,
     DOCUMENT_FIELDS,
+    DOCUMENT_SELECT,
     DocumentRecord,
     DocumentWrite,
     ManifestEntry,
     assemble_writes,
+    check_same_model,
 )
 from ragstead.stores.postgres_migrations import LATEST, SCHEMA, migrate
 
@@ -44,15 +47,6 @@ WRITE_LOCK = 0x7261677772697465
 # Rows per COPY flush and per IN-list when reading by key.
 BATCH = 1000
 
-_CHUNK_COLUMNS = (
-    "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
-    "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
-    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
-)
-_DOCUMENT_COLUMNS = (
-    "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
-    "c.title, c.tags, c.indexed_at"
-)
 _CHUNK_INSERT = (
     "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
     "page", "section_path", "token_estimate", "file_path", "doc_type", "is_private", "user_slug", "created_at",
@@ -151,22 +145,13 @@ class PostgresStore:
                     "INSERT INTO meta VALUES ('embed_model', %s), ('embed_dim', %s)", (model, str(dim))
                 )
                 return
-        if stored_model != model or int(stored_dim or 0) != dim:
-            raise ModelMismatchError(
-                f"index {self.path} was built with {stored_model} ({stored_dim}-d) but the configured "
-                f"embedder is {model} ({dim}-d); run `ragstead index --rebuild` to re-embed with it"
-            )
+        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
         with self._transaction() as conn:
             stored_model, stored_dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
-        if stored_model is not None and (stored_model != model or int(stored_dim or 0) != dim):
-            raise ModelMismatchError(
-                f"index {self.path} was built with {stored_model} ({stored_dim}-d); the configured embedder "
-                f"is {model} ({dim}-d): query vectors would not be comparable. Use the index's model, "
-                "or run `ragstead index --rebuild`"
-            )
+        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=False)
 
     def reset(self) -> None:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
@@ -297,7 +282,7 @@ class PostgresStore:
         where, params = filters.to_sql("c", "%s")
         with self._transaction() as conn:
             cursor = conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
                 f"WHERE c.id = ANY(%s) AND {where}",
                 (rowids, *params),
             )
@@ -320,7 +305,7 @@ class PostgresStore:
     def _documents(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
         with self._transaction() as conn:
             cursor = conn.execute(
-                f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+                f"SELECT {DOCUMENT_SELECT} "
                 f"FROM documents c WHERE {where}",
                 params,
             )

@@ -22,15 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.errors import RagsteadError
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.stores.base import (
     CHUNK_FIELDS,
+    CHUNK_SELECT,
     DOCUMENT_FIELDS,
+    DOCUMENT_SELECT,
     DocumentRecord,
     DocumentWrite,
     ManifestEntry,
     assemble_writes,
+    check_same_model,
 )
 from ragstead.stores.lexical_index import LexicalIndex, LexicalRow
 
@@ -92,17 +95,6 @@ CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_type, created_at);
 """
 
-_CHUNK_COLUMNS = (
-    "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
-    "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
-    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
-)
-
-
-_DOCUMENT_COLUMNS = (
-    "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
-    "c.title, c.tags, c.indexed_at"
-)
 
 
 def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
@@ -162,21 +154,12 @@ class SqliteStore:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_dim', ?)", (str(dim),))
             self._db.execute("COMMIT")
             return
-        if stored_model != model or int(stored_dim or 0) != dim:
-            raise ModelMismatchError(
-                f"index {self.path} was built with {stored_model} ({stored_dim}-d) but the configured "
-                f"embedder is {model} ({dim}-d); run `ragstead index --rebuild` to re-embed with it"
-            )
+        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
         stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
-        if stored_model is not None and (stored_model != model or int(stored_dim or 0) != dim):
-            raise ModelMismatchError(
-                f"index {self.path} was built with {stored_model} ({stored_dim}-d); the configured embedder "
-                f"is {model} ({dim}-d): query vectors would not be comparable. Use the index's model, "
-                "or run `ragstead index --rebuild`"
-            )
+        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=False)
 
     def reset(self) -> None:
         """Drop all content and the recorded model (the next ensure_model records the new one)."""
@@ -442,7 +425,7 @@ class SqliteStore:
         # NOT INDEXED: given the scope columns, the planner picked chunks_scope and walked every private
         # row (2 ms at 20k chunks, growing with the corpus); the rowid lookup is what a fetch of k ids wants.
         cursor = self._db.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c NOT INDEXED JOIN documents d ON d.doc_id = c.doc_id "
+            f"SELECT {CHUNK_SELECT} FROM chunks c NOT INDEXED JOIN documents d ON d.doc_id = c.doc_id "
             f"WHERE c.id IN ({','.join('?' * len(rowids))}) AND {where}",
             [*rowids, *params],
         )
@@ -468,7 +451,7 @@ class SqliteStore:
         """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
         where, params = filters.to_sql("c")
         cursor = self._db.execute(
-            f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+            f"SELECT {DOCUMENT_SELECT} "
             f"FROM documents c WHERE {where} ORDER BY c.file_path LIMIT ? OFFSET ?",
             [*params, limit, offset],
         )
@@ -478,7 +461,7 @@ class SqliteStore:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         cursor = self._db.execute(
-            f"SELECT {_DOCUMENT_COLUMNS}, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks "
+            f"SELECT {DOCUMENT_SELECT} "
             f"FROM documents c WHERE c.{column} = ?",
             (value,),
         )
