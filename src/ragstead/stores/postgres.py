@@ -44,8 +44,10 @@ from ragstead.stores.postgres_migrations import LATEST, SCHEMA, migrate
 
 # pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
 WRITE_LOCK = 0x7261677772697465
-# Rows per COPY flush and per IN-list when reading by key.
+# Rows per IN-list when reading by key.
 BATCH = 1000
+# BM25 parameters (Lucene's and tantivy's defaults, so both stores rank alike).
+K1, B = 1.2, 0.75
 
 _CHUNK_INSERT = (
     "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
@@ -157,7 +159,8 @@ class PostgresStore:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            conn.execute("TRUNCATE chunks, doc_tags, documents")
+            conn.execute("TRUNCATE chunks, doc_tags, documents, lexemes")
+            conn.execute("UPDATE meta SET value = '0' WHERE key IN ('lexical_chunks', 'lexical_length_sum')")
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
             conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector")
             conn.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
@@ -195,9 +198,14 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             paths = removals + [w.document.file_path for w in writes]
             if paths:
+                self._count_lexemes(conn, "c.doc_id IN (SELECT doc_id FROM documents WHERE file_path = ANY(%s))",
+                                    paths, -1)
                 conn.execute("DELETE FROM documents WHERE file_path = ANY(%s)", (paths,))
             if writes:
+                last_id = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
                 self._insert(conn, writes)
+                # Identities only grow, and writers hold the lock: the new rows are exactly those past last_id.
+                self._count_lexemes(conn, "c.id > %s", last_id, +1)
             if touches:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -206,6 +214,21 @@ class PostgresStore:
                     )
             if paths or writes:
                 conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+
+    def _count_lexemes(self, conn: Any, where: str, param: Any, sign: int) -> None:
+        """Add (sign +1) or subtract (-1) the BM25 statistics of the chunks matching `where`."""
+        conn.execute(
+            "INSERT INTO lexemes (lexeme, df) "
+            f"SELECT u.lexeme, %s * count(*) FROM chunks c, unnest(c.tsv) AS u WHERE {where} GROUP BY u.lexeme "
+            "ON CONFLICT (lexeme) DO UPDATE SET df = lexemes.df + EXCLUDED.df",
+            (sign, param),
+        )
+        conn.execute(
+            "UPDATE meta SET value = (value::bigint + %s * (SELECT CASE WHEN key = 'lexical_chunks' THEN count(*) "
+            f"ELSE coalesce(sum(length(c.tsv)), 0) END FROM chunks c WHERE {where}))::text "
+            "WHERE key IN ('lexical_chunks', 'lexical_length_sum')",
+            (sign, param),
+        )
 
     def _insert(self, conn: Any, writes: list[DocumentWrite]) -> None:
         with conn.cursor() as cur:
@@ -264,16 +287,40 @@ class PostgresStore:
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """PostgreSQL full text (ts_rank) over the chunks the WHERE admits; each term its own plainto_tsquery."""
+        """BM25 over the chunks the WHERE admits, computed in SQL from the tsvector and the lexeme statistics.
+
+        The GIN index finds the chunks holding any query lexeme (each term its own `plainto_tsquery`, OR-ed,
+        so no user text reaches a tsquery parser). Each hit's tsvector is cut down to the query's lexemes
+        (setweight + ts_filter, in C) before its term frequencies are read, so scoring costs per hit do not
+        grow with chunk length. Length is the number of distinct lexemes (`length(tsvector)`).
+        """
         if k <= 0 or not terms:
             return []
         where, params = filters.to_sql("c", "%s")
         tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
-        sql = (
-            f"SELECT c.id, ts_rank(c.tsv, q.query) AS score FROM chunks c, (SELECT {tsquery} AS query) q "
-            f"WHERE c.tsv @@ q.query AND {where} ORDER BY score DESC, c.id LIMIT %s"
-        )
-        return [(int(r[0]), float(r[1])) for r in self._rows(sql, (*terms, *params, k))]
+        sql = f"""
+            WITH stats AS (
+                SELECT max(value::float8) FILTER (WHERE key = 'lexical_chunks') AS n,
+                       max(value::float8) FILTER (WHERE key = 'lexical_length_sum')
+                         / greatest(max(value::float8) FILTER (WHERE key = 'lexical_chunks'), 1) AS avglen
+                FROM meta WHERE key IN ('lexical_chunks', 'lexical_length_sum')),
+            query AS (SELECT {tsquery} AS q),
+            words AS (
+                SELECT l.lexeme, ln(1 + (s.n - l.df + 0.5) / (l.df + 0.5)) AS idf
+                FROM lexemes l, stats s
+                WHERE l.lexeme = ANY(SELECT DISTINCT w FROM query, unnest(tsvector_to_array(
+                    to_tsvector('english', array_to_string(%s::text[], ' ')))) AS w) AND l.df > 0),
+            hits AS (
+                SELECT c.id, c.tsv FROM chunks c, query WHERE c.tsv @@ query.q AND {where})
+            SELECT h.id, sum(w.idf * tf * {K1 + 1} / (tf + {K1} * (1 - {B} + {B} * length(h.tsv) / s.avglen))) AS score
+            FROM hits h CROSS JOIN stats s
+            CROSS JOIN LATERAL unnest(ts_filter(setweight(h.tsv, 'A', (SELECT array_agg(lexeme) FROM words)),
+                                                '{{a}}')) AS u
+            JOIN words w ON w.lexeme = u.lexeme
+            CROSS JOIN LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f
+            GROUP BY h.id ORDER BY score DESC, h.id LIMIT %s
+        """
+        return [(int(r[0]), float(r[1])) for r in self._rows(sql, (*terms, terms, *params, k))]
 
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
         """Rows for the given ids, with the filter applied once more in SQL."""

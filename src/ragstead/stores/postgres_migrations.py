@@ -78,6 +78,18 @@ CREATE INDEX chunks_scope ON chunks (is_private, user_slug, doc_type, created_at
 CREATE INDEX chunks_tsv ON chunks USING gin (tsv);
 """,
     ),
+    (
+        2,
+        "lexeme document frequencies and length totals for BM25",
+        """
+-- ts_rank has no inverse document frequency; BM25 needs df per lexeme, the chunk count and the mean length.
+-- Kept in step by every write (stores/postgres.py), in the write's own transaction.
+CREATE TABLE lexemes (lexeme text PRIMARY KEY, df bigint NOT NULL);
+INSERT INTO lexemes SELECT u.lexeme, count(*) FROM chunks c, unnest(c.tsv) AS u GROUP BY u.lexeme;
+INSERT INTO meta SELECT 'lexical_chunks', count(*)::text FROM chunks;
+INSERT INTO meta SELECT 'lexical_length_sum', coalesce(sum(length(tsv)), 0)::text FROM chunks;
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
