@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +39,23 @@ SERVER_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "2GB", "max_
                    "work_mem": "64MB"}
 
 
-def vector_recall(embedded: SqliteStore, server: PostgresStore, queries: int = 100) -> dict[str, float]:
-    """Mean overlap of the server's top 10 with the exact top 10, per scope."""
-    rng = np.random.default_rng(9)
-    out = {}
-    for scope, make in (("no user filter", lambda i: QueryFilters()),
-                        ("user filter (2 %)", lambda i: QueryFilters(user_slug=f"u{i % USERS}"))):
-        overlaps = []
-        for i in range(queries):
-            q = rng.standard_normal(384).astype(np.float32)
-            q /= np.linalg.norm(q)
-            exact = {r for r, _ in embedded.vector_search(q, make(i), 10)}
-            found = {r for r, _ in server.vector_search(q, make(i), 10)}
-            overlaps.append(len(exact & found) / 10)
-        out[scope] = round(float(np.mean(overlaps)), 3)
-    return out
+def _top_chunk_ids(store: Any, q: np.ndarray, f: QueryFilters) -> set[str]:
+    hits = store.vector_search(q, f, 10)
+    rows = store.fetch_chunks([h[0] for h in hits], f)
+    return {rows[h[0]]["chunk_id"] for h in hits}
+
+
+def recall_at_10(embedded: SqliteStore, server: PostgresStore, probes: Iterable[tuple[np.ndarray, QueryFilters]]
+                 ) -> float:
+    """Mean overlap of the server's vector top 10 with the embedded store's exact top 10, compared by
+    chunk id (row ids are each store's own)."""
+    overlaps = [len(_top_chunk_ids(embedded, q, f) & _top_chunk_ids(server, q, f)) / 10 for q, f in probes]
+    return round(float(np.mean(overlaps)), 4)
+
+
+def _random_unit(rng: np.random.Generator) -> np.ndarray:
+    q = rng.standard_normal(384).astype(np.float32)
+    return q / np.linalg.norm(q)
 
 
 def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
@@ -65,32 +68,21 @@ def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
     started = time.perf_counter()
     report = copy_store(embedded, target, batch_size=500)
     load_seconds = time.perf_counter() - started
-    # Ids differ between the stores (each numbers its own rows); recall compares by chunk, so map them.
     result: dict[str, Any] = {
         "load_seconds": round(load_seconds, 1),
         "load_chunks_per_second": round(report.chunks / load_seconds, 1),
     }
     for name, store in (("embedded", embedded), ("postgresql", target)):
         result[name] = measure_store(store)
-    result["hnsw_recall_at_10"] = vector_recall_by_chunk(embedded, target)
+    rng = np.random.default_rng(9)
+    result["hnsw_recall_at_10"] = {
+        "no user filter": recall_at_10(embedded, target, ((_random_unit(rng), QueryFilters()) for _ in range(100))),
+        "user filter (2 %)": recall_at_10(
+            embedded, target, ((_random_unit(rng), QueryFilters(user_slug=f"u{i % USERS}")) for i in range(100))),
+    }
     embedded.close()
     target.close()
     return result
-
-
-def vector_recall_by_chunk(embedded: SqliteStore, server: PostgresStore) -> dict[str, float]:
-    """vector_recall, comparing chunk ids (row ids are each store's own)."""
-
-    class ByChunk:
-        def __init__(self, store: Any) -> None:
-            self.store = store
-
-        def vector_search(self, q: np.ndarray, f: QueryFilters, k: int) -> list[tuple[str, float]]:
-            hits = self.store.vector_search(q, f, k)
-            rows = self.store.fetch_chunks([h[0] for h in hits], f)
-            return [(rows[h[0]]["chunk_id"], h[1]) for h in hits]
-
-    return vector_recall(ByChunk(embedded), ByChunk(server))  # type: ignore[arg-type]
 
 
 def _eval(dataset: Path, split: str, index: str, tag: str) -> dict[str, Any]:
@@ -123,16 +115,8 @@ def scifact(dataset: Path, server: LocalPostgres) -> dict[str, Any]:
             out[f"{split} | {tag}"] = {"modes": report["modes"], "latency_ms": report["latency_ms"]}
     embedder = MiniLMOnnxEmbedder()
     embedded, target = SqliteStore(cache), PostgresStore(url)
-    overlaps = []
-    for case in load_beir(dataset, "test").cases:
-        q = embedder.embed_query(case.query)
-        ids = []
-        for store in (embedded, target):
-            hits = store.vector_search(q, QueryFilters(), 10)
-            rows = store.fetch_chunks([h[0] for h in hits], QueryFilters())
-            ids.append({rows[h[0]]["chunk_id"] for h in hits})
-        overlaps.append(len(ids[0] & ids[1]) / 10)
-    out["hnsw_recall_at_10_test_queries"] = round(float(np.mean(overlaps)), 4)
+    probes = ((embedder.embed_query(case.query), QueryFilters()) for case in load_beir(dataset, "test").cases)
+    out["hnsw_recall_at_10_test_queries"] = recall_at_10(embedded, target, probes)
     embedded.close()
     target.close()
     return out

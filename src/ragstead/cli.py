@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ragstead.config import Settings, load_settings
@@ -61,7 +62,8 @@ def _settings(
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    # The message is escaped: text in [brackets] (a path, a URL, an option list) is not rich markup.
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
     return typer.Exit(code=2)
 
 

@@ -80,13 +80,12 @@ class QueryFilters:
             tags=tuple(t.lower() for t in split_values(list(tags or []))),
         )
 
-    def to_sql(self, alias: str = "c", placeholder: str = "?") -> tuple[str, list[object]]:
+    def to_sql(self, alias: str = "c", mark: str = "?") -> tuple[str, list[object]]:
         """A WHERE fragment over the chunks (or documents) table `alias` and its parameters. Never empty.
 
-        `placeholder` is the driver's parameter marker (`?` for sqlite3, `%s` for psycopg). Privacy is a
+        `mark` is the driver's parameter placeholder (`?` for sqlite3, `%s` for psycopg). Privacy is a
         Python bool: sqlite3 stores it as 1/0, PostgreSQL compares it with its boolean column.
         """
-        mark = placeholder
         clauses = [f"{alias}.is_private = {mark}"]
         params: list[object] = [not self.public_only]
         if self.user_slug is not None:

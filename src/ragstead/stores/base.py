@@ -181,16 +181,14 @@ def assemble_writes(
 ) -> list[DocumentWrite]:
     """DocumentWrites from rows in DOCUMENT_FIELDS / CHUNK_FIELDS order; `chunks` ordered by (doc_id, index)
     with `vectors` aligned to them. Both stores export through this, so a migration preserves every field."""
-    by_doc: dict[str, list[ChunkRecord]] = {row[0]: [] for row in documents}
-    vectors_by_doc: dict[str, list[np.ndarray]] = {row[0]: [] for row in documents}
+    by_doc: dict[str, list[tuple[ChunkRecord, np.ndarray]]] = {row[0]: [] for row in documents}
     for row, vector in zip(chunks, vectors, strict=True):
-        by_doc[row[0]].append(ChunkRecord(*row[1:]))
-        vectors_by_doc[row[0]].append(vector)
+        by_doc[row[0]].append((ChunkRecord(*row[1:]), vector))
     writes = []
     for row in documents:
         record = DocumentRecord(*row[:12], tags=list(row[12]))
         record.is_private = bool(record.is_private)
-        found = vectors_by_doc[record.doc_id]
-        matrix = np.vstack(found).astype(np.float32) if found else np.zeros((0, 0), dtype=np.float32)
-        writes.append(DocumentWrite(record, by_doc[record.doc_id], matrix))
+        found = by_doc[record.doc_id]
+        matrix = np.vstack([v for _, v in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
+        writes.append(DocumentWrite(record, [c for c, _ in found], matrix))
     return writes

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragstead.errors import ConfigError, RagsteadError
@@ -27,18 +28,15 @@ def describe_store(settings: Settings) -> str:
     return str(sqlite_path(settings))
 
 
-def sqlite_path(settings: Settings) -> str:
+def sqlite_path(settings: Settings) -> Path:
+    """The embedded index file a `sqlite` / `sqlite:PATH` / empty store setting names."""
     spec = settings.store.strip()
-    if spec.startswith("sqlite:"):
-        return str(settings.resolve(spec.removeprefix("sqlite:")))
-    return str(settings.db_file)
+    return settings.resolve(spec.removeprefix("sqlite:")) if spec.startswith("sqlite:") else settings.db_file
 
 
 def open_store(settings: Settings, *, must_exist: bool = False) -> Store:
     """Open the configured store. `must_exist`: an embedded index file that is missing is an error
     (read-only commands), rather than a new empty index."""
-    from pathlib import Path
-
     spec = settings.store.strip()
     if is_postgres_url(spec):
         from ragstead.stores.postgres import PostgresStore
@@ -48,7 +46,7 @@ def open_store(settings: Settings, *, must_exist: bool = False) -> Store:
         raise ConfigError(f"unknown store {redact(spec)!r}; use {STORE_KINDS}")
     from ragstead.stores.sqlite import SqliteStore
 
-    path = Path(sqlite_path(settings))
+    path = sqlite_path(settings)
     if must_exist and not path.exists():
         raise RagsteadError(f"no index at {path}; run `ragstead index` first")
     return SqliteStore(path)

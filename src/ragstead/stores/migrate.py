@@ -44,31 +44,34 @@ def copy_store(
     model, dim = before["embed_model"], before["embed_dim"]
     if model is None:
         raise RagsteadError(f"the source index {before['path']} is empty: nothing to migrate")
-    if target.stats()["documents"] and not replace:
+    existing = target.stats()
+    if existing["documents"] and not replace:
         raise RagsteadError(
-            f"the target {target.stats()['path']} already holds documents; pass --replace to empty it first"
+            f"the target {existing['path']} already holds documents; pass --replace to empty it first"
         )
     if replace:
         target.reset()
     target.ensure_model(model, dim)
     documents = chunks = 0
-    # A store that can defer its ANN index (PostgreSQL) builds it once, after the last row.
-    bulk = getattr(target, "bulk_load", None)
-    with bulk() if bulk else nullcontext():
-        batch: list[DocumentWrite] = []
-        for write in source.export_documents(batch_size):
-            batch.append(write)
-            if len(batch) >= batch_size:
-                target.apply(batch, [], [])
-                documents, chunks = documents + len(batch), chunks + sum(len(w.chunks) for w in batch)
-                batch = []
-                if progress:
-                    progress(documents, before["documents"])
+    batch: list[DocumentWrite] = []
+
+    def flush() -> None:
+        nonlocal documents, chunks
         if batch:
             target.apply(batch, [], [])
             documents, chunks = documents + len(batch), chunks + sum(len(w.chunks) for w in batch)
+            batch.clear()
         if progress:
             progress(documents, before["documents"])
+
+    # A store that can defer its ANN index (PostgreSQL) builds it once, after the last row.
+    bulk = getattr(target, "bulk_load", None)
+    with bulk() if bulk else nullcontext():
+        for write in source.export_documents(batch_size):
+            batch.append(write)
+            if len(batch) >= batch_size:
+                flush()
+        flush()
     after = target.stats()
     if (after["documents"], after["chunks"]) != (before["documents"], before["chunks"]):
         raise RagsteadError(

@@ -10,8 +10,8 @@ not know which one they talk to:
   filtered query returns k results whenever k exist, as the embedded store promises.
 - Lexical search is PostgreSQL full text (`english` configuration: stemming and stop words) over a
   generated `tsvector` column with a GIN index. Query words become one `plainto_tsquery` each, OR-ed
-  with `||`, so user text never reaches a tsquery parser. PostgreSQL ranks with `ts_rank`, not BM25:
-  its lexical ranking differs from the embedded store's (measured in bench/results/postgres_*.md).
+  with `||`, so user text never reaches a tsquery parser. Ranking is BM25 computed in SQL from lexeme
+  statistics every write keeps in step (`ts_rank` has no IDF; measured in bench/results/postgres_*.md).
 - Every write batch is one transaction; concurrent writers are serialised by an advisory lock.
 - Connections come from a psycopg pool; pgvector's numpy adapter sends and reads vectors in binary.
 """
@@ -62,9 +62,13 @@ def is_postgres_url(spec: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for output and error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The URL without its password, for output and error messages (also when the URL is malformed)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # e.g. an unclosed '['
+        return mask_passwords(url)
+    if password is None:
         return url
     netloc = parts.netloc.rsplit("@", 1)
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc[-1]}"))
@@ -223,11 +227,13 @@ class PostgresStore:
             "ON CONFLICT (lexeme) DO UPDATE SET df = lexemes.df + EXCLUDED.df",
             (sign, param),
         )
+        chunks, length = conn.execute(
+            f"SELECT count(*), coalesce(sum(length(c.tsv)), 0) FROM chunks c WHERE {where}", (param,)
+        ).fetchone()
         conn.execute(
-            "UPDATE meta SET value = (value::bigint + %s * (SELECT CASE WHEN key = 'lexical_chunks' THEN count(*) "
-            f"ELSE coalesce(sum(length(c.tsv)), 0) END FROM chunks c WHERE {where}))::text "
+            "UPDATE meta SET value = (value::bigint + CASE key WHEN 'lexical_chunks' THEN %s ELSE %s END)::text "
             "WHERE key IN ('lexical_chunks', 'lexical_length_sum')",
-            (sign, param),
+            (sign * chunks, sign * length),
         )
 
     def _insert(self, conn: Any, writes: list[DocumentWrite]) -> None:
@@ -238,7 +244,7 @@ class PostgresStore:
                 "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb)",
                 [
                     (d.doc_id, d.file_path, d.root, d.file_hash, d.size, d.mtime, d.doc_type, d.is_private,
-                     d.user_slug, d.proxy_wallet, d.created_at, d.title, _json_list(d.tags))
+                     d.user_slug, d.proxy_wallet, d.created_at, d.title, json.dumps(d.tags))
                     for d in (w.document for w in writes)
                 ],
             )
@@ -308,7 +314,7 @@ class PostgresStore:
             words AS (
                 SELECT l.lexeme, ln(1 + (s.n - l.df + 0.5) / (l.df + 0.5)) AS idf
                 FROM lexemes l, stats s
-                WHERE l.lexeme = ANY(SELECT DISTINCT w FROM query, unnest(tsvector_to_array(
+                WHERE l.lexeme = ANY(SELECT DISTINCT w FROM unnest(tsvector_to_array(
                     to_tsvector('english', array_to_string(%s::text[], ' ')))) AS w) AND l.df > 0),
             hits AS (
                 SELECT c.id, c.tsv FROM chunks c, query WHERE c.tsv @@ query.q AND {where})
@@ -351,11 +357,7 @@ class PostgresStore:
 
     def _documents(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
         with self._transaction() as conn:
-            cursor = conn.execute(
-                f"SELECT {DOCUMENT_SELECT} "
-                f"FROM documents c WHERE {where}",
-                params,
-            )
+            cursor = conn.execute(f"SELECT {DOCUMENT_SELECT} FROM documents c WHERE {where}", params)
             names = [d.name for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor]
 
@@ -417,11 +419,12 @@ class PostgresStore:
     # -- health -----------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counts and model; `lexical_rows == chunks` holds by construction (the tsvector is a column)."""
+        """Counts and model; `lexical_rows` is the chunk count the BM25 statistics hold, so `lexical_rows ==
+        chunks` is the consistency invariant, as in the embedded store."""
         with self._transaction() as conn:
             documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
             chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            lexical = conn.execute("SELECT COUNT(*) FROM chunks WHERE tsv IS NOT NULL").fetchone()[0]
+            lexical = int(self._meta(conn, "lexical_chunks") or 0)
             model, dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
             generation = self._meta(conn, "generation")
             version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0]
@@ -474,16 +477,22 @@ class PostgresStore:
         self._pool.close()
 
 
-def _json_list(values: list[str]) -> str:
-    return json.dumps(list(values))
-
-
 def _array(vector: Any) -> np.ndarray:
     """pgvector's Vector (binary transfer) as the float32 array the rest of ragstead uses."""
     return np.asarray(vector.to_numpy(), dtype=np.float32)
 
 
+# user:password@ inside any URL, and password=... in a key/value DSN.
+_URL_PASSWORD = re.compile(r"(\w+://[^/:@\s\"']*:)[^@\s\"']*@")
+_DSN_PASSWORD = re.compile(r"password=\S+")
+
+
+def mask_passwords(text: str) -> str:
+    """`text` with every password of a connection URL or DSN in it replaced by ***."""
+    return _DSN_PASSWORD.sub("password=***", _URL_PASSWORD.sub(r"\1***@", text))
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
-    # A connection error's text can repeat the DSN; never echo a password.
-    return re.sub(r"password=\S+", "password=***", text.splitlines()[0])
+    # libpq repeats a malformed URI or the DSN in its messages; never echo a password.
+    return mask_passwords(text.splitlines()[0])

@@ -54,13 +54,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _readable_by_others(path: Path) -> bool:
-    """Whether every folder on the way to `path` lets other users in (o+x) and the file is o+r."""
-    for part in [*reversed(path.parents), path]:
-        mode = part.stat().st_mode
-        if part != path and not mode & 0o001:
-            return False
-    return bool(path.stat().st_mode & 0o004)
+def _closed_parent(path: Path) -> Path | None:
+    """The first folder on the way to `path` that other users cannot enter (no o+x), or None."""
+    return next((parent for parent in reversed(path.parents) if not parent.stat().st_mode & 0o001), None)
 
 
 class LocalPostgres:
@@ -81,9 +77,10 @@ class LocalPostgres:
         self.as_user = UNPRIVILEGED if os.geteuid() == 0 else None
         self.bin_dir = self._runnable_binaries(find_binaries())
 
-    # The data folder's parent must be enterable by the server's user (pytest's tmp folders are 0700).
     def _runnable_binaries(self, bin_dir: Path) -> Path:
-        if self.as_user is None or _readable_by_others(bin_dir / "postgres"):
+        """`bin_dir`, or a copy of its installation that the unprivileged server user can run."""
+        server = bin_dir / "postgres"
+        if self.as_user is None or (_closed_parent(server) is None and server.stat().st_mode & 0o004):
             return bin_dir
         install = bin_dir.parent
         copy = Path("/tmp") / f"ragstead-pginstall-{install.stat().st_ino}-{int(install.stat().st_mtime)}"
@@ -120,12 +117,13 @@ class LocalPostgres:
 
             entry = pwd.getpwnam(self.as_user)
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
-            for parent in self.data_dir.parents:
-                if not parent.stat().st_mode & 0o001:
-                    raise RagsteadError(
-                        f"{parent} is not enterable by the user {self.as_user} the server runs as; "
-                        "put the data folder elsewhere (e.g. under /tmp or /var/lib)"
-                    )
+            # pytest's own tmp folders, for one, are 0700.
+            closed = _closed_parent(self.data_dir)
+            if closed is not None:
+                raise RagsteadError(
+                    f"{closed} is not enterable by the user {self.as_user} the server runs as; "
+                    "put the data folder elsewhere (e.g. under /tmp or /var/lib)"
+                )
         os.chmod(self.data_dir, 0o700)
 
     def start(self) -> str:

@@ -451,8 +451,7 @@ class SqliteStore:
         """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
         where, params = filters.to_sql("c")
         cursor = self._db.execute(
-            f"SELECT {DOCUMENT_SELECT} "
-            f"FROM documents c WHERE {where} ORDER BY c.file_path LIMIT ? OFFSET ?",
+            f"SELECT {DOCUMENT_SELECT} FROM documents c WHERE {where} ORDER BY c.file_path LIMIT ? OFFSET ?",
             [*params, limit, offset],
         )
         return [_document_dict(cursor, row) for row in cursor]
@@ -461,8 +460,7 @@ class SqliteStore:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         cursor = self._db.execute(
-            f"SELECT {DOCUMENT_SELECT} "
-            f"FROM documents c WHERE c.{column} = ?",
+            f"SELECT {DOCUMENT_SELECT} FROM documents c WHERE c.{column} = ?",
             (value,),
         )
         row = cursor.fetchone()
