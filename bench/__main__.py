@@ -1,4 +1,4 @@
-"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | postgres.
+"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores.
 
 See "Performance and quality" in the README.
 """
@@ -15,7 +15,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client", "refusal", "fusion", "postgres"])
+                                           "api-client", "refusal", "fusion", "stores"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -53,10 +53,10 @@ def main() -> None:
         from bench.api_load import main as api_main
 
         api_main(args.workdir, args.requests, args.seconds, args.threads)
-    if args.what == "postgres":  # not in `all`: it needs the postgres-server extra and ~1 h at 1M chunks
-        from bench.postgres_latency import main as postgres_main
+    if args.what == "stores":  # not in `all`: it needs the server extras and ~1 h at 1M chunks
+        from bench.store_latency import main as stores_main
 
-        postgres_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset)
+        stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset)
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 

@@ -75,7 +75,7 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
 class Project:
     """A throwaway ragstead project: files on disk, settings, a store, and an index() shortcut.
 
-    `store` is a store spec (stores/factory.py): "" for the embedded default, or a PostgreSQL URL.
+    `store` is a store spec (stores/factory.py): "" for the embedded default, a PostgreSQL URL, or a Chroma one.
     """
 
     def __init__(self, root: Path, embedder: CountingEmbedder, store: str = "") -> None:
@@ -134,10 +134,65 @@ def pg_url(pg_server) -> str:  # type: ignore[no-untyped-def]
     return new_database(pg_server)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(scope="session")
+def chroma_server():  # type: ignore[no-untyped-def]
+    """A real Chroma server (`chroma run`, from the chromadb wheel) on 127.0.0.1 for the whole session;
+    yields its `chroma+http://` store spec. Each test's index gets its own collection on it."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = Path(tempfile.mkdtemp(prefix="ragstead-test-chroma-"))
+    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
+    log = (base / "server.log").open("wb")
+    process = subprocess.Popen([chroma, "run", "--path", str(base / "data"), "--host", "127.0.0.1", "--port",
+                                str(port)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).read()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chroma run did not start: {(base / 'server.log').read_text()[-2000:]}") from None
+            time.sleep(0.2)
+    yield f"chroma+http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+STORE_KINDS = ["sqlite", "postgresql", "chroma", "chroma-http"]
+
+
+def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-untyped-def]
+    """A new, empty store of this kind for one test (or module): "" for the embedded default, a new database
+    on the session's PostgreSQL, a Chroma folder in the project, or the session's Chroma server (each index
+    gets its own collection; `side_db` names the SQLite side's file when the project has another index)."""
+    if kind == "postgresql":
+        return new_database(request.getfixturevalue("pg_server"))
+    if kind == "chroma":
+        return "chroma:kb/rag/chroma"
+    if kind == "chroma-http":
+        return request.getfixturevalue("chroma_server") + (f"?db={side_db}" if side_db else "")
+    return ""
+
+
+@pytest.fixture(params=STORE_KINDS[1:])
+def server_spec(request) -> str:  # type: ignore[no-untyped-def]
+    """Each store other than the embedded default, for tests that compare it with an embedded index of the
+    same project."""
+    return spec_for(request.param, request, side_db="kb/rag/chroma-side.db")
+
+
+@pytest.fixture(params=STORE_KINDS)
 def store_spec(request) -> str:  # type: ignore[no-untyped-def]
     """Each store backend in turn: the conformance tests run once per store."""
-    return "" if request.param == "sqlite" else new_database(request.getfixturevalue("pg_server"))
+    return spec_for(request.param, request)
 
 
 @pytest.fixture

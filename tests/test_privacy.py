@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import STORE_KINDS
 from ragstead.documents.metadata import derive_metadata
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.search import SearchOptions, search
@@ -30,12 +31,12 @@ def corpus() -> dict[str, str]:
     return files
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=STORE_KINDS)
 def indexed(request, tmp_path_factory, real_embedder):
-    """The corpus indexed in each store: every privacy test here runs against both."""
-    from conftest import CountingEmbedder, Project, new_database
+    """The corpus indexed in each store: every privacy test here runs against all of them."""
+    from conftest import CountingEmbedder, Project, spec_for
 
-    spec = "" if request.param == "sqlite" else new_database(request.getfixturevalue("pg_server"))
+    spec = spec_for(request.param, request)
     project = Project(tmp_path_factory.mktemp("privacy"), CountingEmbedder(real_embedder), spec)
     project.write(corpus())
     project.index()

@@ -228,7 +228,8 @@ def test_vector_cache_and_chunk_vectors_round_trip(project):
 def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_spec):
     """A scope far smaller than the HNSW walk: still exactly k results (the exact fallback)."""
     files = {f"kb/users/u{i % 40}/2025-01-{1 + i % 28:02d}-{i}.md": f"note {i} on topic {i % 7}" for i in range(400)}
-    if store_spec:
+    postgres = store_spec.startswith("postgresql")
+    if postgres:
         import psycopg
 
         # Make the graph walk give up after 20 rows, as it would on a large corpus with a small scope.
@@ -238,22 +239,41 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
             conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET enable_seqscan = off')
     project = make_project(files, store=store_spec)
     project.index()
-    if store_spec:
+    f = QueryFilters.build(user_slug="u3")
+    own = sorted(p for p in files if p.startswith("kb/users/u3/"))
+    if postgres:
         # And make HNSW the planner's only way to order by distance: without the scope index, only the
         # exact fallback can find all 10 of u3's chunks.
         with psycopg.connect(store_spec, autocommit=True) as conn:
             conn.execute("DROP INDEX ragstead.chunks_scope")
-    f = QueryFilters.build(user_slug="u3")
-    own = sorted(p for p in files if p.startswith("kb/users/u3/"))
+    elif store_spec:
+        # Chroma answers small scopes by brute force, so make it miss rows the hard way: 7 of u3's 10
+        # vectors vanish from the collection behind the store's back (after its last in-step check), as
+        # in a damaged Chroma. SQLite still has them.
+        assert project.store.integrity_check() == "ok"
+        collection = project.store._open_collection()
+        ids = sorted(project.store._db.execute("SELECT id FROM chunks WHERE user_slug = 'u3'").fetchall())
+        collection.delete(ids=[str(i) for (i,) in ids[:7]])
+        assert len(collection.query(query_embeddings=[project.embedder.embed_query("note")], n_results=10,
+                                    where={"user_slug": "u3"})["ids"][0]) == 3
     hits = project.store.vector_search(project.embedder.embed_query("note on topic 2"), f, 10)
     assert len(hits) == len(own) == 10
     assert _paths(project, hits, f) == set(own)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    if store_spec and not postgres:  # the next open sees the count differ and puts the 7 back
+        from ragstead.stores import open_store
+
+        reopened = open_store(project.settings)
+        assert reopened.integrity_check() == "ok" and reopened.stats()["vector_rows"] == 400
+        again = reopened.vector_search(project.embedder.embed_query("note on topic 2"), f, 10)
+        assert [i for i, _ in again] == [i for i, _ in hits]
+        assert [s for _, s in again] == pytest.approx([s for _, s in hits], abs=1e-5)
+        reopened.close()
 
 
-def test_hybrid_results_agree_with_the_embedded_store(make_project, pg_url):
-    """Same corpus, same queries: vector results identical, hybrid top 3 nearly so (lexical ranking differs:
-    BM25 in tantivy, ts_rank in PostgreSQL)."""
+def test_hybrid_results_agree_with_the_embedded_store(make_project, server_spec):
+    """Same corpus, same queries: vector results identical, hybrid top 3 nearly so (PostgreSQL ranks words
+    with its own BM25 over its own stemmer; Chroma shares the embedded lexical index)."""
     corpus = {f"kb/users/alice/2025-01-{1 + i:02d}-n{i}.md": text for i, text in enumerate([
         "The billing database moved to PostgreSQL after the January outage.",
         "Quarterly planning: hire two engineers for the search team.",
@@ -267,7 +287,7 @@ def test_hybrid_results_agree_with_the_embedded_store(make_project, pg_url):
         "Backups of the billing database run nightly at two o'clock.",
     ])}
     embedded = make_project(corpus)
-    server = make_project(corpus, store=pg_url)
+    server = make_project(corpus, store=server_spec)
     embedded.index()
     server.index()
     f = QueryFilters.build(user_slug="alice")
@@ -292,13 +312,13 @@ def _snapshot(store) -> dict[str, tuple]:  # type: ignore[no-untyped-def]
             for w in store.export_documents(batch_size=3)}
 
 
-def test_migrate_copies_everything_both_ways_without_embedding(make_project, pg_url):
+def test_migrate_copies_everything_both_ways_without_embedding(make_project, server_spec):
     from ragstead.stores import open_store
     from ragstead.stores.migrate import copy_store
 
     source = make_project(FILES)
     source.index()
-    target = open_store(source.settings.with_overrides(store=pg_url))
+    target = open_store(source.settings.with_overrides(store=server_spec))
     report = copy_store(source.store, target, batch_size=3)
     assert (report.documents, report.chunks) == (len(FILES), source.store.stats()["chunks"])
     assert _snapshot(target) == _snapshot(source.store)
@@ -346,6 +366,34 @@ def test_cli_runs_on_postgresql(make_project, pg_url, cli):
             bad = cli(project, *args, expect=2)
             assert "error:" in bad.stderr and "hunter2" not in bad.stderr and "Traceback" not in bad.stderr
     cli(project, "query", "x", "--store", "mongodb://x", expect=2)
+
+
+def test_cli_runs_on_chroma(make_project, chroma_server, cli):
+    """index, query, status and migrate with Chroma as the vector store, embedded and as a server; clear
+    errors for a server that is not there and for a migration onto the index file it would read."""
+    import json
+
+    project = make_project(FILES)
+    local = "chroma:kb/rag/chroma"
+    out = cli(project, "index", "--store", local, "--roots", "kb,artifacts,docs", "--format", "json")
+    assert json.loads(out.stdout)["index"]["store"] == "chroma"
+    results = json.loads(cli(project, "query", "billing database", "--store", local, "--user", "alice", "--k",
+                             "2").stdout)["results"]
+    assert results and {r["file_path"] for r in results} <= ALICE
+    status = json.loads(cli(project, "status", "--store", local).stdout)
+    assert status["integrity"] == "ok" and status["vector_rows"] == status["chunks"] > 0
+    remote = f"{chroma_server}?db=kb/rag/remote.db"
+    cli(project, "migrate", "--from", local, "--to", remote)
+    copied = json.loads(cli(project, "query", "billing database", "--store", remote, "--user", "alice", "--k",
+                            "2").stdout)["results"]
+    assert [r["file_path"] for r in copied] == [r["file_path"] for r in results]
+    assert json.loads(cli(project, "status", "--store", remote).stdout)["integrity"] == "ok"
+    for spec in ("chroma+http://127.0.0.1:1", "chroma:", "chroma+http://:80"):
+        bad = cli(project, "query", "x", "--store", spec, expect=2)
+        assert "error:" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    # the embedded default and a Chroma server without ?db= share kb/rag/ragstead.db: nothing to copy
+    bad = cli(project, "migrate", "--from", "sqlite", "--to", chroma_server, expect=2)
+    assert "share" in bad.stderr
 
 
 def test_postgres_migrations_are_versioned_idempotent_and_race_free(pg_url):

@@ -30,7 +30,8 @@ DbOpt = Annotated[str | None, typer.Option("--db", help="Index file (default: kb
 StoreOpt = Annotated[
     str | None,
     typer.Option("--store", envvar="RAGSTEAD_STORE", show_envvar=False,
-                 help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db"),
+                 help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db | chroma:PATH | "
+                      "chroma+http://host:port"),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 KOpt = Annotated[int, typer.Option("--k", help="Results to return (ask: chunks to consider).")]
@@ -388,7 +389,7 @@ def evaluate(
     miss_k: Annotated[int, typer.Option("--miss-k", help="Miss: nothing relevant in this top k.")] = 10,
     report_json: Annotated[Path | None, typer.Option("--report-json", help="Where to write the JSON report.")] = None,
     index_db: Annotated[
-        str | None, typer.Option("--index-db", help="Keep/reuse the BEIR index: a file, or a postgresql:// URL.")
+        str | None, typer.Option("--index-db", help="Keep/reuse the BEIR index: a file, postgresql://, chroma:.")
     ] = None,
     chunker: Annotated[str | None, typer.Option(help="Chunker for the BEIR index.")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Words per chunk for the BEIR index.")] = None,
@@ -413,6 +414,7 @@ def evaluate(
     from ragstead.indexing.build import TextRecord, index_records
     from ragstead.retrieval.search import MODES
     from ragstead.stores import open_store
+    from ragstead.stores.chroma import is_chroma_spec
     from ragstead.stores.postgres import is_postgres_url
 
     try:
@@ -440,8 +442,8 @@ def evaluate(
             data = load_beir(beir, split)
             # The scratch folder holds the lock file and, without --index-db, the index itself.
             scratch = tempfile.TemporaryDirectory(prefix="ragstead-eval-")
-            if is_postgres_url(index_db or ""):
-                # A database of its own for the corpus; never the configured store (eval writes to it).
+            if is_postgres_url(index_db or "") or is_chroma_spec(index_db or ""):
+                # A store of its own for the corpus; never the configured store (eval writes to it).
                 beir_settings = settings.with_overrides(store=index_db, lock_path=f"{scratch.name}/beir.lock")
             else:
                 index_path = Path(index_db or f"{scratch.name}/beir.db").resolve()
@@ -485,8 +487,8 @@ def evaluate(
 
 @app.command()
 def migrate(
-    source: Annotated[str, typer.Option("--from", help="Store to copy: sqlite:PATH or postgresql://...")],
-    target: Annotated[str, typer.Option("--to", help="Empty store to fill: postgresql://... or sqlite:PATH")],
+    source: Annotated[str, typer.Option("--from", help="Store to copy: sqlite:PATH, postgresql://..., chroma:...")],
+    target: Annotated[str, typer.Option("--to", help="Empty store to fill: postgresql://..., chroma:..., sqlite:PATH")],
     replace: Annotated[bool, typer.Option("--replace", help="Empty the target first.")] = False,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
     quiet: QuietOpt = False,
@@ -496,14 +498,18 @@ def migrate(
     """Copy an index to another store, vectors included (nothing is re-embedded)."""
     from ragstead.indexing.lock import index_lock
     from ragstead.stores import describe_store, open_store
+    from ragstead.stores.factory import sqlite_path
     from ragstead.stores.migrate import copy_store
 
     try:
         _check_format(output, "text", "json")
         settings = _settings(root, config, None)
         source_settings, target_settings = (settings.with_overrides(store=spec) for spec in (source, target))
-        if describe_store(source_settings) == describe_store(target_settings):
-            raise RagsteadError("--from and --to name the same store")
+        shared = sqlite_path(source_settings)
+        if describe_store(source_settings) == describe_store(target_settings) or (
+            shared is not None and shared == sqlite_path(target_settings)
+        ):
+            raise RagsteadError("--from and --to name the same store (or share its index file)")
         with index_lock(settings.lock_file):  # no `ragstead index` of this project while the copy runs
             from_store = open_store(source_settings, must_exist=True)
             to_store = open_store(target_settings)

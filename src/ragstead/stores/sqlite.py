@@ -97,6 +97,15 @@ CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_typ
 
 
 
+def best_positions(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k highest scores, best first."""
+    top = min(k, scores.size)
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    best = np.argpartition(-scores, top - 1)[:top]
+    return best[np.argsort(-scores[best], kind="stable")]
+
+
 def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     record = dict(zip([d[0] for d in cursor.description], row, strict=True))
     record["is_private"] = bool(record["is_private"])
@@ -178,6 +187,7 @@ class SqliteStore:
                 raise
             self._invalidate()
             self._lexical.replace_all(generation, iter(()))
+            self._derived_write(generation, None, [])
         finally:
             self._lexical.release()
 
@@ -290,8 +300,14 @@ class SqliteStore:
                     self._lexical.write(generation, deleted, added)
                 else:  # it missed an earlier write (a crash, or a failure here): start it over
                     self._rebuild_lexical()
+                self._derived_write(generation, deleted, [row.key for row in added])
         finally:
             self._lexical.release()
+
+    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int]) -> None:
+        """Bring an index derived from SQLite (besides the lexical one) up to `generation` after a write that
+        deleted and added these chunk ids (`deleted` None: everything was removed). Runs after SQLite and the
+        lexical index have committed, under the lexical writer lock. Nothing here: the vectors live in SQLite."""
 
     # -- lexical index upkeep ---------------------------------------------------------------------
 
@@ -407,10 +423,7 @@ class SqliteStore:
         q = query.astype(np.float32)
         # When most rows qualify, one BLAS matvec over the whole matrix beats copying a gathered sub-matrix.
         scores = (matrix @ q)[positions] if positions.size * 3 > ids.size else matrix[positions] @ q
-        top = min(k, scores.size)
-        best = np.argpartition(-scores, top - 1)[:top]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(int(ids[positions[i]]), float(scores[i])) for i in best]
+        return [(int(ids[positions[i]]), float(scores[i])) for i in best_positions(scores, k)]
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """BM25 (tantivy) over the chunks the filters admit; the filters are clauses of the query itself."""
@@ -495,6 +508,7 @@ class SqliteStore:
         one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
         self._lexical_in_step()
         return {
+            "store": "sqlite",
             "documents": one("SELECT COUNT(*) FROM documents"),
             "chunks": one("SELECT COUNT(*) FROM chunks"),
             "lexical_rows": self._lexical.count(),

@@ -1,0 +1,198 @@
+"""The other stores beside the embedded one: the same queries over the same chunks, in one run.
+
+Stores: PostgreSQL 18 + pgvector 0.8 (a local server, loopback, durable: fsync on, shared_buffers 2 GB) and
+Chroma 1.5 as the vector index (`chroma:PATH`, its embedded client; the text and BM25 stay in SQLite).
+Per size: the synthetic index of query_latency.py (built if missing) is copied into each store with
+`ragstead migrate`'s code (timed: that is each store's load rate, ANN builds included), then the same
+query sets go through the same search() over every store. Also measured: the recall@10 of each store's
+vector side (HNSW) against the embedded store's exact search, unfiltered and with a 2 % user filter.
+Random vectors are the hardest case for HNSW (no clusters to exploit); real embeddings do better.
+
+Real data too: the SciFact index of bench/results/.cache (built by `python -m bench quality`, or here) is
+migrated into each store and `ragstead eval` runs on all of them (train and test): nDCG@10 and
+Recall@100 per mode, search p50/p95, and the HNSW recall@10 of the real test queries against exact search.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import RESULTS, write_results
+from bench.query_latency import USERS, build, measure_store
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.stores import SqliteStore
+from ragstead.stores.chroma import ChromaLocation, ChromaStore
+from ragstead.stores.migrate import copy_store
+from ragstead.stores.postgres import PostgresStore
+from ragstead.stores.postgres_local import LocalPostgres
+
+STORES = ("postgresql", "chroma")
+
+SERVER_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "1",
+                   "work_mem": "64MB"}
+
+
+def _top_chunk_ids(store: Any, q: np.ndarray, f: QueryFilters) -> set[str]:
+    hits = store.vector_search(q, f, 10)
+    rows = store.fetch_chunks([h[0] for h in hits], f)
+    return {rows[h[0]]["chunk_id"] for h in hits}
+
+
+def recall_at_10(embedded: SqliteStore, server: Any, probes: Iterable[tuple[np.ndarray, QueryFilters]]) -> float:
+    """Mean overlap of another store's vector top 10 with the embedded store's exact top 10, compared by
+    chunk id (row ids are each store's own)."""
+    overlaps = [len(_top_chunk_ids(embedded, q, f) & _top_chunk_ids(server, q, f)) / 10 for q, f in probes]
+    return round(float(np.mean(overlaps)), 4)
+
+
+def _random_unit(rng: np.random.Generator) -> np.ndarray:
+    q = rng.standard_normal(384).astype(np.float32)
+    return q / np.linalg.norm(q)
+
+
+def _fresh_chroma(folder: Path) -> str:
+    shutil.rmtree(folder, ignore_errors=True)
+    return f"chroma:{folder}"
+
+
+def _open(spec: str) -> Any:
+    if spec.startswith("chroma:"):
+        folder = Path(spec.removeprefix("chroma:"))
+        return ChromaStore(ChromaLocation(sqlite_file=folder / "ragstead.db", persist_dir=folder))
+    return PostgresStore(spec)
+
+
+def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
+    path = workdir / f"synthetic-{n}.db"
+    if not path.exists():
+        build(path, n)
+    embedded = SqliteStore(path)
+    result: dict[str, Any] = {"embedded": measure_store(embedded)}
+    rng = np.random.default_rng(9)
+    probes = {
+        "no user filter": [(_random_unit(rng), QueryFilters()) for _ in range(100)],
+        "user filter (2 %)": [(_random_unit(rng), QueryFilters(user_slug=f"u{i % USERS}")) for i in range(100)],
+    }
+    specs = {"postgresql": server.create_database(f"synthetic_{n}_{int(time.time())}"),
+             "chroma": _fresh_chroma(workdir / f"chroma-{n}")}
+    for name in STORES:
+        target = _open(specs[name])
+        started = time.perf_counter()
+        report = copy_store(embedded, target, batch_size=500)
+        load_seconds = time.perf_counter() - started
+        result[name] = measure_store(target) | {
+            "load_seconds": round(load_seconds, 1),
+            "load_chunks_per_second": round(report.chunks / load_seconds, 1),
+            "hnsw_recall_at_10": {scope: recall_at_10(embedded, target, p) for scope, p in probes.items()},
+        }
+        target.close()
+    embedded.close()
+    return result
+
+
+def _eval(dataset: Path, split: str, index: str, tag: str) -> dict[str, Any]:
+    report = RESULTS / ".cache" / f"eval-{dataset.name}-{split}-{tag}.json"
+    subprocess.run(
+        [sys.executable, "-m", "ragstead", "eval", "--beir", str(dataset), "--split", split,
+         "--modes", "vector,lexical,hybrid", "--k", "1,5,10,100", "--index-db", index,
+         "--report-json", str(report), "--quiet", "--root", str(RESULTS / ".cache")],
+        check=True,
+    )
+    return json.loads(report.read_text())
+
+
+def scifact(dataset: Path, server: LocalPostgres, workdir: Path) -> dict[str, Any]:
+    """Every store on the real SciFact index: quality per mode and split, and HNSW recall on real queries."""
+    from ragstead.embeddings import MiniLMOnnxEmbedder
+    from ragstead.evaluation.cases import load_beir
+
+    cache = RESULTS / ".cache" / f"{dataset.name}.db"
+    out: dict[str, Any] = {}
+    if not cache.exists():
+        _eval(dataset, "test", str(cache), "embedded")
+    specs = {"embedded": str(cache), "postgresql": server.create_database(f"{dataset.name}_{int(time.time())}"),
+             "chroma": _fresh_chroma(workdir / f"chroma-{dataset.name}")}
+    for name in STORES:
+        migrated = subprocess.run([sys.executable, "-m", "ragstead", "migrate", "--from", f"sqlite:{cache}", "--to",
+                                   specs[name], "--format", "json", "--quiet"], check=True, capture_output=True,
+                                  text=True)
+        report = json.loads(migrated.stdout)
+        out[f"migrate | {name}"] = {k: v for k, v in report.items() if k not in ("source", "target")}
+    for split in ("train", "test"):
+        for name, spec in specs.items():
+            report = _eval(dataset, split, spec, name)
+            out[f"{split} | {name}"] = {"modes": report["modes"], "latency_ms": report["latency_ms"]}
+    embedder = MiniLMOnnxEmbedder()
+    probes = [(embedder.embed_query(case.query), QueryFilters()) for case in load_beir(dataset, "test").cases]
+    embedded = SqliteStore(cache)
+    for name in STORES:
+        target = _open(specs[name])
+        out[f"hnsw_recall_at_10_test_queries | {name}"] = recall_at_10(embedded, target, probes)
+        target.close()
+    embedded.close()
+    return out
+
+
+def _pair(timing: dict[str, float]) -> str:
+    return f"{timing['p50']:.2f} / {timing['p95']:.2f}"
+
+
+def _rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = [["data", "scope", "mode", "embedded", "PostgreSQL", "Chroma", "p95 ratio (PG, Chroma)"]]
+    real = results.get("scifact")
+    if real:
+        for split in ("train", "test"):
+            for mode in real[f"{split} | embedded"]["modes"]:
+                runs = [real[f"{split} | {tag}"] for tag in ("embedded", *STORES)]
+                rows.append([f"SciFact {split}", "nDCG@10 / Recall@100", mode, *(
+                    f"{r['modes'][mode]['ndcg@10']:.4f} / {r['modes'][mode]['recall@100']:.4f}" for r in runs), ""])
+                p95 = [r["latency_ms"][mode]["p95"] for r in runs]
+                rows.append([f"SciFact {split}", "search p50 / p95 ms (300 candidates)", mode,
+                             *(_pair(r["latency_ms"][mode]) for r in runs),
+                             ", ".join(f"{p / p95[0]:.2f}x" for p in p95[1:])])
+        rows.append(["SciFact test", "vector recall@10 vs exact (real queries)", "vector", "1.0 (exact)",
+                     *(str(real[f"hnsw_recall_at_10_test_queries | {name}"]) for name in STORES), ""])
+        rows.append(["SciFact", "migrate (chunks/s)", "", "", *(
+            f"{real[f'migrate | {name}']['chunks_per_second']:.0f}" for name in STORES), ""])
+    for n, data in results["sizes"].items():
+        for key, embedded in data["embedded"].items():
+            if " | " not in key:
+                continue
+            scope, mode = key.split(" | ")
+            rows.append([f"synthetic {int(n):,}", scope, mode, _pair(embedded),
+                         *(_pair(data[name][key]) for name in STORES),
+                         ", ".join(f"{data[name][key]['p95'] / embedded['p95']:.2f}x" for name in STORES)])
+        for scope in ("no user filter", "user filter (2 %)"):
+            rows.append([f"synthetic {int(n):,}", f"vector recall@10 vs exact (random vectors), {scope}", "vector",
+                         "1.0 (exact)", *(str(data[name]["hnsw_recall_at_10"][scope]) for name in STORES), ""])
+        rows.append([f"synthetic {int(n):,}", "load (migrate): seconds, chunks/s", "", "", *(
+            f"{data[name]['load_seconds']} s, {data[name]['load_chunks_per_second']:.0f}/s" for name in STORES), ""])
+    return rows
+
+
+def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None) -> None:
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-store-latency-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    data_root = Path(tempfile.mkdtemp(prefix="ragstead-bench-pg-"))
+    data_root.chmod(0o755)
+    results: dict[str, Any] = {"data": __doc__.split("\n\n")[1].replace("\n", " "),
+                               "postgresql_settings": SERVER_SETTINGS, "sizes": {}}
+    with LocalPostgres(data_root / "data", settings=SERVER_SETTINGS) as server:
+        if dataset is not None and dataset.exists():
+            results["scifact"] = scifact(dataset, server, workdir)
+            write_results("store_latency", results, _rows(results))
+            print("scifact: done", flush=True)
+        for n in sizes:
+            results["sizes"][str(n)] = one_size(n, workdir, server)
+            write_results("store_latency", results, _rows(results))  # each size as soon as it is done
+            print(f"{n}: done", flush=True)

@@ -1,0 +1,329 @@
+"""Chroma as ragstead's vector index: `--store chroma:PATH` (embedded, PersistentClient) or
+`--store chroma+http://host:port` (a `chroma run` server).
+
+What lives where:
+- Chroma holds one record per chunk: its vector and the filter fields (privacy, user, doc type, day,
+  one `tag:<name>` flag per tag), in a collection named after the index (`ragstead-<index id>`), so
+  several indexes can share one server.
+- SQLite (+ tantivy) holds everything else exactly as the embedded store does: documents, chunk text,
+  the BM25 index, and a copy of each vector. It stays the source of truth, so Chroma is a derived index
+  like the lexical one: every write commits to SQLite first, then brings Chroma to the same generation.
+  A write that died in between (a crash, a server that went away) leaves Chroma one generation behind;
+  the next search or write notices and reconciles it by diffing ids, so nothing is lost and nothing
+  stale is served for long. The vector copy in SQLite is what makes that repair (and `migrate`, the
+  embedding cache and the exact fallback below) possible without re-embedding.
+- Filters become a Chroma `where` clause (the same semantics as `QueryFilters.to_sql`): scope is
+  enforced inside Chroma's search, not after it. When Chroma returns fewer than k hits although the
+  scope holds more (a small scope that the HNSW walk misses), the query is answered exactly over the
+  scope's vectors in SQLite, so "k results whenever k exist" holds as in the other stores.
+
+`chroma:PATH` keeps Chroma's files and ragstead's SQLite file (`PATH/ragstead.db`) in one folder. With
+`chroma+http://` the SQLite side is the project's index file (`db_path`), or `?db=PATH`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+
+from ragstead.errors import ConfigError, RagsteadError
+from ragstead.retrieval.filters import QueryFilters
+from ragstead.stores.sqlite import SqliteStore, best_positions
+
+# Rows per SQLite IN-list when reading vectors for Chroma.
+READ_BATCH = 1000
+
+
+def is_chroma_spec(spec: str) -> bool:
+    """True for chroma:PATH, chroma+http:// and chroma+https:// store settings."""
+    return spec.startswith(("chroma:", "chroma+http://", "chroma+https://"))
+
+
+@dataclass(frozen=True)
+class ChromaLocation:
+    """Where a Chroma store's two halves live: Chroma (a folder or a server) and the SQLite file."""
+
+    sqlite_file: Path
+    persist_dir: Path | None = None
+    host: str | None = None
+    port: int | None = None
+    ssl: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, resolve: Any, default_db: Path) -> ChromaLocation:
+        """From a store setting; `resolve` makes a relative path absolute against the project root."""
+        if spec.startswith("chroma:"):
+            folder = spec.removeprefix("chroma:").strip()
+            if not folder:
+                raise ConfigError("chroma:PATH needs a folder, e.g. chroma:kb/rag/chroma")
+            persist_dir = Path(resolve(folder))
+            return cls(sqlite_file=persist_dir / "ragstead.db", persist_dir=persist_dir)
+        try:
+            parts = urlsplit(spec)
+            port = parts.port or (443 if parts.scheme == "chroma+https" else 8000)
+        except ValueError as exc:
+            raise ConfigError(f"bad Chroma server URL {spec!r}: {exc}") from None
+        if not parts.hostname:
+            raise ConfigError(f"bad Chroma server URL {spec!r}: use chroma+http://host:port")
+        db = parse_qs(parts.query).get("db")
+        return cls(sqlite_file=Path(resolve(db[0])) if db else default_db, host=parts.hostname, port=port,
+                   ssl=parts.scheme == "chroma+https")
+
+    def describe(self) -> str:
+        """Both halves, safe to print."""
+        if self.persist_dir is not None:
+            return f"chroma:{self.persist_dir}"
+        scheme = "https" if self.ssl else "http"
+        return f"chroma+{scheme}://{self.host}:{self.port} (text and BM25 in {self.sqlite_file})"
+
+
+def chroma_where(filters: QueryFilters) -> dict[str, Any]:
+    """The Chroma `where` clause admitting exactly the chunks `filters.to_sql` admits."""
+    clauses: list[dict[str, Any]] = [{"is_private": not filters.public_only}]
+    if filters.user_slug is not None:
+        clauses.append({"user_slug": filters.user_slug})
+    if filters.doc_types:
+        clauses.append({"doc_type": {"$in": list(filters.doc_types)}})
+    if not filters.include_archive and "archive" not in filters.doc_types:
+        clauses.append({"doc_type": {"$ne": "archive"}})
+    # Chroma compares only numbers with $gte/$lte, so days are stored as YYYYMMDD integers. SQL compares
+    # the ISO strings, which for `created_at >= day` and `< day + 1` is the same as comparing the day part.
+    if filters.date_from:
+        clauses.append({"created_day": {"$gte": _day_number(filters.date_from)}})
+    if filters.date_to:
+        clauses.append({"created_day": {"$lte": _day_number(filters.date_to)}})
+    if filters.tags:
+        tags = [{f"tag:{tag}": True} for tag in filters.tags]
+        clauses.append(tags[0] if len(tags) == 1 else {"$or": tags})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _day_number(value: str | None) -> int | None:
+    try:
+        day = date.fromisoformat((value or "")[:10])
+    except ValueError:
+        return None
+    return day.year * 10000 + day.month * 100 + day.day
+
+
+def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, created_at: str | None,
+                    tags: str) -> dict[str, Any]:
+    """A chunk's filter fields as Chroma metadata (absent values are left out: Chroma has no NULL)."""
+    import json
+
+    metadata: dict[str, Any] = {"is_private": bool(is_private), "doc_type": doc_type}
+    if user_slug is not None:
+        metadata["user_slug"] = user_slug
+    day = _day_number(created_at)
+    if day is not None:
+        metadata["created_day"] = day
+    metadata.update({f"tag:{tag}": True for tag in json.loads(tags)})
+    return metadata
+
+
+class ChromaStore(SqliteStore):
+    """`Store` whose vector search runs in Chroma; everything else is the embedded store's (see module doc)."""
+
+    def __init__(self, location: ChromaLocation) -> None:
+        try:
+            import chromadb
+            from chromadb.config import Settings as ChromaSettings
+        except ImportError as exc:
+            raise RagsteadError(
+                f"the Chroma store needs chromadb ({exc.name} is missing): pip install 'ragstead[chroma]'"
+            ) from exc
+        super().__init__(location.sqlite_file)
+        self.location = location
+        import httpx  # a dependency of chromadb: the HTTP client's transport errors
+
+        self._chroma_errors = (chromadb.errors.ChromaError, ValueError, OSError, httpx.HTTPError)
+        chroma_settings = ChromaSettings(anonymized_telemetry=False)
+        with self._chroma("connect to"):
+            if location.persist_dir is not None:
+                self._client = chromadb.PersistentClient(path=str(location.persist_dir), settings=chroma_settings)
+            else:
+                self._client = chromadb.HttpClient(host=location.host or "localhost", port=location.port or 8000,
+                                                   ssl=location.ssl, settings=chroma_settings)
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
+        self._name = f"ragstead-{self._meta('index_id')}"
+        self._collection: Any = None
+        self._vectors_checked: tuple[int, int] | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _chroma(self, action: str) -> Iterator[None]:
+        """Turn a Chroma or connection failure into one clear error naming the store."""
+        try:
+            yield
+        except self._chroma_errors as exc:
+            raise RagsteadError(f"cannot {action} the Chroma store {self.location.describe()}: {exc}") from exc
+
+    def _open_collection(self) -> Any:
+        """The index's collection, created on first use (cosine = inner product: vectors are unit length)."""
+        if self._collection is None:
+            self._collection = self._client.get_or_create_collection(
+                self._name, embedding_function=None, configuration={"hnsw": {"space": "ip"}}
+            )
+        return self._collection
+
+    def _chroma_generation(self) -> int | None:
+        """The SQLite generation Chroma reflects, read from the server (another process may have written)."""
+        try:
+            metadata = self._client.get_collection(self._name).metadata or {}
+        except self._chroma_errors[0]:  # not created yet, or dropped by another process's reset
+            self._collection = None
+            return None
+        if metadata.get("model") != (self._meta("embed_model") or ""):
+            return None
+        return int(metadata["generation"]) if "generation" in metadata else None
+
+    def _set_generation(self, generation: int) -> None:
+        self._open_collection().modify(metadata={"generation": generation, "model": self._meta("embed_model") or ""})
+
+    def _recreate_collection(self) -> None:
+        if self._name in {c.name for c in self._client.list_collections()}:
+            self._client.delete_collection(self._name)
+        self._collection = None
+
+    # -- keeping Chroma in step with SQLite ---------------------------------------------------------
+
+    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int]) -> None:
+        """After a SQLite commit: apply its deletions and additions to Chroma, or reconcile if Chroma
+        missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
+        with self._chroma("write to"):
+            if deleted is None:
+                self._recreate_collection()
+                self._set_generation(generation)
+            elif self._chroma_generation() == generation - 1:
+                collection = self._open_collection()
+                if deleted:
+                    collection.delete(ids=[str(i) for i in deleted])
+                self._upsert(added)
+                self._set_generation(generation)
+            else:
+                self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Make Chroma hold exactly SQLite's chunks: drop ids SQLite no longer has, add the missing ones."""
+        generation = self._sqlite_generation()
+        if self._chroma_generation() is None:  # unknown state or another model's vectors: start over
+            self._recreate_collection()
+        collection = self._open_collection()
+        have: set[int] = set()
+        page = self._client.get_max_batch_size()
+        while batch := collection.get(include=[], limit=page, offset=len(have))["ids"]:
+            have.update(int(i) for i in batch)
+        want = {r[0] for r in self._db.execute("SELECT id FROM chunks")}
+        stale = sorted(have - want)
+        for start in range(0, len(stale), page):
+            collection.delete(ids=[str(i) for i in stale[start : start + page]])
+        self._upsert(sorted(want - have))
+        self._set_generation(generation)
+
+    def _upsert(self, rowids: list[int]) -> None:
+        """Send these chunks' vectors and filter fields from SQLite to Chroma."""
+        collection = self._open_collection()
+        for start in range(0, len(rowids), READ_BATCH):
+            part = rowids[start : start + READ_BATCH]
+            rows = self._db.execute(
+                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags "
+                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE c.id IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+            if rows:
+                collection.upsert(
+                    ids=[str(r[0]) for r in rows],
+                    embeddings=np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]),
+                    metadatas=[_chunk_metadata(*r[2:]) for r in rows],
+                )
+
+    def _chroma_lags(self) -> bool:
+        """Chroma missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
+        if self._chroma_generation() != self._sqlite_generation():
+            return True
+        chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return bool(self._meta("embed_model")) and self._open_collection().count() != chunks
+
+    def _vectors_in_step(self) -> None:
+        """Before a vector search, once per SQLite data version: reconcile Chroma if it lags SQLite and no
+        writer is busy (as the lexical index does; with a write in flight, search the previous state and
+        look again next time)."""
+        version = self._version()
+        if version == self._vectors_checked:
+            return
+        with self._chroma("read"):
+            if self._chroma_lags():
+                if not self._lexical.try_acquire():
+                    return
+                try:
+                    if self._chroma_lags():
+                        self._reconcile()
+                finally:
+                    self._lexical.release()
+                version = self._version()
+        self._vectors_checked = version
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Chroma's HNSW search under the `where` clause; exact over SQLite when it comes back short."""
+        if k <= 0 or self._meta("embed_model") is None:
+            return []
+        self._vectors_in_step()
+        with self._chroma("search"):
+            result = self._open_collection().query(
+                query_embeddings=[query.astype(np.float32)], n_results=k, where=chroma_where(filters),
+                include=["distances"],
+            )
+        hits = [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
+        if len(hits) < k:
+            where, params = filters.to_sql("c")
+            in_scope = self._db.execute(f"SELECT COUNT(*) FROM chunks c WHERE {where}", params).fetchone()[0]
+            if in_scope > len(hits):
+                return self._exact_search(query, filters, k)
+        return hits
+
+    def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
+        where, params = filters.to_sql("c")
+        rows = self._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
+        if not rows:
+            return []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ query.astype(np.float32)
+        return [(int(ids[i]), float(scores[i])) for i in best_positions(scores, k)]
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """The embedded store's counts plus Chroma's: `vector_rows == chunks` when in step."""
+        stats = super().stats()
+        self._vectors_in_step()
+        with self._chroma("read"):
+            rows = self._open_collection().count() if stats["embed_model"] else 0
+            generation = self._chroma_generation()
+        return stats | {"store": "chroma", "chroma": self.location.describe(), "collection": self._name,
+                        "vector_rows": rows, "vector_generation": generation}
+
+    def integrity_check(self) -> str:
+        """The embedded store's check, then Chroma against SQLite."""
+        result = super().integrity_check()
+        if result != "ok":
+            return result
+        stats = self.stats()
+        wanted = self._sqlite_generation()
+        if stats["embed_model"] and (stats["vector_rows"], stats["vector_generation"]) != (stats["chunks"], wanted):
+            return (f"Chroma collection {self._name} at generation {stats['vector_generation']} with "
+                    f"{stats['vector_rows']} vectors; SQLite at {wanted} with {stats['chunks']} chunks")
+        return "ok"
