@@ -1,4 +1,4 @@
-"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores.
+"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking.
 
 See "Performance and quality" in the README.
 """
@@ -15,12 +15,14 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client", "refusal", "fusion", "stores"])
+                                           "api-client", "refusal", "fusion", "stores", "chunking"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
     parser.add_argument("--sizes", default="100000,1000000", help="latency bench: chunk counts")
     parser.add_argument("--size", type=int, default=0)
+    parser.add_argument("--chunking", default="400/80,200/40,150/30",
+                        help="chunking bench: words/overlap configurations")
     parser.add_argument("--workdir", type=Path, default=None, help="latency bench: keep synthetic indexes here")
     parser.add_argument("--requests", type=int, default=2000, help="api bench: requests per run (upper bound)")
     parser.add_argument("--seconds", type=float, default=60.0, help="api bench: time limit per run")
@@ -53,6 +55,11 @@ def main() -> None:
         from bench.api_load import main as api_main
 
         api_main(args.workdir, args.requests, args.seconds, args.threads)
+    if args.what == "chunking":  # not in `all`: each configuration re-embeds the corpus (~4 min on SciFact)
+        from bench.chunking_sweep import main as chunking_main
+
+        configs = [tuple(int(x) for x in c.split("/")) for c in args.chunking.split(",") if c]
+        chunking_main(args.dataset, configs)  # type: ignore[arg-type]
     if args.what == "stores":  # not in `all`: it needs the server extras and ~1 h at 1M chunks
         from bench.store_latency import main as stores_main
 

@@ -175,10 +175,12 @@ def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-u
     gets its own collection; `side_db` names the SQLite side's file when the project has another index)."""
     if kind == "postgresql":
         return new_database(request.getfixturevalue("pg_server"))
+    # exact_rows=0: every vector query goes through Chroma's own filtered search (the `where` translation
+    # under test), where by default the small scopes of these corpora would be scored from SQLite.
     if kind == "chroma":
-        return "chroma:kb/rag/chroma"
+        return "chroma:kb/rag/chroma?exact_rows=0"
     if kind == "chroma-http":
-        return request.getfixturevalue("chroma_server") + (f"?db={side_db}" if side_db else "")
+        return request.getfixturevalue("chroma_server") + "?exact_rows=0" + (f"&db={side_db}" if side_db else "")
     return ""
 
 

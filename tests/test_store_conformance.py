@@ -15,6 +15,7 @@ from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.search import SearchOptions, search
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
+from ragstead.stores.chroma import chroma_where
 
 FILES = {
     "kb/users/alice/2025-01-10-billing.md": "# Billing\nWe moved the billing database to PostgreSQL in January.",
@@ -200,6 +201,58 @@ def test_a_failed_batch_changes_nothing(project):
     assert project.store.integrity_check() == "ok"
     hits = project.store.lexical_search(["billing"], QueryFilters.build(user_slug="alice"), 10)
     assert _paths(project, hits, QueryFilters.build(user_slug="alice")) == {"kb/users/alice/2025-01-10-billing.md"}
+
+
+def test_chroma_scores_small_scopes_exactly_from_sqlite_and_sends_large_ones_to_chroma(make_project, monkeypatch):
+    """The default planner: a scope of at most exact_rows chunks never reaches Chroma and gets exactly the
+    embedded store's answer; a larger one is Chroma's filtered search."""
+    from chromadb.api.models.Collection import Collection
+
+    calls = []
+    query = Collection.query
+    monkeypatch.setattr(Collection, "query", lambda self, *a, **kw: calls.append(kw["where"]) or query(self, *a, **kw))
+    embedded = make_project(FILES)
+    embedded.index()
+    alice = QueryFilters.build(user_slug="alice")
+    q = embedded.embedder.embed_query("billing database")
+    expected = embedded.store.vector_search(q, alice, 3)
+    for spec, through_chroma in (("chroma:kb/rag/c1", False), ("chroma:kb/rag/c2?exact_rows=2", True)):
+        project = make_project(FILES, store=spec)
+        project.index()
+        calls.clear()
+        hits = project.store.vector_search(q, alice, 3)
+        assert [s for _, s in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
+        assert _paths(project, hits, alice) == _paths(embedded, expected, alice)
+        assert calls == ([chroma_where(alice)] if through_chroma else [])
+
+
+@pytest.mark.parametrize("kind", ["chroma", "chroma-http"])
+def test_chroma_missing_a_write_is_repaired_from_sqlite(make_project, request, monkeypatch, kind):
+    """Chroma fails after SQLite committed (a server gone mid-index): the write reports an error, SQLite keeps
+    the batch, and the next search brings Chroma back in step, so nothing is lost and nothing leaks."""
+    from chromadb.api.models.Collection import Collection
+
+    from conftest import spec_for
+
+    project = make_project(FILES, store=spec_for(kind, request))
+    project.index()
+
+    def server_gone(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("connection reset by peer")
+
+    # fault injection: real collections, whose writes fail until the patch is undone
+    monkeypatch.setattr(Collection, "upsert", server_gone)
+    project.write({"kb/users/alice/2025-06-01-new.md": "Alice's new note on the zeppelin hangar lease."})
+    with pytest.raises(RagsteadError, match="Chroma store"):
+        project.index()
+    monkeypatch.undo()
+    assert project.store.get_document(file_path="kb/users/alice/2025-06-01-new.md") is not None  # kept in SQLite
+    alice, bob = QueryFilters.build(user_slug="alice"), QueryFilters.build(user_slug="bob")
+    query = project.embedder.embed_query("zeppelin hangar lease")
+    assert "kb/users/alice/2025-06-01-new.md" in _paths(project, project.store.vector_search(query, alice, 3), alice)
+    assert "kb/users/alice/2025-06-01-new.md" not in _paths(project, project.store.vector_search(query, bob, 9), bob)
+    assert project.store.integrity_check() == "ok"
+    assert project.store.stats()["vector_rows"] == project.store.stats()["chunks"]
 
 
 def test_model_guard_refuses_mixing_models(project):

@@ -14,11 +14,15 @@ What lives where:
   embedding cache and the exact fallback below) possible without re-embedding.
 - Filters become a Chroma `where` clause (the same semantics as `QueryFilters.to_sql`): scope is
   enforced inside Chroma's search, not after it. When Chroma returns fewer than k hits although the
-  scope holds more (a small scope that the HNSW walk misses), the query is answered exactly over the
-  scope's vectors in SQLite, so "k results whenever k exist" holds as in the other stores.
+  scope holds more, the query is answered exactly over the scope's vectors in SQLite, so "k results
+  whenever k exist" holds as in the other stores.
+- A scope of at most `exact_rows` chunks (default 10,000) never goes to Chroma: SQLite's WHERE picks its
+  rows and they are scored exactly, which is faster than Chroma's filtered search there (measured,
+  see EXACT_SCOPE_ROWS) and has no recall loss.
 
 `chroma:PATH` keeps Chroma's files and ragstead's SQLite file (`PATH/ragstead.db`) in one folder. With
-`chroma+http://` the SQLite side is the project's index file (`db_path`), or `?db=PATH`.
+`chroma+http://` the SQLite side is the project's index file (`db_path`), or `?db=PATH`. `?exact_rows=N`
+sets the exact-scope limit (0: every vector query goes to Chroma).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ from ragstead.stores.sqlite import SqliteStore, best_positions
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
 READ_BATCH = 1000
+# Scopes up to this many chunks are scored exactly from SQLite instead of asking Chroma. Chroma evaluates a
+# `where` clause before its graph search at a cost that grows with the collection, not the scope: at 100k
+# chunks a 2 % user scope took 85-95 ms in Chroma against 4.4 ms exact over its 2,000 rows in SQLite
+# (~4 us per row), so exact wins up to ~20k rows (bench/results/store_latency.md).
+EXACT_SCOPE_ROWS = 10_000
 
 
 def is_chroma_spec(spec: str) -> bool:
@@ -56,26 +65,37 @@ class ChromaLocation:
     host: str | None = None
     port: int | None = None
     ssl: bool = False
+    exact_scope_rows: int = EXACT_SCOPE_ROWS
 
     @classmethod
     def parse(cls, spec: str, resolve: Any, default_db: Path) -> ChromaLocation:
-        """From a store setting; `resolve` makes a relative path absolute against the project root."""
-        if spec.startswith("chroma:"):
-            folder = spec.removeprefix("chroma:").strip()
+        """From a store setting; `resolve` makes a relative path absolute against the project root.
+
+        Options go after `?`: `db=PATH` (chroma+http only: the SQLite side), `exact_rows=N` (scopes up to N
+        chunks are scored exactly from SQLite; 0 sends every vector query to Chroma).
+        """
+        head, _, query = spec.partition("?")
+        options = parse_qs(query)
+        try:
+            exact_rows = int(options.get("exact_rows", [EXACT_SCOPE_ROWS])[0])
+        except ValueError:
+            raise ConfigError(f"exact_rows in {spec!r} must be a whole number") from None
+        if head.startswith("chroma:"):
+            folder = head.removeprefix("chroma:").strip()
             if not folder:
                 raise ConfigError("chroma:PATH needs a folder, e.g. chroma:kb/rag/chroma")
             persist_dir = Path(resolve(folder))
-            return cls(sqlite_file=persist_dir / "ragstead.db", persist_dir=persist_dir)
+            return cls(sqlite_file=persist_dir / "ragstead.db", persist_dir=persist_dir, exact_scope_rows=exact_rows)
         try:
-            parts = urlsplit(spec)
+            parts = urlsplit(head)
             port = parts.port or (443 if parts.scheme == "chroma+https" else 8000)
         except ValueError as exc:
             raise ConfigError(f"bad Chroma server URL {spec!r}: {exc}") from None
         if not parts.hostname:
             raise ConfigError(f"bad Chroma server URL {spec!r}: use chroma+http://host:port")
-        db = parse_qs(parts.query).get("db")
+        db = options.get("db")
         return cls(sqlite_file=Path(resolve(db[0])) if db else default_db, host=parts.hostname, port=port,
-                   ssl=parts.scheme == "chroma+https")
+                   ssl=parts.scheme == "chroma+https", exact_scope_rows=exact_rows)
 
     def describe(self) -> str:
         """Both halves, safe to print."""
@@ -178,10 +198,12 @@ class ChromaStore(SqliteStore):
     def _chroma_generation(self) -> int | None:
         """The SQLite generation Chroma reflects, read from the server (another process may have written)."""
         try:
-            metadata = self._client.get_collection(self._name).metadata or {}
+            # A fresh handle each time: another process's reset may have replaced the collection.
+            self._collection = self._client.get_collection(self._name, embedding_function=None)
         except self._chroma_errors[0]:  # not created yet, or dropped by another process's reset
             self._collection = None
             return None
+        metadata = self._collection.metadata or {}
         if metadata.get("model") != (self._meta("embed_model") or ""):
             return None
         return int(metadata["generation"]) if "generation" in metadata else None
@@ -190,9 +212,16 @@ class ChromaStore(SqliteStore):
         self._open_collection().modify(metadata={"generation": generation, "model": self._meta("embed_model") or ""})
 
     def _recreate_collection(self) -> None:
-        if self._name in {c.name for c in self._client.list_collections()}:
+        try:
             self._client.delete_collection(self._name)
+        except self._chroma_errors[0]:  # there was none
+            pass
         self._collection = None
+
+    def _delete(self, rowids: list[int]) -> None:
+        page = self._client.get_max_batch_size()
+        for start in range(0, len(rowids), page):
+            self._open_collection().delete(ids=[str(i) for i in rowids[start : start + page]])
 
     # -- keeping Chroma in step with SQLite ---------------------------------------------------------
 
@@ -204,9 +233,7 @@ class ChromaStore(SqliteStore):
                 self._recreate_collection()
                 self._set_generation(generation)
             elif self._chroma_generation() == generation - 1:
-                collection = self._open_collection()
-                if deleted:
-                    collection.delete(ids=[str(i) for i in deleted])
+                self._delete(deleted)
                 self._upsert(added)
                 self._set_generation(generation)
             else:
@@ -223,9 +250,7 @@ class ChromaStore(SqliteStore):
         while batch := collection.get(include=[], limit=page, offset=len(have))["ids"]:
             have.update(int(i) for i in batch)
         want = {r[0] for r in self._db.execute("SELECT id FROM chunks")}
-        stale = sorted(have - want)
-        for start in range(0, len(stale), page):
-            collection.delete(ids=[str(i) for i in stale[start : start + page]])
+        self._delete(sorted(have - want))
         self._upsert(sorted(want - have))
         self._set_generation(generation)
 
@@ -276,9 +301,18 @@ class ChromaStore(SqliteStore):
     # -- search -----------------------------------------------------------------------------------
 
     def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Chroma's HNSW search under the `where` clause; exact over SQLite when it comes back short."""
+        """A small scope exactly from SQLite; a larger one by Chroma's HNSW search under the `where` clause,
+        and exactly again if Chroma comes back short."""
         if k <= 0 or self._meta("embed_model") is None:
             return []
+        where, params = filters.to_sql("c")
+        limit = self.location.exact_scope_rows
+        # Counting stops at limit + 1 rows, so a large scope costs no full count (~1 ms at 100k).
+        in_scope = self._db.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
+        ).fetchone()[0]
+        if in_scope <= limit:
+            return self._exact_search(query, filters, k)
         self._vectors_in_step()
         with self._chroma("search"):
             result = self._open_collection().query(
@@ -287,7 +321,6 @@ class ChromaStore(SqliteStore):
             )
         hits = [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
         if len(hits) < k:
-            where, params = filters.to_sql("c")
             in_scope = self._db.execute(f"SELECT COUNT(*) FROM chunks c WHERE {where}", params).fetchone()[0]
             if in_scope > len(hits):
                 return self._exact_search(query, filters, k)
