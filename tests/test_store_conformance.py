@@ -204,26 +204,29 @@ def test_a_failed_batch_changes_nothing(project):
 
 
 def test_chroma_scores_small_scopes_exactly_from_sqlite_and_sends_large_ones_to_chroma(make_project, monkeypatch):
-    """The default planner: a scope of at most exact_rows chunks never reaches Chroma and gets exactly the
-    embedded store's answer; a larger one is Chroma's filtered search."""
+    """The default planner: a scope of at most a fifth of the index (and at most exact_rows chunks) never
+    reaches Chroma and gets exactly the embedded store's answer; a larger one is Chroma's filtered search."""
     from chromadb.api.models.Collection import Collection
 
     calls = []
     query = Collection.query
     monkeypatch.setattr(Collection, "query", lambda self, *a, **kw: calls.append(kw["where"]) or query(self, *a, **kw))
-    embedded = make_project(FILES)
+    files = FILES | {f"kb/team/2025-02-{1 + i:02d}-ops.md": f"Ops note {i} on the deploy pipeline." for i in range(30)}
+    embedded = make_project(files)
     embedded.index()
-    alice = QueryFilters.build(user_slug="alice")
+    alice, team = QueryFilters.build(user_slug="alice"), QueryFilters()
     q = embedded.embedder.embed_query("billing database")
-    expected = embedded.store.vector_search(q, alice, 3)
-    for spec, through_chroma in (("chroma:kb/rag/c1", False), ("chroma:kb/rag/c2?exact_rows=2", True)):
-        project = make_project(FILES, store=spec)
+    for spec, scope, through_chroma in (("chroma:kb/rag/c1", alice, False),  # 3 of 38 chunks: exact
+                                        ("chroma:kb/rag/c1", team, True),  # most of the index: Chroma
+                                        ("chroma:kb/rag/c2?exact_rows=1", alice, True)):  # over the cap
+        project = make_project(files, store=spec)
         project.index()
         calls.clear()
-        hits = project.store.vector_search(q, alice, 3)
+        expected = embedded.store.vector_search(q, scope, 3)
+        hits = project.store.vector_search(q, scope, 3)
         assert [s for _, s in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
-        assert _paths(project, hits, alice) == _paths(embedded, expected, alice)
-        assert calls == ([chroma_where(alice)] if through_chroma else [])
+        assert _paths(project, hits, scope) == _paths(embedded, expected, scope)
+        assert calls == ([chroma_where(scope)] if through_chroma else [])
 
 
 @pytest.mark.parametrize("kind", ["chroma", "chroma-http"])
@@ -441,7 +444,7 @@ def test_cli_runs_on_chroma(make_project, chroma_server, cli):
                             "2").stdout)["results"]
     assert [r["file_path"] for r in copied] == [r["file_path"] for r in results]
     assert json.loads(cli(project, "status", "--store", remote).stdout)["integrity"] == "ok"
-    for spec in ("chroma+http://127.0.0.1:1", "chroma:", "chroma+http://:80"):
+    for spec in ("chroma+http://127.0.0.1:1", "chroma:", "chroma+http://:80", "chroma:kb/rag/chroma?exact_rows=ten"):
         bad = cli(project, "query", "x", "--store", spec, expect=2)
         assert "error:" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     # the embedded default and a Chroma server without ?db= share kb/rag/ragstead.db: nothing to copy

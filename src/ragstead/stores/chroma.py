@@ -16,13 +16,13 @@ What lives where:
   enforced inside Chroma's search, not after it. When Chroma returns fewer than k hits although the
   scope holds more, the query is answered exactly over the scope's vectors in SQLite, so "k results
   whenever k exist" holds as in the other stores.
-- A scope of at most `exact_rows` chunks (default 10,000) never goes to Chroma: SQLite's WHERE picks its
-  rows and they are scored exactly, which is faster than Chroma's filtered search there (measured,
-  see EXACT_SCOPE_ROWS) and has no recall loss.
+- A scope of at most a fifth of the index (and at most `exact_rows` chunks, default 50,000) never goes to
+  Chroma: SQLite's WHERE picks its rows and they are scored exactly, which is faster than Chroma's
+  filtered search there (measured, see EXACT_SCOPE_ROWS) and has no recall loss.
 
 `chroma:PATH` keeps Chroma's files and ragstead's SQLite file (`PATH/ragstead.db`) in one folder. With
 `chroma+http://` the SQLite side is the project's index file (`db_path`), or `?db=PATH`. `?exact_rows=N`
-sets the exact-scope limit (0: every vector query goes to Chroma).
+caps the exact-scope rule (0: every vector query goes to Chroma).
 """
 
 from __future__ import annotations
@@ -44,11 +44,14 @@ from ragstead.stores.sqlite import SqliteStore, best_positions
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
 READ_BATCH = 1000
-# Scopes up to this many chunks are scored exactly from SQLite instead of asking Chroma. Chroma evaluates a
-# `where` clause before its graph search at a cost that grows with the collection, not the scope: at 100k
-# chunks a 2 % user scope took 85-95 ms in Chroma against 4.4 ms exact over its 2,000 rows in SQLite
-# (~4 us per row), so exact wins up to ~20k rows (bench/results/store_latency.md).
-EXACT_SCOPE_ROWS = 10_000
+# Which vector queries skip Chroma (bench/results/store_latency.md, 2 cores): Chroma evaluates a `where`
+# clause before its graph search at a cost that grows with the collection (~0.4 us per chunk per clause;
+# ragstead always sends at least two: privacy and archive), so a 2 % user scope took 85-95 ms at 100k
+# chunks. Scoring a scope exactly from SQLite costs ~4 us per row of the scope: 4.4 ms for those 2,000 rows,
+# but 30 ms for all 5,330 SciFact chunks, where Chroma took 26. So a scope goes to SQLite when it holds at
+# most a fifth of the index (EXACT_SCOPE_FRACTION), and never more than `exact_rows` rows (memory).
+EXACT_SCOPE_ROWS = 50_000
+EXACT_SCOPE_FRACTION = 5
 
 
 def is_chroma_spec(spec: str) -> bool:
@@ -71,8 +74,8 @@ class ChromaLocation:
     def parse(cls, spec: str, resolve: Any, default_db: Path) -> ChromaLocation:
         """From a store setting; `resolve` makes a relative path absolute against the project root.
 
-        Options go after `?`: `db=PATH` (chroma+http only: the SQLite side), `exact_rows=N` (scopes up to N
-        chunks are scored exactly from SQLite; 0 sends every vector query to Chroma).
+        Options go after `?`: `db=PATH` (chroma+http only: the SQLite side), `exact_rows=N` (the most rows a
+        scope scored exactly from SQLite may have; 0 sends every vector query to Chroma).
         """
         head, _, query = spec.partition("?")
         options = parse_qs(query)
@@ -176,6 +179,7 @@ class ChromaStore(SqliteStore):
         self._name = f"ragstead-{self._meta('index_id')}"
         self._collection: Any = None
         self._vectors_checked: tuple[int, int] | None = None
+        self._counted: tuple[tuple[int, int], int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -306,7 +310,7 @@ class ChromaStore(SqliteStore):
         if k <= 0 or self._meta("embed_model") is None:
             return []
         where, params = filters.to_sql("c")
-        limit = self.location.exact_scope_rows
+        limit = min(self.location.exact_scope_rows, self._chunk_count() // EXACT_SCOPE_FRACTION)
         # Counting stops at limit + 1 rows, so a large scope costs no full count (~1 ms at 100k).
         in_scope = self._db.execute(
             f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
@@ -325,6 +329,13 @@ class ChromaStore(SqliteStore):
             if in_scope > len(hits):
                 return self._exact_search(query, filters, k)
         return hits
+
+    def _chunk_count(self) -> int:
+        """All chunks in the index, counted once per data version."""
+        version = self._version()
+        if self._counted is None or self._counted[0] != version:
+            self._counted = (version, self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return self._counted[1]
 
     def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
