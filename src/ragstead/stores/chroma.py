@@ -158,6 +158,7 @@ class ChromaStore(SqliteStore):
     def __init__(self, location: ChromaLocation) -> None:
         try:
             import chromadb
+            import httpx  # a dependency of chromadb: the HTTP client's transport errors
             from chromadb.config import Settings as ChromaSettings
         except ImportError as exc:
             raise RagsteadError(
@@ -165,8 +166,6 @@ class ChromaStore(SqliteStore):
             ) from exc
         super().__init__(location.sqlite_file)
         self.location = location
-        import httpx  # a dependency of chromadb: the HTTP client's transport errors
-
         self._chroma_errors = (chromadb.errors.ChromaError, ValueError, OSError, httpx.HTTPError)
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         with self._chroma("connect to"):
