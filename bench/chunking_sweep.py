@@ -10,12 +10,10 @@ model's window, at the cost of more vectors.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, write_results
+from bench.common import RESULTS, beir_eval, write_results
 
 MODES = ("vector", "lexical", "hybrid")
 
@@ -23,15 +21,10 @@ MODES = ("vector", "lexical", "hybrid")
 def _eval(dataset: Path, split: str, size: int, overlap: int) -> dict[str, Any]:
     index = RESULTS / ".cache" / f"{dataset.name}-words-{size}-{overlap}.db"
     report = RESULTS / ".cache" / f"eval-{dataset.name}-{split}-words-{size}-{overlap}.json"
-    if not report.exists():
-        subprocess.run(
-            [sys.executable, "-m", "ragstead", "eval", "--beir", str(dataset), "--split", split,
-             "--modes", ",".join(MODES), "--k", "1,5,10,100", "--index-db", str(index), "--chunker", "words",
-             "--chunk-size", str(size), "--overlap", str(overlap), "--report-json", str(report), "--quiet",
-             "--root", str(RESULTS / ".cache")],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-    return json.loads(report.read_text())
+    if report.exists():
+        return json.loads(report.read_text())
+    return beir_eval(dataset, split, str(index), report, "--chunker", "words", "--chunk-size", str(size),
+                     "--overlap", str(overlap), show=False)
 
 
 def run(dataset: Path, configs: list[tuple[int, int]]) -> dict[str, Any]:

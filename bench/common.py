@@ -59,3 +59,17 @@ def write_results(name: str, data: dict[str, Any], table: list[list[str]]) -> Pa
     (RESULTS / f"{name}.md").write_text(f"<!-- {data['machine']} -->\n" + markdown)
     print(markdown)
     return RESULTS / f"{name}.json"
+
+
+def beir_eval(dataset: Path, split: str, index: str, report: Path, *options: str, show: bool = True) -> dict[str, Any]:
+    """`ragstead eval` on a BEIR split over the index (file or store spec) `index`, in its own process, with
+    modes vector, lexical and hybrid at k 1, 5, 10, 100; returns the JSON report. `show`: print its table."""
+    import sys
+
+    subprocess.run(
+        [sys.executable, "-m", "ragstead", "eval", "--beir", str(dataset), "--split", split,
+         "--modes", "vector,lexical,hybrid", "--k", "1,5,10,100", "--index-db", index, *options,
+         "--report-json", str(report), "--quiet", "--root", str(RESULTS / ".cache")],
+        check=True, stdout=None if show else subprocess.DEVNULL,
+    )
+    return json.loads(report.read_text())

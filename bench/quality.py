@@ -5,24 +5,14 @@ The corpus index is kept in bench/results/.cache/ so the second split (and later
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, write_results
+from bench.common import RESULTS, beir_eval, write_results
 
 
 def run_split(dataset: Path, split: str, index_db: Path) -> dict[str, Any]:
-    report = RESULTS / ".cache" / f"eval-{dataset.name}-{split}.json"
-    subprocess.run(
-        [sys.executable, "-m", "ragstead", "eval", "--beir", str(dataset), "--split", split,
-         "--modes", "vector,lexical,hybrid", "--k", "1,5,10,100", "--index-db", str(index_db),
-         "--report-json", str(report), "--quiet", "--root", str(index_db.parent)],
-        check=True,
-    )
-    return json.loads(report.read_text())
+    return beir_eval(dataset, split, str(index_db), RESULTS / ".cache" / f"eval-{dataset.name}-{split}.json")
 
 
 def main(dataset: Path) -> None:

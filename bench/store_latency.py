@@ -27,13 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import RESULTS, write_results
+from bench.common import RESULTS, beir_eval, write_results
 from bench.query_latency import USERS, build, measure_store
+from ragstead.config import load_settings
 from ragstead.retrieval.filters import QueryFilters
-from ragstead.stores import SqliteStore
-from ragstead.stores.chroma import ChromaLocation, ChromaStore
+from ragstead.stores import SqliteStore, open_store
 from ragstead.stores.migrate import copy_store
-from ragstead.stores.postgres import PostgresStore
 from ragstead.stores.postgres_local import LocalPostgres
 
 # Each store as a column; "chroma-all" is the same Chroma folder with ?exact_rows=0 (every vector query goes
@@ -71,9 +70,7 @@ def _specs(postgres_url: str, chroma_folder: Path) -> dict[str, str]:
 
 
 def _open(spec: str) -> Any:
-    if spec.startswith("chroma:"):
-        return ChromaStore(ChromaLocation.parse(spec, Path, Path("unused.db")))
-    return PostgresStore(spec)
+    return open_store(load_settings(RESULTS / ".cache").with_overrides(store=spec))
 
 
 def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
@@ -105,14 +102,7 @@ def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
 
 
 def _eval(dataset: Path, split: str, index: str, tag: str) -> dict[str, Any]:
-    report = RESULTS / ".cache" / f"eval-{dataset.name}-{split}-{tag}.json"
-    subprocess.run(
-        [sys.executable, "-m", "ragstead", "eval", "--beir", str(dataset), "--split", split,
-         "--modes", "vector,lexical,hybrid", "--k", "1,5,10,100", "--index-db", index,
-         "--report-json", str(report), "--quiet", "--root", str(RESULTS / ".cache")],
-        check=True,
-    )
-    return json.loads(report.read_text())
+    return beir_eval(dataset, split, index, RESULTS / ".cache" / f"eval-{dataset.name}-{split}-{tag}.json")
 
 
 def scifact(dataset: Path, server: LocalPostgres, workdir: Path) -> dict[str, Any]:

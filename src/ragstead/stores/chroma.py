@@ -27,6 +27,7 @@ caps the exact-scope rule (0: every vector query goes to Chroma).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -140,8 +141,6 @@ def _day_number(value: str | None) -> int | None:
 def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, created_at: str | None,
                     tags: str) -> dict[str, Any]:
     """A chunk's filter fields as Chroma metadata (absent values are left out: Chroma has no NULL)."""
-    import json
-
     metadata: dict[str, Any] = {"is_private": bool(is_private), "doc_type": doc_type}
     if user_slug is not None:
         metadata["user_slug"] = user_slug
@@ -279,27 +278,12 @@ class ChromaStore(SqliteStore):
         """Chroma missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
         if self._chroma_generation() != self._sqlite_generation():
             return True
-        chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        return bool(self._meta("embed_model")) and self._open_collection().count() != chunks
+        return bool(self._meta("embed_model")) and self._open_collection().count() != self._chunk_count()
 
     def _vectors_in_step(self) -> None:
-        """Before a vector search, once per SQLite data version: reconcile Chroma if it lags SQLite and no
-        writer is busy (as the lexical index does; with a write in flight, search the previous state and
-        look again next time)."""
-        version = self._version()
-        if version == self._vectors_checked:
-            return
+        """Before a Chroma search: reconcile Chroma if it lags SQLite, as the lexical index is kept in step."""
         with self._chroma("read"):
-            if self._chroma_lags():
-                if not self._lexical.try_acquire():
-                    return
-                try:
-                    if self._chroma_lags():
-                        self._reconcile()
-                finally:
-                    self._lexical.release()
-                version = self._version()
-        self._vectors_checked = version
+            self._vectors_checked = self._in_step(self._vectors_checked, self._chroma_lags, self._reconcile)
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -323,11 +307,8 @@ class ChromaStore(SqliteStore):
                 include=["distances"],
             )
         hits = [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
-        if len(hits) < k:
-            in_scope = self._db.execute(f"SELECT COUNT(*) FROM chunks c WHERE {where}", params).fetchone()[0]
-            if in_scope > len(hits):
-                return self._exact_search(query, filters, k)
-        return hits
+        # Short: the scope holds fewer than k rows (then reading them is cheap) or Chroma missed some.
+        return self._exact_search(query, filters, k) if len(hits) < k else hits
 
     def _chunk_count(self) -> int:
         """All chunks in the index, counted once per data version."""

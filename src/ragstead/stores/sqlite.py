@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -329,26 +329,34 @@ class SqliteStore:
             self._db.execute("COMMIT")
 
     def _lexical_in_step(self) -> None:
-        """Make the lexical index reflect SQLite's latest commit before a lexical search.
+        """Make the lexical index reflect SQLite's latest commit before a lexical search (see `_in_step`)."""
+        self._lexical_checked = self._in_step(
+            self._lexical_checked, lambda: self._lexical.refresh() != self._sqlite_generation(), self._rebuild_lexical
+        )
 
-        Another process's write shows up as a newer generation: reload. If it still differs and nobody
-        holds the writer lock, the last writer died between its two commits: rebuild. If the lock is
-        held, a write is in flight; search the previous commit (at worst ms behind) and look again.
+    def _in_step(
+        self, checked: tuple[int, int] | None, behind: Callable[[], bool], repair: Callable[[], None]
+    ) -> tuple[int, int] | None:
+        """Bring an index derived from SQLite back in step once per data version; return the version it is
+        now known to be in step with.
+
+        Another process's write shows up as a newer version; `behind` reloads and compares. If it is still
+        behind and nobody holds the writer lock, the last writer died between its commits: `repair`. If the
+        lock is held, a write is in flight; search the previous commit (at worst ms behind) and look again.
         """
         version = self._version()
-        if version == self._lexical_checked:
-            return
-        wanted = self._sqlite_generation()
-        if self._lexical.refresh() != wanted:
+        if version == checked:
+            return checked
+        if behind():
             if not self._lexical.try_acquire():
-                return
+                return checked
             try:
-                if self._lexical.refresh() != self._sqlite_generation():
-                    self._rebuild_lexical()
+                if behind():
+                    repair()
             finally:
                 self._lexical.release()
             version = self._version()
-        self._lexical_checked = version
+        return version
 
     # -- search -----------------------------------------------------------------------------------
 
