@@ -21,6 +21,8 @@ def main() -> None:
     parser.add_argument("--skip-chroma", action="store_true")
     parser.add_argument("--sizes", default="100000,1000000", help="latency bench: chunk counts")
     parser.add_argument("--size", type=int, default=0)
+    parser.add_argument("--queries", type=int, default=100, help="stores bench: queries per scope and mode")
+    parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
     parser.add_argument("--chunking", default="400/80,200/40,150/30",
                         help="chunking bench: words/overlap configurations")
     parser.add_argument("--workdir", type=Path, default=None, help="latency bench: keep synthetic indexes here")
@@ -63,7 +65,8 @@ def main() -> None:
     if args.what == "stores":  # not in `all`: it needs the server extras and ~1 h at 1M chunks
         from bench.store_latency import main as stores_main
 
-        stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset)
+        stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset, args.queries,
+                    args.output or "store_latency")
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 

@@ -73,16 +73,16 @@ def _open(spec: str) -> Any:
     return open_store(load_settings(RESULTS / ".cache").with_overrides(store=spec))
 
 
-def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
+def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100) -> dict[str, Any]:
     path = workdir / f"synthetic-{n}.db"
     if not path.exists():
         build(path, n)
     embedded = SqliteStore(path)
-    result: dict[str, Any] = {"embedded": measure_store(embedded)}
+    result: dict[str, Any] = {"queries_per_run": queries, "embedded": measure_store(embedded, queries)}
     rng = np.random.default_rng(9)
     probes = {
-        "no user filter": [(_random_unit(rng), QueryFilters()) for _ in range(100)],
-        "user filter (2 %)": [(_random_unit(rng), QueryFilters(user_slug=f"u{i % USERS}")) for i in range(100)],
+        "no user filter": [(_random_unit(rng), QueryFilters()) for _ in range(queries)],
+        "user filter (2 %)": [(_random_unit(rng), QueryFilters(user_slug=f"u{i % USERS}")) for i in range(queries)],
     }
     specs = _specs(server.create_database(f"synthetic_{n}_{int(time.time())}"), workdir / f"chroma-{n}")
     for name in STORES:
@@ -93,7 +93,7 @@ def one_size(n: int, workdir: Path, server: LocalPostgres) -> dict[str, Any]:
             load_seconds = time.perf_counter() - started
             result[f"load | {name}"] = {"seconds": round(load_seconds, 1),
                                         "chunks_per_second": round(report.chunks / load_seconds, 1)}
-        result[name] = measure_store(target) | {
+        result[name] = measure_store(target, queries) | {
             "hnsw_recall_at_10": {scope: recall_at_10(embedded, target, p) for scope, p in probes.items()},
         }
         target.close()
@@ -175,7 +175,10 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None) -> None:
+def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None, queries: int = 100,
+         output: str = "store_latency") -> None:
+    """Run the SciFact part (when `dataset` exists) and each synthetic size; `queries` per scope and mode
+    (and per recall probe set); results go to bench/results/<output>.json/.md, rewritten after each part."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-store-latency-"))
     workdir.mkdir(parents=True, exist_ok=True)
     data_root = Path(tempfile.mkdtemp(prefix="ragstead-bench-pg-"))
@@ -185,9 +188,9 @@ def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None) ->
     with LocalPostgres(data_root / "data", settings=SERVER_SETTINGS) as server:
         if dataset is not None and dataset.exists():
             results["scifact"] = scifact(dataset, server, workdir)
-            write_results("store_latency", results, _rows(results))
+            write_results(output, results, _rows(results))
             print("scifact: done", flush=True)
         for n in sizes:
-            results["sizes"][str(n)] = one_size(n, workdir, server)
-            write_results("store_latency", results, _rows(results))  # each size as soon as it is done
+            results["sizes"][str(n)] = one_size(n, workdir, server, queries)
+            write_results(output, results, _rows(results))  # each size as soon as it is done
             print(f"{n}: done", flush=True)
