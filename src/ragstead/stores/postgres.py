@@ -408,13 +408,29 @@ class PostgresStore:
             yield
         finally:
             with self._transaction() as conn:
-                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (self._build_memory(conn),))
                 if self._meta(conn, "embed_model") is not None:
                     conn.execute(
                         "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks "
                         "USING hnsw (embedding vector_ip_ops)"
                     )
                 conn.execute("ANALYZE chunks")
+
+    def _build_memory(self, conn: Any) -> str:
+        """maintenance_work_mem for the HNSW build: enough to hold the whole graph, never below the server's.
+
+        pgvector builds fast only while the graph fits in maintenance_work_mem; past that it warns and falls
+        back to a build several times slower (a 1M x 384 graph needs ~2.3 GB). Per element: the vector, plus
+        ~700 bytes of neighbour lists (2m = 32 candidates on layer 0, m = 16 above) and bookkeeping.
+        """
+        current = conn.execute("SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'maintenance_work_mem'"
+                               ).fetchone()[0]
+        dim = int(self._meta(conn, "embed_dim") or 0)
+        # An exact count (a second per million rows), not reltuples: autovacuum may have sampled mid-load.
+        rows = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        needed = int(rows * (4 * dim + 8 + 700) * 1.2)
+        # Capped at 8 GB: a bigger index should be built with the server's own setting, sized by its admin.
+        return f"{max(current, min(needed, 8 << 30)) // 1024}kB"
 
     # -- health -----------------------------------------------------------------------------------
 
