@@ -1,4 +1,5 @@
-"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models.
+"""`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
+| lexical.
 
 See "Performance and quality" in the README.
 """
@@ -15,7 +16,8 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
-                                           "api-client", "refusal", "fusion", "stores", "chunking", "models"])
+                                           "api-client", "refusal", "fusion", "stores", "chunking", "models",
+                                           "lexical"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -84,6 +86,10 @@ def main() -> None:
         from bench.fusion_sweep import main as fusion_main
 
         fusion_main(args.dataset)
+    if args.what == "lexical":
+        from bench.lexical_sweep import main as lexical_main
+
+        lexical_main(args.dataset)
     if args.what in ("quality", "all"):
         from bench.quality import main as quality_main
 

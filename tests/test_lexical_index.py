@@ -92,6 +92,21 @@ def test_stemming_and_diacritics_match_like_the_text_reads(make_project):
         assert lexical_paths(project, question) == ["kb/a.md"], question
 
 
+def test_a_scratch_index_uses_the_analyzer_it_is_given():
+    # The seam `bench lexical` compares analyzers through: without stemming, "cells" no longer finds "cell".
+    import tantivy
+
+    from ragstead.stores.lexical_index import LexicalRow
+
+    plain = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.lowercase()).build()
+    for analyzer, expected in ((None, [1]), (plain, [])):
+        index = LexicalIndex(None, analyzer)
+        index.acquire()
+        index.replace_all(1, iter([LexicalRow(1, "one living cell", "note", True, None, None, ())]))
+        index.release()
+        assert [key for key, _ in index.search(["cells"], QueryFilters(), 5)] == expected
+
+
 def test_many_small_writes_get_merged_into_few_segments(make_project):
     # Each index run is its own tantivy commit; a writer that cancels its merges would leave one segment
     # per run (it did: 200 segments after a 1M-chunk build, until release() stopped rolling back).

@@ -116,10 +116,12 @@ def day_number(created_at: str | None) -> int | None:
 class LexicalIndex:
     """A tantivy index of chunk text keyed by SQLite chunk id. `directory=None` keeps it in memory."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, analyzer: tantivy.TextAnalyzer | None = None) -> None:
+        """`analyzer` replaces text_analyzer() for a scratch index (`bench lexical` compares analyzers); a
+        store's index always uses the default, since the index and its queries must share one."""
         self.directory = directory
         self.schema = _schema()
-        self._analyzer = text_analyzer()
+        self._analyzer = analyzer or text_analyzer()
         try:
             if directory is None:
                 self._index = tantivy.Index(self.schema)
