@@ -149,12 +149,16 @@ class FixedScores:
         return [self.scores[int(t)] for t in texts]
 
 
-def main(dataset: Path) -> None:
+def cached_candidates(dataset: Path) -> tuple[Path, dict[int, str], dict[str, list[dict[str, Any]]]]:
+    """The cached index of `bench quality`, its chunk -> document map, and the candidates of both splits."""
     index_db = RESULTS / ".cache" / f"{dataset.name}.db"
     if not index_db.exists():
         raise SystemExit(f"{index_db} is missing: run `python -m bench quality` first (it builds the index)")
-    docs = chunk_docs(index_db)
-    splits = {split: collect(dataset, split, index_db) for split in ("train", "test")}
+    return index_db, chunk_docs(index_db), {split: collect(dataset, split, index_db) for split in ("train", "test")}
+
+
+def main(dataset: Path) -> None:
+    index_db, docs, splits = cached_candidates(dataset)
     rows = [["configuration", "train nDCG@10", "train R@100", "test nDCG@10", "test R@100", "fusion ms/query"]]
     table: dict[str, Any] = {}
     for name, rank in configurations().items():

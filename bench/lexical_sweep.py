@@ -19,8 +19,8 @@ from typing import Any
 
 import tantivy
 
-from bench.common import RESULTS, percentiles, write_results
-from bench.fusion_sweep import chunk_docs, collect, documents
+from bench.common import percentiles, write_results
+from bench.fusion_sweep import cached_candidates, documents
 from ragstead.evaluation.cases import load_beir
 from ragstead.evaluation.metrics import summarize
 from ragstead.retrieval.filters import QueryFilters
@@ -111,11 +111,7 @@ def run_variant(variant: Variant, texts: dict[int, str], splits: dict[str, list[
 
 
 def main(dataset: Path) -> None:
-    index_db = RESULTS / ".cache" / f"{dataset.name}.db"
-    if not index_db.exists():
-        raise SystemExit(f"{index_db} is missing: run `python -m bench quality` first (it builds the index)")
-    docs = chunk_docs(index_db)
-    splits = {split: collect(dataset, split, index_db) for split in ("train", "test")}
+    index_db, docs, splits = cached_candidates(dataset)
     table: dict[str, Any] = {}
     rows = [["variant", "train lexical nDCG@10", "train hybrid nDCG@10", "test lexical nDCG@10",
              "test hybrid nDCG@10", "test hybrid R@100", "lexical search p50 / p95 ms (train, depth 300)"]]
