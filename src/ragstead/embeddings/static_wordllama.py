@@ -1,5 +1,6 @@
 """WordLlama (l2_supercat, 256-d): static token embeddings, average-pooled. No transformer runs, so it
-embeds thousands of passages a second, at a large cost in quality (bench/results/models_scifact.md)."""
+embeds 12x faster than MiniLM-L6 int8 (236 vs 19 passages/s), at a large cost in quality
+(bench/results/models_scifact.md)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ class WordLlamaEmbedder:
         """Embed passages; rows L2-normalised."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = np.asarray(self._model.embed(texts, norm=True, batch_size=self.batch_size), dtype=np.float32)
+        # Normalised here (norm=False there): one pass, and unit float32 rows whatever the library returns.
+        vectors = np.asarray(self._model.embed(texts, norm=False, batch_size=self.batch_size), dtype=np.float32)
         return vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -79,6 +79,10 @@ class Store(Protocol):
         """Raise ModelMismatchError if stored vectors come from another model (read-only)."""
         ...
 
+    def embed_model(self) -> str | None:
+        """The name of the model the index was built with, or None for an index without one (one meta read)."""
+        ...
+
     def reset(self) -> None:
         """Remove every document, chunk and vector (for --rebuild)."""
         ...

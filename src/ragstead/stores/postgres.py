@@ -153,6 +153,11 @@ class PostgresStore:
                 return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
+    def embed_model(self) -> str | None:
+        """The model the index was built with, or None (read from meta, no counting)."""
+        with self._transaction() as conn:
+            return self._meta(conn, "embed_model")
+
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
         with self._transaction() as conn:

@@ -165,6 +165,10 @@ class SqliteStore:
             return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
+    def embed_model(self) -> str | None:
+        """The model the index was built with, or None (read from meta, no counting)."""
+        return self._meta("embed_model")
+
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
         stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
