@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import RESULTS, write_results
-from bench.fusion_sweep import documents
+from bench.fusion_sweep import chunk_docs, documents
 from ragstead.embeddings import make_embedder
 from ragstead.evaluation.cases import load_beir
 from ragstead.evaluation.metrics import summarize
@@ -31,31 +31,26 @@ ALPHAS = (1.0, 0.7, 0.6, 0.5, 0.4, 0.3, 0.0)  # weight of MiniLM; 1.0 is the shi
 WEIGHTS = (None, 0.4, 0.5, 0.6)  # convex fusion weight of the vector side; None: vector only
 
 
-def _vectors(index_db: Path) -> tuple[list[int], np.ndarray]:
-    """Chunk rowids and their vectors, in chunk-id order (the same order in both indexes)."""
+def _vectors(index_db: Path) -> tuple[list[int], list[str], np.ndarray]:
+    """Chunk rowids, chunk ids and vectors, in chunk-id order (the same order in both indexes)."""
     if not index_db.exists():
         raise SystemExit(f"{index_db} is missing: run `python -m bench quality` and "
                          "`python -m bench models --models e5-small-q4 --part quality` first")
     with sqlite3.connect(index_db) as conn:
         rows = conn.execute("SELECT id, chunk_id, embedding FROM chunks ORDER BY chunk_id").fetchall()
-    return [r[0] for r in rows], np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
-
-
-def _chunk_ids(index_db: Path) -> list[str]:
-    with sqlite3.connect(index_db) as conn:
-        return [r[0] for r in conn.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id")]
+    return [r[0] for r in rows], [r[1] for r in rows], np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
 
 
 def main(dataset: Path) -> None:
     minilm_db = RESULTS / ".cache" / f"{dataset.name}.db"
     e5_db = RESULTS / ".cache" / f"{dataset.name}-model-e5-small-q4.db"
-    rowids, minilm = _vectors(minilm_db)
-    _, e5 = _vectors(e5_db)
-    if _chunk_ids(minilm_db) != _chunk_ids(e5_db):
+    rowids, minilm_ids, minilm = _vectors(minilm_db)
+    _, e5_ids, e5 = _vectors(e5_db)
+    if minilm_ids != e5_ids:
         raise SystemExit("the two indexes hold different chunks: rebuild both with the same chunking")
-    with sqlite3.connect(minilm_db) as conn:
-        paths = dict(conn.execute("SELECT id, file_path FROM chunks"))
-    docs = {i: paths[r].removeprefix("kb/beir/") for i, r in enumerate(rowids)}
+    # Candidates are matrix rows below: the document of row i is that of MiniLM chunk rowids[i].
+    by_rowid = chunk_docs(minilm_db)
+    docs = {i: by_rowid[r] for i, r in enumerate(rowids)}
     position = {r: i for i, r in enumerate(rowids)}
     embed_minilm, embed_e5 = make_embedder("minilm-l6-int8"), make_embedder("e5-small-q4")
     store = SqliteStore(minilm_db)
@@ -69,17 +64,20 @@ def main(dataset: Path) -> None:
         splits[split] = (cases, scores_minilm, scores_e5, lexical)
     store.close()
 
-    def evaluate(split: str, alpha: float, weight: float | None) -> dict[str, float]:
-        cases, scores_minilm, scores_e5, lexical = splits[split]
+    def vector_hits(split: str, alpha: float) -> list[list[tuple[int, float]]]:
+        """Per query, the top DEPTH rows by the mixed cosine (computed once per alpha, for every weight)."""
+        _, scores_minilm, scores_e5, _ = splits[split]
         scores = alpha * scores_minilm + (1 - alpha) * scores_e5
+        return [[(int(j), float(row[j])) for j in np.argsort(-row)[:DEPTH]] for row in scores]
+
+    def evaluate(split: str, vector: list[list[tuple[int, float]]], weight: float | None) -> dict[str, float]:
+        cases, _, _, lexical = splits[split]
         runs, qrels = {}, {}
         for i, case in enumerate(cases):
-            top = np.argsort(-scores[i])[:DEPTH]
-            vector = [(int(j), float(scores[i, j])) for j in top]
             if weight is None:
-                order = [j for j, _ in vector]
+                order = [j for j, _ in vector[i]]
             else:
-                fused = convex_fusion(vector, lexical[i], weight)
+                fused = convex_fusion(vector[i], lexical[i], weight)
                 order = sorted(fused, key=lambda j: -fused[j])
             runs[case.qid], qrels[case.qid] = documents(order, docs), case.relevant
         return summarize(runs, qrels, (10, 100))
@@ -87,9 +85,10 @@ def main(dataset: Path) -> None:
     rows = [["MiniLM weight (alpha)", "fusion", "train nDCG@10", "train R@100", "test nDCG@10", "test R@100"]]
     table: dict[str, Any] = {}
     for alpha in ALPHAS:
+        hits = {split: vector_hits(split, alpha) for split in splits}
         for weight in WEIGHTS:
             name = f"alpha={alpha}, " + ("vector only" if weight is None else f"convex w={weight}")
-            train, test = evaluate("train", alpha, weight), evaluate("test", alpha, weight)
+            train, test = evaluate("train", hits["train"], weight), evaluate("test", hits["test"], weight)
             table[name] = {"train": train, "test": test}
             rows.append([str(alpha), "vector only" if weight is None else f"convex w={weight}",
                          f"{train['ndcg@10']:.4f}", f"{train['recall@100']:.4f}", f"{test['ndcg@10']:.4f}",
