@@ -25,7 +25,7 @@ demo: install
 	$(BIN)/ragstead ask "what did we decide about the billing database" --root $(SAMPLE) --user alice --extractive
 	$(BIN)/ragstead ask "best pancake recipe without eggs" --root $(SAMPLE) --extractive
 
-# Seed 003's judge: the whole flow on a scratch copy of the sample -> artifacts/sanity_output.json
+# The judged end-to-end run: the whole flow on a scratch copy of the sample -> artifacts/sanity_output.json
 sanity: install
 	$(BIN)/ragstead sanity --sample $(SAMPLE) --out artifacts/sanity_output.json
 
@@ -42,6 +42,7 @@ bench: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(SAMPLE)/kb/rag

@@ -21,7 +21,7 @@ from bench.fusion_sweep import chunk_docs, documents
 from ragstead.embeddings import make_embedder
 from ragstead.evaluation.cases import load_beir
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.fusion import convex_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.stores.sqlite import SqliteStore

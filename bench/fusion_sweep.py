@@ -19,7 +19,7 @@ from bench.common import RESULTS, write_results
 from ragstead.embeddings import default_embedder
 from ragstead.evaluation.cases import load_beir
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.fusion import convex_fusion, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import SentenceMaxSimReranker

@@ -2,8 +2,8 @@
 
 - raw embedder: the model alone over exactly the chunks ragstead writes (so the ratio is pipeline overhead)
 - ragstead: files on disk -> load -> chunk -> embed (cached) -> one SQLite file (FTS5 + vectors)
-- seed-003 baseline: 800-char chunks into chunks.jsonl, BM25 (rank-bm25) built at query time, no vectors
-- Chroma pipeline: the seeds' layout (Chroma PersistentClient for vectors + SQLite FTS5 mirror), same model
+- JSONL + BM25 baseline: 800-char chunks into chunks.jsonl, BM25 (rank-bm25) built at query time, no vectors
+- Chroma pipeline: the reference layout (Chroma PersistentClient for vectors + SQLite FTS5 mirror), same model
 Then: re-index after modifying 1 % of the files, as a fraction of the full index time.
 """
 
@@ -17,13 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import ragstead
 from bench.common import DEFAULT_SCIFACT, Timer, peak_rss_mb, write_results
 from ragstead.chunking import chunk_text
-from ragstead.config import load_settings
 from ragstead.embeddings import MiniLMOnnxEmbedder
 from ragstead.evaluation.cases import load_beir
-from ragstead.indexing.build import index_roots
-from ragstead.stores import SqliteStore
 
 
 def _write_corpus(root: Path, corpus: dict[str, tuple[str, str]]) -> list[Path]:
@@ -37,8 +35,8 @@ def _write_corpus(root: Path, corpus: dict[str, tuple[str, str]]) -> list[Path]:
     return paths
 
 
-def _seed003_baseline(paths: list[Path], work: Path) -> dict[str, Any]:
-    """Seed 003: fixed 800-char chunks with offsets into data/chunks.jsonl; BM25 built at query time."""
+def _jsonl_bm25_baseline(paths: list[Path], work: Path) -> dict[str, Any]:
+    """Baseline: fixed 800-char chunks with offsets into data/chunks.jsonl; BM25 built at query time."""
     out = work / "chunks.jsonl"
     with Timer() as index_time, out.open("w") as handle:
         n = 0
@@ -58,7 +56,7 @@ def _seed003_baseline(paths: list[Path], work: Path) -> dict[str, Any]:
     with Timer() as build:
         rows = [json.loads(line) for line in out.open()]
         BM25Okapi([r["text"].lower().split() for r in rows])
-    result["bm25_build_s_per_query"] = round(build.seconds, 3)  # paid on every query in seed 003
+    result["bm25_build_s_per_query"] = round(build.seconds, 3)  # paid on every query by this baseline
     return result
 
 
@@ -81,7 +79,7 @@ def _chroma_pipeline(paths: list[Path], embedder: MiniLMOnnxEmbedder, work: Path
                     texts.append(piece.text)
                     metas.append({"file_path": str(path), "doc_type": "kb", "is_private": True})
             vectors = embedder.embed_documents(texts)
-            for b in range(0, len(ids), 100):  # seed 002: 100 vectors per Chroma insert
+            for b in range(0, len(ids), 100):  # 100 vectors per Chroma insert, as the reference pipeline does
                 collection.add(ids=ids[b : b + 100], embeddings=vectors[b : b + 100].tolist(),
                                documents=texts[b : b + 100], metadatas=metas[b : b + 100])
             with lexical:
@@ -98,28 +96,28 @@ def run(dataset: Path = DEFAULT_SCIFACT, limit: int | None = None, skip_chroma: 
     work = Path(tempfile.mkdtemp(prefix="ragstead-bench-"))
     try:
         paths = _write_corpus(work / "project", corpus)
-        settings = load_settings(work / "project")
+        kb = ragstead.open(work / "project", embedder=embedder)
+        settings = kb.settings
 
         # Raw embedder over exactly the chunk texts ragstead will write.
         texts = [p.text for path in paths for p in chunk_text(path.read_text(encoding="utf-8"), settings.chunking)]
         with Timer() as raw:
             embedder.embed_documents(texts)
 
-        store = SqliteStore(settings.db_file)
         with Timer() as full:
-            report = index_roots(settings, store, embedder, ("kb",))
+            report = kb.index(["kb"])
         assert report.chunks_written == len(texts), (report.chunks_written, len(texts))
 
         with Timer() as noop:
-            unchanged = index_roots(settings, store, embedder, ("kb",))
+            unchanged = kb.index(["kb"])
         changed = random.Random(7).sample(paths, max(1, len(paths) // 100))
         for path in changed:
             path.write_text(path.read_text(encoding="utf-8") + " Revised after review.", encoding="utf-8")
         with Timer() as partial:
-            reindex = index_roots(settings, store, embedder, ("kb",))
-        store.close()
+            reindex = kb.index(["kb"])
+        kb.close()
 
-        baseline = _seed003_baseline(paths, work)
+        baseline = _jsonl_bm25_baseline(paths, work)
         chroma = None if skip_chroma else _chroma_pipeline(paths, embedder, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -133,7 +131,7 @@ def run(dataset: Path = DEFAULT_SCIFACT, limit: int | None = None, skip_chroma: 
         "reindex_1pct": {"files_changed": len(changed), "seconds": round(partial.seconds, 3),
                          "fraction_of_full": round(partial.seconds / full.seconds, 4),
                          "chunks_embedded": reindex.chunks_embedded, "chunks_reused": reindex.chunks_reused},
-        "seed003_bm25_jsonl": baseline,
+        "jsonl_bm25_baseline": baseline,
         "chroma_pipeline": chroma,
         "knowledge_rag": "not run: it embeds with fastembed, which downloads its model from a hub at run time "
                          "(no network here), and its embedder cannot be swapped without patching its internals",
@@ -150,10 +148,10 @@ def table(r: dict[str, Any]) -> list[list[str]]:
                  f"{r['ragstead']['chunks_per_s']:.1f}", f"{r['ragstead']['seconds'] / raw:.2f}x"])
     if r["chroma_pipeline"]:
         c = r["chroma_pipeline"]
-        rows.append(["Chroma + FTS5 (seeds' layout, same model)", str(c["chunks"]), f"{c['seconds']:.1f}",
+        rows.append(["Chroma + FTS5 (reference layout, same model)", str(c["chunks"]), f"{c['seconds']:.1f}",
                      f"{c['chunks_per_s']:.1f}", f"{c['seconds'] / raw:.2f}x"])
-    b = r["seed003_bm25_jsonl"]
-    rows.append(["seed 003: chunks.jsonl + rank-bm25 (no vectors)", str(b["chunks"]), f"{b['seconds']:.2f}",
+    b = r["jsonl_bm25_baseline"]
+    rows.append(["baseline: chunks.jsonl + rank-bm25 (no vectors)", str(b["chunks"]), f"{b['seconds']:.2f}",
                  f"{b['chunks_per_s']:.0f}", "n/a (no embedding)"])
     p = r["reindex_1pct"]
     rows.append([f"ragstead re-index, {p['files_changed']} files (1 %) changed", str(p["chunks_embedded"]),

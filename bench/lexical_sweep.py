@@ -23,7 +23,7 @@ from bench.common import percentiles, write_results
 from bench.fusion_sweep import cached_candidates, documents
 from ragstead.evaluation.cases import load_beir
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.fusion import convex_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.stores.lexical_index import LexicalIndex, LexicalRow

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import Timer, peak_rss_mb, percentiles, write_results
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead import KnowledgeBase, SearchOptions, Settings
+from ragstead.filters import QueryFilters
 from ragstead.stores import SqliteStore
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 
@@ -95,11 +95,11 @@ def query_sets(queries: int = 100) -> tuple[list[str], list[str]]:
 
 def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
     """p50/p95 of search() per scope and mode over one store (any backend)."""
-    embedder = QueryVectors(np.random.default_rng(6))
+    kb = KnowledgeBase(Settings(), store=store, embedder=QueryVectors(np.random.default_rng(6)))
     head_queries, content_queries = query_sets(queries)
     out: dict[str, Any] = {"chunks": store.stats()["chunks"]}
     with Timer() as first:  # loads the vector matrix and the default scope's eligible rows
-        search("w1 w2", store, embedder, QueryFilters(), SearchOptions(mode="hybrid", k=10))
+        kb.search("w1 w2", filters=QueryFilters(), options=SearchOptions(mode="hybrid", k=10))
     out["first_query_ms"] = round(first.seconds * 1000, 1)
     scopes = {
         "no user filter": lambda i: QueryFilters(),
@@ -113,9 +113,9 @@ def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
         times = []
         for i, text in enumerate(query_set):
             started = time.perf_counter()
-            result = search(text, store, embedder, make(i), SearchOptions(mode=mode, k=10))
+            result = kb.search(text, filters=make(i), options=SearchOptions(mode=mode, k=10))
             times.append((time.perf_counter() - started) * 1000)
-            assert len(result["results"]) <= 10
+            assert len(result.hits) <= 10
         name = mode if mode == "vector" else f"{mode}, {label}"
         out[f"{scope} | {name}"] = percentiles(times)
     return out

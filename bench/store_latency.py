@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+import ragstead
 from bench.common import RESULTS, beir_eval, write_results
 from bench.query_latency import USERS, build, measure_store
-from ragstead.config import load_settings
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.stores import SqliteStore, open_store
+from ragstead.filters import QueryFilters
+from ragstead.stores import SqliteStore
 from ragstead.stores.migrate import copy_store
 from ragstead.stores.postgres_local import LocalPostgres
 
@@ -70,7 +70,7 @@ def _specs(postgres_url: str, chroma_folder: Path) -> dict[str, str]:
 
 
 def _open(spec: str) -> Any:
-    return open_store(load_settings(RESULTS / ".cache").with_overrides(store=spec))
+    return ragstead.open(RESULTS / ".cache", store=spec).settings.store_spec().open()
 
 
 def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100) -> dict[str, Any]:

@@ -1,54 +1,20 @@
-"""Shared fixtures: the real offline embedder (loaded once), and small projects written to tmp dirs."""
+"""Shared fixtures: the real offline embedder (loaded once), a fake one for tests that do not test the model, and
+small projects written to tmp dirs. Plain helpers (no fixtures) live in helpers/project.py."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from ragstead.config import Settings, load_settings
+from helpers.fake_embedder import HashingEmbedder
+from helpers.project import OFFLINE_ENV, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
 from ragstead.embeddings import MiniLMOnnxEmbedder
-from ragstead.indexing.build import IndexReport, index_roots
-from ragstead.stores import open_store
-
-
-class CountingEmbedder:
-    """The real embedder, instrumented: counts calls and texts so tests can prove what was (not) embedded."""
-
-    def __init__(self, inner: MiniLMOnnxEmbedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.document_calls = 0
-        self.query_calls = 0
-        self.texts_embedded: list[str] = []
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        self.document_calls += 1
-        self.texts_embedded.extend(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        self.query_calls += 1
-        return self.inner.embed_query(text)
-
-    def reset(self) -> None:
-        self.document_calls = 0
-        self.texts_embedded = []
-
-
-# The environment for subprocesses (CLI, server): no LLM keys, so tests never leave loopback and `ask`
-# answers offline whatever the developer's shell holds.
-LLM_ENV = ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_GEMINI_BASE_URL")
-OFFLINE_ENV = {**{k: v for k, v in os.environ.items() if k not in LLM_ENV}, "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="session")
@@ -58,37 +24,27 @@ def real_embedder() -> MiniLMOnnxEmbedder:
 
 @pytest.fixture
 def embedder(real_embedder: MiniLMOnnxEmbedder) -> CountingEmbedder:
+    """The real model, counted; a fresh counter per test. `make_project` indexes with this fixture, so a module
+    that does not test the model overrides it with `fake_embedder`."""
     return CountingEmbedder(real_embedder)
 
 
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    """Write {relative path: content} under root."""
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
+@pytest.fixture(scope="session")
+def hashing_embedder() -> HashingEmbedder:
+    """The deterministic, model-free embedder (helpers/fake_embedder.py), bare, for module-scoped fixtures."""
+    return HashingEmbedder()
 
 
-class Project:
-    """A throwaway ragstead project: files on disk, settings, a store, and an index() shortcut.
+@pytest.fixture
+def fake_embedder(hashing_embedder: HashingEmbedder) -> CountingEmbedder:
+    """The fake embedder, counted like `embedder` (a fresh counter per test). In a module whose tests check
+    stores, filters or scope rather than ranking quality:
 
-    `store` is a store spec (stores/factory.py): "" for the embedded default, a PostgreSQL URL, or a Chroma one.
+        @pytest.fixture
+        def embedder(fake_embedder):
+            return fake_embedder
     """
-
-    def __init__(self, root: Path, embedder: CountingEmbedder, store: str = "") -> None:
-        self.root = root
-        self.embedder = embedder
-        self.settings: Settings = load_settings(root).with_overrides(store=store)
-        self.store = open_store(self.settings)
-
-    def write(self, files: dict[str, str | bytes]) -> None:
-        write_files(self.root, files)
-
-    def index(self, roots: tuple[str, ...] = ("kb", "artifacts", "docs"), **kwargs) -> IndexReport:  # type: ignore[no-untyped-def]
-        return index_roots(self.settings, self.store, self.embedder, roots, **kwargs)
+    return CountingEmbedder(hashing_embedder)
 
 
 @pytest.fixture
@@ -122,11 +78,6 @@ def pg_server():  # type: ignore[no-untyped-def]
     yield server
     server.stop()
     shutil.rmtree(base, ignore_errors=True)
-
-
-def new_database(server) -> str:  # type: ignore[no-untyped-def]
-    """The URL of a new, empty database on the test server."""
-    return server.create_database(f"t_{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture
@@ -164,24 +115,6 @@ def chroma_server():  # type: ignore[no-untyped-def]
     process.wait(timeout=30)
     log.close()
     shutil.rmtree(base, ignore_errors=True)
-
-
-STORE_KINDS = ["sqlite", "postgresql", "chroma", "chroma-http"]
-
-
-def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-untyped-def]
-    """A new, empty store of this kind for one test (or module): "" for the embedded default, a new database
-    on the session's PostgreSQL, a Chroma folder in the project, or the session's Chroma server (each index
-    gets its own collection; `side_db` names the SQLite side's file when the project has another index)."""
-    if kind == "postgresql":
-        return new_database(request.getfixturevalue("pg_server"))
-    # exact_rows=0: every vector query goes through Chroma's own filtered search (the `where` translation
-    # under test), where by default the small scopes of these corpora would be scored from SQLite.
-    if kind == "chroma":
-        return "chroma:kb/rag/chroma?exact_rows=0"
-    if kind == "chroma-http":
-        return request.getfixturevalue("chroma_server") + "?exact_rows=0" + (f"&db={side_db}" if side_db else "")
-    return ""
 
 
 @pytest.fixture(params=STORE_KINDS[1:])

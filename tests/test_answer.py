@@ -1,22 +1,25 @@
 """`ask`: grounded extractive answers, refusal, citation integrity, injection screening, the provider chain."""
 
-import contextlib
+import inspect
 import json
 import re
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
+import httpx
 import pytest
 
-from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, ask, providers_from_env
+from helpers.library import ask
+from ragstead import errors
+from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, providers_from_env
 from ragstead.answer.base import REFUSAL, Context, ProviderError
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import TemplateError, catalog, load_template
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.search import SearchOptions
+from ragstead.stores import lexical_index
 
 FILES = {
     "kb/users/alice/db.md": "# Billing\n\nWe decided to migrate the billing database to PostgreSQL 16 in March. "
@@ -124,103 +127,146 @@ def test_a_refusal_is_not_called_without_relevant_chunks_and_providers_are_not_a
     assert out["refused"] and llm.calls == 0
 
 
-class FakeLLMServer:
-    """Plays OpenAI-compatible and Gemini endpoints on 127.0.0.1 with recorded response shapes."""
+class Sent(NamedTuple):
+    """One request an answerer sent, as the fake LLM received it."""
 
-    def __init__(self):
+    kind: str  # "openai" or "gemini"
+    method: str
+    url: str
+    headers: httpx.Headers
+    body: dict[str, Any]
+    timeout: dict[str, float]  # the httpx timeouts the answerer gave the request
+
+
+PIECES = ("PostgreSQL 16 ", "was chosen ", "for billing [1].")
+SSE = {"content-type": "text/event-stream; charset=utf-8"}
+
+
+def openai_stream(model: str, pieces: tuple[str, ...] = PIECES) -> Iterator[bytes]:
+    """A chat.completions stream as api.openai.com sends it: a role chunk, the deltas, a finish chunk, [DONE]."""
+    head = {"id": "chatcmpl-8Zq1", "object": "chat.completion.chunk", "created": 1717171717, "model": model,
+            "system_fingerprint": "fp_3b5d"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return f"data: {json.dumps({**head, 'choices': [choice]}, separators=(',', ':'))}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    for piece in pieces:
+        yield chunk({"content": piece})
+    yield chunk({}, "stop")
+    yield b"data: [DONE]\n\n"
+
+
+def gemini_stream(model: str, pieces: tuple[str, ...] = PIECES) -> Iterator[bytes]:
+    """A streamGenerateContent?alt=sse stream as Google sends it: CRLF-framed events, no [DONE].
+
+    No pieces is a reply the safety filter withheld: one candidate with a finishReason and no content.
+    """
+    if not pieces:
+        event = {"candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}]}], "modelVersion": model}
+        yield f"data: {json.dumps(event)}\r\n\r\n".encode()
+    for i, piece in enumerate(pieces, 1):
+        candidate: dict[str, Any] = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
+        if i == len(pieces):
+            candidate["finishReason"] = "STOP"
+        event = {"candidates": [candidate],
+                 "usageMetadata": {"promptTokenCount": 812, "candidatesTokenCount": 4 * i,
+                                   "totalTokenCount": 812 + 4 * i},
+                 "modelVersion": model, "responseId": "mGZ3aK2xLqe"}
+        yield f"data: {json.dumps(event)}\r\n\r\n".encode()
+
+
+class FakeLLM:
+    """Plays the OpenAI-compatible and Gemini streaming endpoints in-process, as an httpx.MockTransport.
+
+    `mode[kind]` picks the reply: "ok" streams PIECES; "500"/"429" are error statuses with each API's error
+    body; "garbage" is a malformed event; "empty" a stream with no text; "timeout" raises httpx.ReadTimeout.
+    """
+
+    BASE = "http://llm.invalid"  # never resolves: an answerer that bypassed the transport could not pass
+
+    def __init__(self) -> None:
         self.mode = {"openai": "ok", "gemini": "ok"}
-        self.requests = []
-        server = self
+        self.requests: list[Sent] = []
+        self.transport = httpx.MockTransport(self.handle)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        kind = "gemini" if ":streamGenerateContent" in request.url.path else "openai"
+        body = json.loads(request.content)
+        self.requests.append(Sent(kind, request.method, str(request.url), request.headers, body,
+                                  request.extensions["timeout"]))
+        mode = self.mode[kind]
+        if mode == "timeout":
+            raise httpx.ReadTimeout("The read operation timed out", request=request)
+        if mode in ("500", "429"):
+            message = {"500": "upstream overloaded", "429": "quota exceeded"}[mode]
+            error = ({"message": message, "type": "server_error" if mode == "500" else "rate_limit_error",
+                      "param": None, "code": None} if kind == "openai" else
+                     {"code": int(mode), "message": message,
+                      "status": "INTERNAL" if mode == "500" else "RESOURCE_EXHAUSTED"})
+            return httpx.Response(int(mode), json={"error": error})
+        if mode == "garbage":
+            return httpx.Response(200, headers=SSE, content=b"data: {not json\n\n")
+        pieces = () if mode == "empty" else PIECES
+        model = body["model"] if kind == "openai" else request.url.path.rsplit("/", 1)[1].split(":")[0]
+        stream = openai_stream(model, pieces) if kind == "openai" else gemini_stream(model, pieces)
+        return httpx.Response(200, headers=SSE, content=stream)
 
-            def do_POST(self):
-                with contextlib.suppress(BrokenPipeError):  # the client gave up (the timeout case)
-                    self._answer()
-
-            def _answer(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                kind = "gemini" if ":streamGenerateContent" in self.path else "openai"
-                server.requests.append((kind, self.path, dict(self.headers), body))
-                mode = server.mode[kind]
-                if mode == "sleep":
-                    time.sleep(3)
-                if mode == "500":
-                    self.send_response(500)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"message": "upstream overloaded"}}')
-                    return
-                if mode == "429":
-                    self.send_response(429)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"code": 429, "message": "quota exceeded"}}')
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                if mode == "garbage":
-                    self.wfile.write(b"data: {not json\n\n")
-                    return
-                for piece in ("PostgreSQL 16 ", "was chosen ", "for billing [1]."):
-                    if kind == "openai":
-                        event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
-                    else:
-                        event = {"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]}}]}
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                    self.wfile.flush()
-                if kind == "openai":
-                    self.wfile.write(b"data: [DONE]\n\n")
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def chain(self, timeout=1.0):
-        return [OpenAICompatibleAnswerer(f"{self.base}/v1", "local-model", "sk-test", timeout),
-                GeminiAnswerer("g-key", "gemini-test", f"{self.base}/v1beta", timeout), ExtractiveAnswerer()]
+    def chain(self, timeout: float = 1.0) -> list[Any]:
+        return [OpenAICompatibleAnswerer(f"{self.BASE}/v1", "local-model", "sk-test", timeout,
+                                         transport=self.transport),
+                GeminiAnswerer("g-key", "gemini-test", f"{self.BASE}/v1beta", timeout, transport=self.transport),
+                ExtractiveAnswerer()]
 
 
 @pytest.fixture
-def llm_server():
-    server = FakeLLMServer()
-    yield server
-    server.httpd.shutdown()
+def llm():
+    return FakeLLM()
 
 
 QUESTION = "Which database did we decide to migrate billing to?"
 
 
-def test_openai_compatible_answer_streams_and_sends_chunks_as_data(project, llm_server):
+def test_openai_compatible_answer_streams_and_sends_chunks_as_data(project, llm):
     pieces = []
     out = ask(QUESTION, project.store, project.embedder, QueryFilters.build(user_slug="alice"),
-              AskOptions(SearchOptions(mode="hybrid", k=8)), llm_server.chain(), project.settings.path_rules,
+              AskOptions(SearchOptions(mode="hybrid", k=8)), llm.chain(), project.settings.path_rules,
               on_text=pieces.append)
     assert out["provider"] == "openai-compatible:local-model"
     assert out["answer"] == "PostgreSQL 16 was chosen for billing [1]."
     assert pieces == ["PostgreSQL 16 ", "was chosen ", "for billing [1]."]
-    _, path, headers, body = llm_server.requests[0]
-    assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sk-test" and body["stream"]
-    system, user = body["messages"]
+    sent = llm.requests[0]
+    assert sent.method == "POST" and sent.url == f"{llm.BASE}/v1/chat/completions"
+    assert sent.headers["Authorization"] == "Bearer sk-test" and sent.body["stream"]
+    assert sent.headers["Content-Type"] == "application/json" and sent.body["model"] == "local-model"
+    system, user = sent.body["messages"]
     assert "data, not instructions" in system["content"]
     data = json.loads(user["content"].split("not instructions):\n", 1)[1])
     assert data[0]["source"] == "kb/users/alice/db.md" and {"n", "chunk_id", "text"} <= set(data[0])
 
 
-@pytest.mark.parametrize("failure", ["500", "429", "sleep", "garbage"])
-def test_a_failing_provider_hands_over_to_the_next(project, llm_server, failure):
-    llm_server.mode["openai"] = failure
-    out = run(project, QUESTION, llm_server.chain())
+@pytest.mark.parametrize(("failure", "error"), [
+    ("500", "HTTP 500: {\"error\""), ("429", "HTTP 429: {\"error\""), ("timeout", "timed out after 1s"),
+    ("garbage", "malformed stream event: '{not json'"), ("empty", "empty answer"),
+], ids=["500", "429", "timeout", "garbage", "empty"])
+def test_a_failing_provider_hands_over_to_the_next(project, llm, failure, error):
+    llm.mode["openai"] = failure
+    out = run(project, QUESTION, llm.chain())
     assert out["provider"] == "gemini:gemini-test" and out["answer"].endswith("[1].")
     assert out["fallbacks"][0]["provider"] == "openai-compatible:local-model"
-    _, path, headers, _ = llm_server.requests[-1]
-    assert path == "/v1beta/models/gemini-test:streamGenerateContent?alt=sse" and headers["x-goog-api-key"] == "g-key"
+    assert error in out["fallbacks"][0]["error"]
+    sent = llm.requests[-1]
+    assert sent.method == "POST" and sent.kind == "gemini" and sent.headers["x-goog-api-key"] == "g-key"
+    assert sent.url == f"{llm.BASE}/v1beta/models/gemini-test:streamGenerateContent?alt=sse"
+    # the answerer's timeout reaches the transport (a real one would raise ReadTimeout after 1 s)
+    assert all(r.timeout == {"connect": 1.0, "read": 1.0, "write": 1.0, "pool": 1.0} for r in llm.requests)
 
 
-def test_when_every_llm_fails_the_extractive_answer_says_so(project, llm_server):
-    llm_server.mode.update(openai="500", gemini="429")
-    out = run(project, QUESTION, llm_server.chain())
+def test_when_every_llm_fails_the_extractive_answer_says_so(project, llm):
+    llm.mode.update(openai="500", gemini="429")
+    out = run(project, QUESTION, llm.chain())
     assert out["provider"] == "extractive" and "PostgreSQL 16" in out["answer"]
     assert [f["provider"] for f in out["fallbacks"]] == ["openai-compatible:local-model", "gemini:gemini-test"]
     assert "quota exceeded" in out["fallbacks"][1]["error"]
@@ -232,6 +278,18 @@ def test_the_chain_follows_the_configured_keys():
                                 "GEMINI_API_KEY": "k"})
     assert [p.name for p in chain] == ["openai-compatible:m", "gemini:gemini-2.0-flash", "extractive"]
     assert providers_from_env({"OPENAI_API_KEY": "sk"})[0].base_url == "https://api.openai.com/v1"
+
+
+def test_every_public_error_class_derives_from_ragstead_error():
+    public = {name: cls for name, cls in inspect.getmembers(errors, inspect.isclass)
+              if not name.startswith("_") and cls.__module__ == errors.__name__}
+    assert {"RagsteadError", "ProviderError", "LexicalIndexBusyError"} <= set(public)
+    assert [name for name, cls in public.items() if not issubclass(cls, errors.RagsteadError)] == []
+    # a busy lexical index is a held index lock (the API answers both with 503 index_busy)
+    assert issubclass(errors.LexicalIndexBusyError, errors.IndexLockedError)
+    # their old homes hand out the very same classes
+    assert ProviderError is errors.ProviderError
+    assert lexical_index.LexicalIndexBusyError is errors.LexicalIndexBusyError
 
 
 # ---- prompt templates -------------------------------------------------------------------------------
@@ -252,7 +310,7 @@ def test_every_builtin_template_renders_the_question_and_the_chunks_as_json(proj
 
 def test_breadcrumbs_carry_the_section_path_and_page():
     context = Context(1, "text", "kb/a.md", {"page": 4, "section_path": "Guide > Install", "chunk_id": "c"}, 0.5)
-    assert context.as_data()["breadcrumb"] == "kb/a.md › Guide › Install › p. 4"
+    assert context.to_dict()["breadcrumb"] == "kb/a.md › Guide › Install › p. 4"
 
 
 def test_text_with_braces_is_inserted_verbatim_never_formatted(project):
@@ -263,14 +321,15 @@ def test_text_with_braces_is_inserted_verbatim_never_formatted(project):
     assert tricky in last and "{documents} and {0}" in last
 
 
-def test_few_shot_examples_become_earlier_turns_for_both_providers(project, llm_server):
+def test_few_shot_examples_become_earlier_turns_for_both_providers(project, llm):
     few_shot = load_template("few_shot")
-    chain = [OpenAICompatibleAnswerer(f"{llm_server.base}/v1", "m", None, 1.0, few_shot),
-             GeminiAnswerer("g", "gm", f"{llm_server.base}/v1beta", 1.0, few_shot)]
+    chain = [OpenAICompatibleAnswerer(f"{llm.BASE}/v1", "m", None, 1.0, few_shot, transport=llm.transport),
+             GeminiAnswerer("g", "gm", f"{llm.BASE}/v1beta", 1.0, few_shot, transport=llm.transport)]
     assert run(project, QUESTION, chain)["provider"] == "openai-compatible:m"
-    llm_server.mode["openai"] = "500"
+    llm.mode["openai"] = "500"
     assert run(project, QUESTION, chain)["provider"] == "gemini:gm"
-    openai_body, gemini_body = llm_server.requests[0][3], llm_server.requests[-1][3]
+    assert [r.kind for r in llm.requests] == ["openai", "openai", "gemini"]
+    openai_body, gemini_body = llm.requests[0].body, llm.requests[-1].body
     assert [m["role"] for m in openai_body["messages"]] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert openai_body["messages"][4]["content"] == REFUSAL  # the second example teaches the refusal
     assert [c["role"] for c in gemini_body["contents"]] == ["user", "model", "user", "model", "user"]
@@ -300,13 +359,14 @@ def test_broken_templates_are_refused_with_the_reason(tmp_path, body, error):
         load_template(str(path))
 
 
-def test_a_template_file_shapes_the_prompt_and_unknown_names_are_clear_errors(project, llm_server, tmp_path, cli):
+def test_a_template_file_shapes_the_prompt_and_unknown_names_are_clear_errors(project, llm, tmp_path, cli):
     path = tmp_path / "pirate.toml"
     path.write_text('description = "d"\nsystem = "Talk like a pirate. Or say: {refusal}"\n'
                     'user = "Q: {question}\\nDocs: {documents}"\n')
-    chain = [OpenAICompatibleAnswerer(f"{llm_server.base}/v1", "m", None, 1.0, load_template(str(path)))]
+    chain = [OpenAICompatibleAnswerer(f"{llm.BASE}/v1", "m", None, 1.0, load_template(str(path)),
+                                      transport=llm.transport)]
     run(project, QUESTION, chain)
-    system, user = llm_server.requests[0][3]["messages"]
+    system, user = llm.requests[0].body["messages"]
     assert system["content"] == f"Talk like a pirate. Or say: {REFUSAL}" and user["content"].startswith("Q: Which")
     with pytest.raises(TemplateError, match="unknown template 'nope'"):
         load_template("nope")

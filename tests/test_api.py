@@ -7,6 +7,7 @@ from helpers.pdf_writer import make_pdf
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
+from ragstead.knowledge_base import KnowledgeBase
 
 FILES = {
     "kb/users/alice/billing.md": "Alice decided to migrate the billing database to PostgreSQL.",
@@ -31,7 +32,8 @@ def api(make_project):
 
     def client(**config) -> TestClient:
         # The extractive answerer only: tests never reach an LLM, whatever keys the environment holds.
-        return TestClient(create_app(project.settings, project.embedder, ApiConfig(**config), [ExtractiveAnswerer()]))
+        kb = KnowledgeBase(project.settings, embedder=project.embedder, providers=[ExtractiveAnswerer()])
+        return TestClient(create_app(kb, ApiConfig(**config)))
 
     return project, tokens, keys, client
 
@@ -273,10 +275,8 @@ def test_team_documents_are_not_visible_to_user_keys(api):
 
 
 def test_a_crash_inside_a_handler_is_a_json_500_without_a_trace(api, monkeypatch):
-    from ragstead.api import app as app_module
-
     _, tokens, _, client = api
-    monkeypatch.setattr(app_module, "search", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(KnowledgeBase, "search", lambda *a, **k: 1 / 0)
     with client() as c:
         c_raise = TestClient(c.app, raise_server_exceptions=False)
         response = c_raise.post("/v1/query", json={"query": "cat"}, headers=auth(tokens["alice"]))
@@ -290,12 +290,13 @@ def test_no_auth_needs_a_user_and_repeated_queries_hit_the_embedding_cache(api):
     project, _, _, client = api
     for as_user in (None, "../bob", "a/b", ""):
         with pytest.raises(RagsteadError):
-            create_app(project.settings, project.embedder, ApiConfig(auth=False, as_user=as_user), [])
+            create_app(KnowledgeBase(project.settings, embedder=project.embedder, providers=[]),
+                     ApiConfig(auth=False, as_user=as_user))
     with client(auth=False, as_user="alice") as c:
         for _ in range(3):
             assert paths(c.post("/v1/query", json={"query": "billing database"})) <= {
                 "kb/users/alice/billing.md", "kb/users/alice/cat.md"}
-        assert c.app.state.embedder.hits == 2 and c.app.state.embedder.misses == 1
+        assert c.app.state.kb.embedder.hits == 2 and c.app.state.kb.embedder.misses == 1
 
 
 def test_ask_answers_from_the_callers_documents_only_or_refuses(api):

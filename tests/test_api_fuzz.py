@@ -7,6 +7,7 @@ from schemathesis.checks import not_a_server_error
 
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
+from ragstead.knowledge_base import KnowledgeBase
 
 
 @pytest.fixture
@@ -18,9 +19,8 @@ def fuzzed_api(make_project):
     })
     project.index()
     # No auth (acting as alice) so the fuzzer reaches the handlers, not just the 401 path; no rate limit.
-    app = create_app(project.settings, project.embedder,
-                     ApiConfig(auth=False, as_user="alice", rate_per_minute=0, burst=0, max_upload_bytes=200_000),
-                     [ExtractiveAnswerer()])
+    app = create_app(KnowledgeBase(project.settings, embedder=project.embedder, providers=[ExtractiveAnswerer()]),
+                     ApiConfig(auth=False, as_user="alice", rate_per_minute=0, burst=0, max_upload_bytes=200_000))
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 

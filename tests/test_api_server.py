@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from conftest import OFFLINE_ENV, write_files
+from helpers.project import OFFLINE_ENV, write_files
 
 ENV = OFFLINE_ENV
 

@@ -1,6 +1,6 @@
 import pytest
 
-from ragstead.retrieval.fusion import convex_fusion, min_max, reciprocal_rank_fusion
+from ragstead.retrieval.fusion import convex_fusion, min_max, min_max_above_zero, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 
 
@@ -25,19 +25,27 @@ def test_min_max_hand_computed():
 
 
 def test_convex_fusion_hand_computed():
-    vector = [("a", 0.9), ("b", 0.7), ("c", 0.5)]  # min-max: a 1, b .5, c 0
-    lexical = [("c", 20.0), ("d", 10.0), ("a", 5.0)]  # min-max: c 1, d 1/3, a 0
+    # Each list is min-max scaled with its floor one mean gap below its worst score:
+    vector = [("a", 0.9), ("b", 0.7), ("c", 0.5)]  # floor .5 - .4/3: a 1, b .625, c .25
+    lexical = [("c", 20.0), ("d", 10.0), ("a", 5.0)]  # floor 5 - 15/3 = 0: c 1, d .5, a .25
     fused = convex_fusion(vector, lexical, weight=0.6)
-    assert fused["a"] == pytest.approx(0.6 * 1.0 + 0.4 * 0.0)
-    assert fused["b"] == pytest.approx(0.6 * 0.5)
-    assert fused["c"] == pytest.approx(0.6 * 0.0 + 0.4 * 1.0)
-    assert fused["d"] == pytest.approx(0.4 * (10 - 5) / (20 - 5))
+    assert fused["a"] == pytest.approx(0.6 * 1.0 + 0.4 * 0.25)
+    assert fused["b"] == pytest.approx(0.6 * 0.625)
+    assert fused["c"] == pytest.approx(0.6 * 0.25 + 0.4 * 1.0)
+    assert fused["d"] == pytest.approx(0.4 * 0.5)
     assert sorted(fused, key=fused.get, reverse=True) == ["a", "c", "b", "d"]
     # the weight's ends are the single lists
     assert sorted(convex_fusion(vector, lexical, 1.0).items(), key=lambda kv: -kv[1])[0][0] == "a"
     assert sorted(convex_fusion(vector, lexical, 0.0).items(), key=lambda kv: -kv[1])[0][0] == "c"
     with pytest.raises(ValueError):
         convex_fusion(vector, lexical, 1.5)
+
+
+def test_the_last_candidate_of_a_list_still_scores_above_a_missing_one():
+    fused = convex_fusion([("a", 0.9), ("b", 0.4)], [("a", 3.0), ("c", 1.0)], weight=0.5)
+    assert fused["b"] > 0 and fused["c"] > 0
+    assert min_max_above_zero([("x", 0.3), ("y", 0.3)]) == {"x": 1.0, "y": 1.0}
+    assert min_max_above_zero([]) == {}
 
 
 def test_convex_uses_score_margins_where_rrf_sees_only_ranks():

@@ -3,13 +3,14 @@ import time
 
 import pytest
 
+from helpers.library import search
 from helpers.pdf_writer import make_pdf
 from ragstead.embeddings import MiniLMOnnxEmbedder
 from ragstead.errors import IndexLockedError, ModelMismatchError
+from ragstead.filters import QueryFilters
 from ragstead.indexing.lock import index_lock
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
-from ragstead.stores import SqliteStore
+from ragstead.retrieval.search import SearchOptions
+from ragstead.stores.sqlite import SqliteStore
 
 
 def long_text(topic: str, n: int = 900) -> str:
@@ -158,12 +159,12 @@ def test_model_mismatch_is_refused_and_rebuild_switches(make_project, real_embed
     project.index()
     other = OtherModel(real_embedder)
     with pytest.raises(ModelMismatchError, match="--rebuild"):
-        index_roots(project.settings, project.store, other, ("kb",))
+        index_roots(project.settings.indexing(), project.store, other, ("kb",))
     with pytest.raises(ModelMismatchError):
         search("apples", project.store, other, QueryFilters(), SearchOptions(mode="vector"))
     # lexical queries need no model and still work
     assert search("apples", project.store, other, QueryFilters(), SearchOptions(mode="lexical"))["results"]
-    report = index_roots(project.settings, project.store, other, ("kb",), rebuild=True)
+    report = index_roots(project.settings.indexing(), project.store, other, ("kb",), rebuild=True)
     assert report.added == ["kb/a.md"] and project.store.stats()["embed_model"] == "some-other-model"
 
 

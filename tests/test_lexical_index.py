@@ -4,10 +4,13 @@ import shutil
 
 import pytest
 
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
-from ragstead.stores import SqliteStore, lexical_index
-from ragstead.stores.lexical_index import LexicalIndex, LexicalIndexBusyError
+from helpers.library import search
+from ragstead.errors import LexicalIndexBusyError
+from ragstead.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions
+from ragstead.stores import lexical_index
+from ragstead.stores.lexical_index import LexicalIndex
+from ragstead.stores.sqlite import SqliteStore
 
 
 def lexical_paths(project, question, store=None, **filters):

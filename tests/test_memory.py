@@ -4,13 +4,14 @@ import json
 
 import pytest
 
-from ragstead.answer.ask import AskOptions, ask
+from helpers.library import ask, remember, search
+from ragstead.answer.ask import AskOptions
 from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.memory import decide, remember
+from ragstead.filters import QueryFilters
+from ragstead.memory import decide
 from ragstead.memory.files import remembered
 from ragstead.memory.sensitive import find_sensitive
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.retrieval.search import SearchOptions
 
 # Each of these must be caught, and named by its kind. Test values only (documented examples, fake keys).
 SENSITIVE = [

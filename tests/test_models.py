@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import OFFLINE_ENV, write_files
+from helpers.project import OFFLINE_ENV, write_files
 from ragstead.embeddings import MODELS, MiniLMOnnxEmbedder, make_embedder
 from ragstead.embeddings.bert_numpy import NumpyBertEmbedder, _erf
 from ragstead.errors import ConfigError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OFFLINE_ENV, write_files
+from helpers.project import OFFLINE_ENV, write_files
 
 ENV = OFFLINE_ENV
 

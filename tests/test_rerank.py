@@ -2,10 +2,11 @@
 
 import pytest
 
+from helpers.library import search
 from ragstead.errors import InvalidQueryError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.rerank import SentenceMaxSimReranker
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.retrieval.search import SearchOptions
 
 FILLER = " ".join(
     f"The office plants on floor {i} are watered on Mondays and the kitchen is cleaned on Fridays." for i in range(25)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import OFFLINE_ENV
+from helpers.project import OFFLINE_ENV
 from ragstead.answer.base import REFUSAL
 from ragstead.sanity import run_sanity
 

@@ -1,8 +1,9 @@
 import pytest
 
+from helpers.library import search
 from ragstead.errors import InvalidQueryError
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions
 
 FILES = {
     "kb/users/alice/2025-03-01-db.md": "We decided to migrate the billing database to PostgreSQL in March.",
@@ -120,7 +121,7 @@ def test_path_backstop_drops_a_row_whose_stored_scope_lies(project):
 
 def test_vector_caches_and_lexical_index_see_writes_from_this_and_other_connections(project):
     from ragstead.indexing.build import index_roots
-    from ragstead.stores import SqliteStore
+    from ragstead.stores.sqlite import SqliteStore
 
     def seen(path: str) -> bool:
         """Whether vector and lexical search both see `path` (it is an error if only one does)."""
@@ -135,12 +136,12 @@ def test_vector_caches_and_lexical_index_see_writes_from_this_and_other_connecti
     assert seen("kb/users/bob/sub.md")
     project.write({"kb/users/bob/sub2.md": "More submarine periscope notes by Bob."})
     other = SqliteStore(project.settings.db_file)  # a second writer, like another process
-    index_roots(project.settings, other, project.embedder, ("kb",))
+    index_roots(project.settings.indexing(), other, project.embedder, ("kb",))
     other.close()
     assert seen("kb/users/bob/sub2.md")
     (project.root / "kb/users/bob/sub.md").unlink()
     other = SqliteStore(project.settings.db_file)
-    index_roots(project.settings, other, project.embedder, ("kb",))
+    index_roots(project.settings.indexing(), other, project.embedder, ("kb",))
     other.close()
     assert not seen("kb/users/bob/sub.md")
 

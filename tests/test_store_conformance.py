@@ -11,9 +11,11 @@ import itertools
 import numpy as np
 import pytest
 
+from helpers.library import search
+from helpers.project import spec_for
 from ragstead.errors import ModelMismatchError, RagsteadError
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.chroma import chroma_where
 
@@ -31,6 +33,13 @@ FILES = {
 ALICE = {p for p in FILES if "/alice/" in p}
 
 
+@pytest.fixture
+def embedder(fake_embedder):
+    """These tests check the stores' contract (scope, filters, writes), not the model: the deterministic fake
+    embedder stands in for it (conftest.py), a fresh counter per test."""
+    return fake_embedder
+
+
 def ground_truth(project, filters: QueryFilters) -> set[str]:
     """Paths the filter admits, decided from the path and the stored document rows of the SQLite reference."""
     from ragstead.documents.metadata import derive_metadata
@@ -38,13 +47,16 @@ def ground_truth(project, filters: QueryFilters) -> set[str]:
     admitted = set()
     for path in FILES:
         meta = derive_metadata(path, None, project.settings.path_rules)
-        if meta.is_private == filters.public_only:
+        wants_archive = filters.include_archive or "archive" in filters.doc_types
+        # A private-scope query that asks for the archive also sees the public archive; nothing else crosses.
+        public_archive_asked_for = not meta.is_private and meta.doc_type == "archive" and wants_archive
+        if meta.is_private == filters.public_only and not public_archive_asked_for:
             continue
         if filters.user_slug is not None and meta.user_slug != filters.user_slug:
             continue
         if filters.doc_types and meta.doc_type not in filters.doc_types:
             continue
-        if meta.doc_type == "archive" and not filters.include_archive and "archive" not in filters.doc_types:
+        if meta.doc_type == "archive" and not wants_archive:
             continue
         day = (meta.created_at or "")[:10]
         if filters.date_from and day < filters.date_from:
@@ -235,8 +247,6 @@ def test_chroma_missing_a_write_is_repaired_from_sqlite(make_project, request, m
     the batch, and the next search brings Chroma back in step, so nothing is lost and nothing leaks."""
     from chromadb.api.models.Collection import Collection
 
-    from conftest import spec_for
-
     project = make_project(FILES, store=spec_for(kind, request))
     project.index()
 
@@ -321,9 +331,8 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
     assert _paths(project, hits, f) == set(own)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
     if store_spec and not postgres:  # the next open sees the count differ and puts the 7 back
-        from ragstead.stores import open_store
 
-        reopened = open_store(project.settings)
+        reopened = project.settings.store_spec().open()
         assert reopened.integrity_check() == "ok" and reopened.stats()["vector_rows"] == 400
         again = reopened.vector_search(project.embedder.embed_query("note on topic 2"), f, 10)
         assert [i for i, _ in again] == [i for i, _ in hits]
@@ -373,12 +382,11 @@ def _snapshot(store) -> dict[str, tuple]:  # type: ignore[no-untyped-def]
 
 
 def test_migrate_copies_everything_both_ways_without_embedding(make_project, server_spec):
-    from ragstead.stores import open_store
     from ragstead.stores.migrate import copy_store
 
     source = make_project(FILES)
     source.index()
-    target = open_store(source.settings.with_overrides(store=server_spec))
+    target = source.settings.with_overrides(store=server_spec).store_spec().open()
     report = copy_store(source.store, target, batch_size=3)
     assert (report.documents, report.chunks) == (len(FILES), source.store.stats()["chunks"])
     assert _snapshot(target) == _snapshot(source.store)
@@ -390,7 +398,7 @@ def test_migrate_copies_everything_both_ways_without_embedding(make_project, ser
     with pytest.raises(RagsteadError, match="already holds documents"):
         copy_store(source.store, target)
     # ... and back into a new embedded index
-    back = open_store(source.settings.with_overrides(store=f"sqlite:{source.root}/kb/rag/back.db"))
+    back = source.settings.with_overrides(store=f"sqlite:{source.root}/kb/rag/back.db").store_spec().open()
     copy_store(target, back)
     assert _snapshot(back) == _snapshot(source.store)
     assert back.integrity_check() == "ok"

@@ -1,9 +1,9 @@
 """Chunkers. Every chunk keeps its char offsets into the document text, so citations can point back.
 
-- `words` (default, seed 001): windows of `chunk_size` words with `overlap` words shared.
-- `sentences` (seed 002): sentence-aligned pieces of ~`max_chars`, `overlap_chars` carried over,
+- `words` (default): windows of `chunk_size` words with `overlap` words shared.
+- `sentences`: sentence-aligned pieces of ~`max_chars`, `overlap_chars` carried over,
   pieces shorter than `min_chars` merged into the one before.
-- `markdown` (seed 004): heading-aware; each section is split into word windows and carries its
+- `markdown`: heading-aware; each section is split into word windows and carries its
   `section_path` ("Guide > Install > Linux").
 """
 
@@ -35,7 +35,7 @@ class TextChunk:
 
 @dataclass(frozen=True)
 class ChunkingOptions:
-    """Chunker choice and sizes. Defaults follow the seeds."""
+    """Chunker choice and sizes (default: `words`, 400-word windows, 80 words shared)."""
 
     strategy: str = "words"
     chunk_size: int = 400
@@ -74,7 +74,7 @@ def _word_windows(
 
 
 def chunk_words(text: str, options: ChunkingOptions) -> list[TextChunk]:
-    """Seed 001's `chunk_text`: word windows of `chunk_size` with `overlap`."""
+    """Word windows of `chunk_size` words with `overlap` words shared (the default chunker)."""
     return [
         TextChunk(i, t, sw, ew, cs, ce)
         for i, (t, sw, ew, cs, ce) in enumerate(_word_windows(text, options.chunk_size, options.overlap))
@@ -99,7 +99,7 @@ def _word_index_at(word_starts: list[int], char_offset: int) -> int:
 
 
 def chunk_sentences(text: str, options: ChunkingOptions) -> list[TextChunk]:
-    """Seed 002: sentence-aligned ~max_chars pieces with overlap; tiny trailing pieces merged back."""
+    """Sentence-aligned ~max_chars pieces with overlap; tiny trailing pieces merged back."""
     sentences = _sentence_spans(text)
     pieces: list[tuple[int, int]] = []
     i = 0
@@ -133,7 +133,7 @@ def chunk_sentences(text: str, options: ChunkingOptions) -> list[TextChunk]:
 
 
 def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
-    """Seed 004: split at ATX headings, keep the heading breadcrumb as `section_path`."""
+    """Split at ATX headings, keep the heading breadcrumb as `section_path`."""
     headings = list(_HEADING.finditer(text))
     bounds = [(0, None)] + [(h.start(), h) for h in headings]
     stack: list[tuple[int, str]] = []

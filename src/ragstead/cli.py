@@ -1,9 +1,14 @@
-"""The `ragstead` command line: a thin typer layer over the library. Errors print one line, exit 2."""
+"""The `ragstead` command line: a thin typer layer over `ragstead.KnowledgeBase`. Errors print one line, exit 2."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,10 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ragstead.config import Settings, load_settings
 from ragstead.errors import RagsteadError
-from ragstead.retrieval.filters import QueryFilters, split_values
-from ragstead.retrieval.search import SearchOptions, search
+from ragstead.filters import split_values
+from ragstead.knowledge_base import KnowledgeBase
+from ragstead.knowledge_base import open as open_kb
 
 app = typer.Typer(
     add_completion=False,
@@ -36,38 +41,127 @@ StoreOpt = Annotated[
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
                                                                 "minilm-l6-int8); see `ragstead models`.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
-KOpt = Annotated[int, typer.Option("--k", help="Results to return (ask: chunks to consider).")]
-HybridOpt = Annotated[bool, typer.Option("--hybrid", help="Vector + lexical, fused with RRF.")]
-LexicalOnlyOpt = Annotated[bool, typer.Option("--lexical-only", help="BM25 full-text only.")]
-VectorOpt = Annotated[bool, typer.Option("--vector", help="Vector search only.")]
-ModeOpt = Annotated[str | None, typer.Option(help="vector | lexical | hybrid")]
-UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user's documents.")]
-DocTypeOpt = Annotated[list[str] | None, typer.Option("--doc-type", help="Repeatable or comma-separated.")]
-PrivateOnlyOpt = Annotated[bool, typer.Option("--private-only", help="Only private content (default).")]
-PublicOnlyOpt = Annotated[bool, typer.Option("--public-only", help="Only public content.")]
-DateFromOpt = Annotated[str | None, typer.Option("--date-from", help="YYYY-MM-DD, inclusive.")]
-DateToOpt = Annotated[str | None, typer.Option("--date-to", help="YYYY-MM-DD, inclusive.")]
-ArchiveOpt = Annotated[bool, typer.Option("--include-archive", help="Include archive docs.")]
-TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="Any of these tags; repeatable.")]
-TopKVectorOpt = Annotated[int | None, typer.Option("--top-k-vector", help="Vector candidates.")]
-TopKLexicalOpt = Annotated[int | None, typer.Option("--top-k-lexical", help="Lexical candidates.")]
-RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")]
 FusionOpt = Annotated[str | None, typer.Option("--fusion", help="Hybrid fusion: convex (default) | rrf.")]
-FusionWeightOpt = Annotated[float | None, typer.Option("--fusion-weight", help="convex: vector share, 0..1.")]
-RerankOpt = Annotated[bool, typer.Option("--rerank", help="Re-rank the top candidates (sentence max-sim).")]
+FusionWeightOpt = Annotated[float | None, typer.Option("--fusion-weight", help="convex: vector share, 0..1 "
+                                                                                 "(implies --fusion convex).")]
+RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="RRF constant (implies --fusion rrf).")]
 RerankTopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", help="Candidates --rerank re-orders.")]
 
+SEARCH_PANEL = "Search"
+SCOPE_PANEL = "Scope"
 
-def _settings(
-    root: Path | None, config: Path | None, db: str | None, store: str | None = None, **overrides: Any
-) -> Settings:
-    return load_settings(root, config).with_overrides(db_path=db, store=store, **overrides)
+
+@dataclass(frozen=True)
+class SearchFlags:
+    """The flags `query` and `ask` share: mode, depth, fusion, re-ranking and the scope filters."""
+
+    k: int = 8
+    hybrid: bool = False
+    lexical_only: bool = False
+    vector: bool = False
+    mode: str | None = None
+    user: str | None = None
+    doc_type: list[str] | None = None
+    private_only: bool = False
+    public_only: bool = False
+    date_from: str | None = None
+    date_to: str | None = None
+    include_archive: bool = False
+    tag: list[str] | None = None
+    top_k_vector: int | None = None
+    top_k_lexical: int | None = None
+    rrf_k: int | None = None
+    fusion: str | None = None
+    fusion_weight: float | None = None
+    rerank: bool = False
+    rerank_top_n: int | None = None
+
+    def chosen_mode(self) -> str | None:
+        chosen = [m for m, on in (("hybrid", self.hybrid), ("lexical", self.lexical_only), ("vector", self.vector))
+                  if on]
+        if self.mode:
+            chosen.append(self.mode)
+        if len(set(chosen)) > 1:
+            raise RagsteadError(f"choose one mode, got {sorted(set(chosen))}")
+        return chosen[0] if chosen else None
+
+    def arguments(self) -> dict[str, Any]:
+        """Keyword arguments of `KnowledgeBase.search` / `ask`."""
+        if self.private_only and self.public_only:
+            raise RagsteadError("--private-only and --public-only exclude each other")
+        return {"k": self.k, "mode": self.chosen_mode(), "user": self.user,
+                "doc_types": split_values(self.doc_type), "public_only": self.public_only,
+                "include_archive": self.include_archive, "date_from": self.date_from, "date_to": self.date_to,
+                "tags": split_values(self.tag), "rerank": self.rerank, "top_k_vector": self.top_k_vector,
+                "top_k_lexical": self.top_k_lexical, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
+                "rrf_k": self.rrf_k, "rerank_top_n": self.rerank_top_n}
+
+
+def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL) -> inspect.Parameter:
+    name = names[0].lstrip("-").replace("-", "_")
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind, typer.Option(*names, help=help, rich_help_panel=panel)])
+
+
+_SEARCH_PARAMETERS = [
+    _option(8, int, "--k", "-k", help="Results to return (ask: chunks to consider)."),
+    _option(False, bool, "--hybrid", help="Vector + lexical, fused (convex by default; see --fusion). The default."),
+    _option(False, bool, "--lexical-only", help="BM25 full-text only."),
+    _option(False, bool, "--vector", help="Vector search only."),
+    _option(None, str | None, "--mode", help="vector | lexical | hybrid"),
+    _option(None, str | None, "--user", help="Only this user's documents.", panel=SCOPE_PANEL),
+    _option(None, list[str] | None, "--doc-type", help="Repeatable or comma-separated.", panel=SCOPE_PANEL),
+    _option(False, bool, "--private-only", help="Only private content (default).", panel=SCOPE_PANEL),
+    _option(False, bool, "--public-only", help="Only public content.", panel=SCOPE_PANEL),
+    _option(None, str | None, "--date-from", help="YYYY-MM-DD, inclusive.", panel=SCOPE_PANEL),
+    _option(None, str | None, "--date-to", help="YYYY-MM-DD, inclusive.", panel=SCOPE_PANEL),
+    _option(False, bool, "--include-archive", help="Include archive docs.", panel=SCOPE_PANEL),
+    _option(None, list[str] | None, "--tag", help="Any of these tags; repeatable.", panel=SCOPE_PANEL),
+    _option(None, int | None, "--top-k-vector", help="Vector candidates."),
+    _option(None, int | None, "--top-k-lexical", help="Lexical candidates."),
+    _option(None, int | None, "--rrf-k", help="RRF constant (implies --fusion rrf)."),
+    _option(None, str | None, "--fusion", help="Hybrid fusion: convex (default) | rrf."),
+    _option(None, float | None, "--fusion-weight", help="convex: vector share, 0..1 (implies --fusion convex)."),
+    _option(False, bool, "--rerank", help="Re-rank the top candidates (sentence max-sim)."),
+    _option(None, int | None, "--rerank-top-n", help="Candidates --rerank re-orders."),
+]
+
+
+def with_search_flags(func: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the shared search and scope options, collected into one `flags: SearchFlags` argument."""
+    own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "flags"]
+    names = [p.name for p in _SEARCH_PARAMETERS]
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> None:
+        flags = SearchFlags(**{name: kwargs.pop(name) for name in names})
+        func(flags=flags, **kwargs)
+
+    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
+    command.__signature__ = inspect.Signature([*positional, *_SEARCH_PARAMETERS, *keyword])  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+    return command
+
+
+def _open(root: Path | None, config: Path | None, db: str | None = None, store: str | None = None,
+          **overrides: Any) -> KnowledgeBase:
+    return open_kb(root, config=config, db_path=db, store=store, **overrides)
 
 
 def _fail(exc: Exception) -> typer.Exit:
     # The message is escaped: text in [brackets] (a path, a URL, an option list) is not rich markup.
-    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True)
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+@contextmanager
+def _library_errors() -> Iterator[None]:
+    """Every library error a command meets becomes one `error:` line and exit code 2."""
+    try:
+        yield
+    except RagsteadError as exc:
+        raise _fail(exc) from None
 
 
 def _check_format(output: str, *allowed: str) -> None:
@@ -77,6 +171,25 @@ def _check_format(output: str, *allowed: str) -> None:
 
 def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
+
+
+@contextmanager
+def _progress_bar(quiet: bool, label: str) -> Iterator[Callable[..., None] | None]:
+    """A rich progress bar on a terminal, else nothing; yields a (done, total) or (stage, done, total) hook."""
+    if not _show_progress(quiet):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+
+        def update(*args: Any) -> None:
+            *stage, done, total = args
+            progress.update(task, completed=done, total=total, description=stage[0] if stage else label)
+
+        yield update
 
 
 @app.command()
@@ -96,23 +209,14 @@ def index(
     store_spec: StoreOpt = None,
 ) -> None:
     """Index files under the roots. Incremental: only new or changed files are embedded."""
-    from ragstead.embeddings import embedder_for
-    from ragstead.indexing.build import index_roots
-    from ragstead.stores import open_store
-
-    try:
-        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
-                             model=model)
-        root_list = tuple(split_values([roots])) if roots else None
-        store = open_store(settings)
-        # --rebuild with another model re-embeds; without it, the index's own model carries on.
-        embedder = embedder_for(settings, None if rebuild else store)
-        with _progress_bar(quiet, "indexing") as hook:
-            report = index_roots(settings, store, embedder, root_list, rebuild, wait, progress=hook)
-        stats = store.stats()
-        store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+    with _library_errors():
+        _check_format(output, "text", "json")
+        with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
+                   model=model) as kb:
+            with _progress_bar(quiet, "indexing") as hook:
+                report = kb.index(split_values([roots]) if roots else None, rebuild=rebuild, wait=wait,
+                                  progress=hook)
+            stats = kb.stats()
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
         return
@@ -130,15 +234,6 @@ def index(
     typer.echo(f"index: {stats['path']} ({stats['documents']} documents, {stats['chunks']} chunks)")
 
 
-def _mode(hybrid: bool, lexical_only: bool, vector: bool, mode: str | None, default: str) -> str:
-    chosen = [m for m, on in (("hybrid", hybrid), ("lexical", lexical_only), ("vector", vector)) if on]
-    if mode:
-        chosen.append(mode)
-    if len(set(chosen)) > 1:
-        raise RagsteadError(f"choose one mode, got {sorted(set(chosen))}")
-    return chosen[0] if chosen else default
-
-
 def _print_table(payload: dict[str, Any]) -> None:
     table = Table(title=f"{payload['mode']}: {payload['question']}", show_lines=True)
     for column in ("#", "file", "loc", "score", "snippet"):
@@ -152,28 +247,10 @@ def _print_table(payload: dict[str, Any]) -> None:
 
 
 @app.command()
+@with_search_flags
 def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
-    k: KOpt = 8,
-    hybrid: HybridOpt = False,
-    lexical_only: LexicalOnlyOpt = False,
-    vector: VectorOpt = False,
-    mode: ModeOpt = None,
-    user: UserOpt = None,
-    doc_type: DocTypeOpt = None,
-    private_only: PrivateOnlyOpt = False,
-    public_only: PublicOnlyOpt = False,
-    date_from: DateFromOpt = None,
-    date_to: DateToOpt = None,
-    include_archive: ArchiveOpt = False,
-    tag: TagOpt = None,
-    top_k_vector: TopKVectorOpt = None,
-    top_k_lexical: TopKLexicalOpt = None,
-    rrf_k: RrfKOpt = None,
-    fusion: FusionOpt = None,
-    fusion_weight: FusionWeightOpt = None,
-    rerank: RerankOpt = False,
-    rerank_top_n: RerankTopNOpt = None,
+    flags: SearchFlags,
     output: Annotated[str, typer.Option("--format", help="json | table")] = "json",
     model: ModelOpt = None,
     root: RootOpt = None,
@@ -182,81 +259,22 @@ def query(
     store_spec: StoreOpt = None,
 ) -> None:
     """Search the index and print the JSON contract (or a table with --format table)."""
-    from ragstead.stores import open_store
-
-    try:
+    with _library_errors():
         _check_format(output, "json", "table")
-        settings = _settings(root, config, db, store_spec, model=model)
-        chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
-        filters, options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only, date_from,
-                                           date_to, include_archive, tag, top_k_vector, top_k_lexical, rrf_k,
-                                           fusion, fusion_weight, rerank_top_n)
-        store = open_store(settings, must_exist=True)
-        embedder = None
-        if chosen != "lexical" or rerank:
-            from ragstead.embeddings import embedder_for
-
-            embedder = embedder_for(settings, store)
-        reranker = _reranker(embedder) if rerank and embedder is not None else None
-        payload = search(question, store, embedder if chosen != "lexical" else None, filters, options,
-                         settings.path_rules, reranker)
-        store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+        arguments = flags.arguments()
+        with _open(root, config, db, store_spec, model=model) as kb:
+            payload = kb.search(question, **arguments).to_dict()
     if output == "table":
         _print_table(payload)
     else:
-        for row in payload["results"]:
-            row.pop("text", None)  # the snippet is the contract; full text stays in the index
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
 
 
-def _search_request(
-    settings: Settings, mode: str, k: int, user: str | None, doc_type: list[str] | None, private_only: bool,
-    public_only: bool, date_from: str | None, date_to: str | None, include_archive: bool, tag: list[str] | None,
-    top_k_vector: int | None, top_k_lexical: int | None, rrf_k: int | None,
-    fusion: str | None, fusion_weight: float | None, rerank_top_n: int | None,
-) -> tuple[QueryFilters, SearchOptions]:
-    """Validated filters and search options from the flags `query` and `ask` share."""
-    if private_only and public_only:
-        raise RagsteadError("--private-only and --public-only exclude each other")
-    filters = QueryFilters.build(user, doc_type, public_only, date_from, date_to, include_archive, tag)
-    options = SearchOptions.from_settings(settings, mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
-                                          rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
-                                          rerank_top_n=rerank_top_n)
-    options.validate()
-    return filters, options
-
-
-def _reranker(embedder: Any) -> Any:
-    from ragstead.retrieval.rerank import SentenceMaxSimReranker
-
-    return SentenceMaxSimReranker(embedder)
-
-
 @app.command()
+@with_search_flags
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
-    k: KOpt = 8,
-    hybrid: HybridOpt = False,
-    lexical_only: LexicalOnlyOpt = False,
-    vector: VectorOpt = False,
-    mode: ModeOpt = None,
-    user: UserOpt = None,
-    doc_type: DocTypeOpt = None,
-    private_only: PrivateOnlyOpt = False,
-    public_only: PublicOnlyOpt = False,
-    date_from: DateFromOpt = None,
-    date_to: DateToOpt = None,
-    include_archive: ArchiveOpt = False,
-    tag: TagOpt = None,
-    top_k_vector: TopKVectorOpt = None,
-    top_k_lexical: TopKLexicalOpt = None,
-    rrf_k: RrfKOpt = None,
-    fusion: FusionOpt = None,
-    fusion_weight: FusionWeightOpt = None,
-    rerank: RerankOpt = False,
-    rerank_top_n: RerankTopNOpt = None,
+    flags: SearchFlags,
     min_similarity: Annotated[float | None, typer.Option(help="Relevance gate (cosine); below it: refuse.")] = None,
     max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
     extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
@@ -272,52 +290,30 @@ def ask(
     store_spec: StoreOpt = None,
 ) -> None:
     """Answer from your documents only, with citations, or say that nothing relevant was found."""
-    from ragstead.answer.ask import DEFAULT_MIN_SIMILARITY, AskOptions, providers_from_env
-    from ragstead.answer.ask import ask as run_ask
-    from ragstead.answer.extractive import ExtractiveAnswerer
-    from ragstead.answer.prompt import load_template
-    from ragstead.embeddings import embedder_for
-    from ragstead.memory import remember
-    from ragstead.stores import open_store
-
-    try:
+    with _library_errors():
         _check_format(output, "text", "json")
-        settings = _settings(root, config, db, store_spec, model=model)
-        chosen = _mode(hybrid, lexical_only, vector, mode, settings.default_mode)
-        filters, search_options = _search_request(settings, chosen, k, user, doc_type, private_only, public_only,
-                                                  date_from, date_to, include_archive, tag, top_k_vector,
-                                                  top_k_lexical, rrf_k, fusion, fusion_weight, rerank_top_n)
-        if remember_it and not user:
+        arguments = flags.arguments()
+        if remember_it and not flags.user:
             raise RagsteadError("--remember needs --user: memory belongs to one person")
-        prompt = load_template(template or settings.template_spec)  # validated even when unused: fail early
-        providers = [ExtractiveAnswerer()] if extractive else providers_from_env(template=prompt)
         streaming = output == "text" and sys.stdout.isatty()
-        store = open_store(settings, must_exist=True)
-        embedder = embedder_for(settings, store)
-        options = AskOptions(search_options, DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
-                             max_context_tokens, _reranker(embedder) if rerank else None)
-        try:
-            result = run_ask(question, store, embedder, filters, options, providers, settings.path_rules,
-                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
-            if remember_it and user:
-                result["memory_write"] = remember(question, user, settings, store, embedder).as_dict()
-        finally:
-            store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+        with _open(root, config, db, store_spec, model=model) as kb:
+            result = kb.ask(question, min_similarity=min_similarity, max_context_tokens=max_context_tokens,
+                            extractive=extractive, template=template, remember=remember_it,
+                            on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
+                            **arguments)
     if output == "json":
-        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
-    typer.echo("" if streaming else result["answer"])
-    for citation in result["citations"]:
-        where = citation["locator"]
+    typer.echo("" if streaming else result.text)
+    for citation in result.citations:
+        where = citation.locator
         place = f"page {where['page']}" if where["page"] else where["section_path"] or where["chunk_id"][:12]
-        typer.echo(f"[{citation['n']}] {citation['source']} ({place}): {citation['snippet']}")
-    for fallback in result["fallbacks"]:
+        typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
+    for fallback in result.fallbacks:
         err.print(f"[yellow]note:[/] {fallback['provider']} failed ({fallback['error']}); the next answerer took over",
                   markup=True, highlight=False)
-    if "memory_write" in result:
-        err.print(f"memory: {result['memory_write']['note']}", markup=False, highlight=False)
+    if result.memory_write is not None:
+        err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False)
 
 
 @app.command("remember")
@@ -334,25 +330,12 @@ def remember_cmd(
     store_spec: StoreOpt = None,
 ) -> None:
     """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
-    from ragstead.embeddings import embedder_for
-    from ragstead.memory import remember
-    from ragstead.stores import open_store
-
-    try:
+    with _library_errors():
         _check_format(output, "text", "json")
-        settings = _settings(root, config, db, store_spec)
-        if dry_run or no_index:
-            result = remember(text, user, settings, dry_run=dry_run, wait_seconds=wait)
-        else:
-            store = open_store(settings)
-            try:
-                result = remember(text, user, settings, store, embedder_for(settings, store), wait_seconds=wait)
-            finally:
-                store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+        with _open(root, config, db, store_spec) as kb:
+            result = kb.remember(text, user=user, dry_run=dry_run, index=not (dry_run or no_index), wait=wait)
     if output == "json":
-        typer.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
     decision = result.decision
     verdict = "write" if decision.should_write else "do not write"
@@ -362,23 +345,14 @@ def remember_cmd(
     typer.echo(f"{result.note}" + (f": {result.file}" if result.file else ""))
 
 
-def _progress_bar(quiet: bool, label: str):  # type: ignore[no-untyped-def]
-    """A rich progress bar on a terminal, else a no-op; yields an (done, total) callback."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def bar():  # type: ignore[no-untyped-def]
-        if not _show_progress(quiet):
-            yield None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                      TimeRemainingColumn(), console=err, transient=True) as progress:
-            task = progress.add_task(label, total=None)
-            yield lambda done, total: progress.update(task, completed=done, total=total)
-
-    return bar()
+def _eval_ks(ks: str) -> tuple[int, ...]:
+    try:
+        k_list = tuple(sorted({int(k) for k in ks.split(",") if k.strip()}))
+    except ValueError:
+        raise RagsteadError(f"--k takes comma-separated whole numbers, got {ks!r}") from None
+    if not k_list or k_list[0] < 1 or k_list[-1] > 300:
+        raise RagsteadError("--k values must be between 1 and 300")
+    return k_list
 
 
 @app.command("eval")
@@ -388,7 +362,7 @@ def evaluate(
     cases: Annotated[Path | None, typer.Option("--cases", help="JSONL cases, run against the project index.")] = None,
     modes: Annotated[str, typer.Option(help="Comma-separated: vector,lexical,hybrid.")] = "vector,lexical,hybrid",
     ks: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,100",
-    rrf_k: Annotated[int | None, typer.Option("--rrf-k", help="RRF constant.")] = None,
+    rrf_k: RrfKOpt = None,
     fusion: FusionOpt = None,
     fusion_weight: FusionWeightOpt = None,
     rerank: Annotated[bool, typer.Option("--rerank", help="Also report hybrid+rerank.")] = False,
@@ -413,79 +387,37 @@ def evaluate(
     store_spec: StoreOpt = None,
 ) -> None:
     """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run."""
-    import tempfile
     from datetime import UTC, datetime
 
-    from ragstead.embeddings import embedder_for
-    from ragstead.evaluation.cases import load_beir, load_jsonl_cases
-    from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
-    from ragstead.indexing.build import TextRecord, index_records
-    from ragstead.retrieval.search import MODES
-    from ragstead.stores import open_store
-    from ragstead.stores.chroma import is_chroma_spec
-    from ragstead.stores.postgres import is_postgres_url
+    from ragstead.knowledge_base import MODES, EvalSettings, format_table
 
-    try:
+    with _library_errors():
         if (beir is None) == (cases is None):
             raise RagsteadError("give exactly one of --beir DIR or --cases FILE")
         mode_list = tuple(split_values([modes]))
         if not mode_list or any(m not in MODES for m in mode_list):
             raise RagsteadError(f"--modes takes a comma-separated subset of {MODES}, got {modes!r}")
-        try:
-            k_list = tuple(sorted({int(k) for k in ks.split(",") if k.strip()}))
-        except ValueError:
-            raise RagsteadError(f"--k takes comma-separated whole numbers, got {ks!r}") from None
-        if not k_list or k_list[0] < 1 or k_list[-1] > 300:
-            raise RagsteadError("--k values must be between 1 and 300")
-        settings = _settings(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
-                             model=model)
-        tuned = SearchOptions.from_settings(settings, None, rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
-                                            rerank_top_n=rerank_top_n)
-        tuned.validate()
-        eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
-        scratch = None
-        info: dict[str, Any] = {"chunker": settings.chunker, "chunk_size": settings.chunk_size,
-                                "overlap": settings.overlap}
-        if beir is not None:
-            data = load_beir(beir, split)
-            # The scratch folder holds the lock file and, without --index-db, the index itself.
-            scratch = tempfile.TemporaryDirectory(prefix="ragstead-eval-")
-            if is_postgres_url(index_db or "") or is_chroma_spec(index_db or ""):
-                # A store of its own for the corpus; never the configured store (eval writes to it).
-                beir_settings = settings.with_overrides(store=index_db, lock_path=f"{scratch.name}/beir.lock")
-            else:
-                index_path = Path(index_db or f"{scratch.name}/beir.db").resolve()
-                beir_settings = settings.with_overrides(store="", db_path=str(index_path),
-                                                        lock_path=f"{index_path}.lock")
-            store = open_store(beir_settings)
-            embedder = embedder_for(beir_settings, store)
-            records = [TextRecord(doc_id, text, title or None) for doc_id, (title, text) in data.corpus.items()]
-            with _progress_bar(quiet, "indexing corpus") as hook:
-                indexed = index_records(beir_settings, store, embedder, records, BEIR_ROOT, progress=hook)
-            info |= {"dataset": str(beir), "split": split, "corpus_docs": len(records),
-                     "index_seconds": round(indexed.seconds, 2), "chunks_embedded": indexed.chunks_embedded}
-            case_list, filters = data.cases, QueryFilters()
-        else:
-            case_list = load_jsonl_cases(cases)  # type: ignore[arg-type]
-            filters = QueryFilters.build(user, doc_type, public_only, None, None, include_archive, None)
-            store = open_store(settings, must_exist=True)
-            embedder = embedder_for(settings, store)
-            info |= {"cases": str(cases)}
-        info["model"] = embedder.name
-        with _progress_bar(quiet, "evaluating") as hook:
-            report = run_eval(case_list, store, embedder, eval_settings, filters, settings.path_rules, hook,
-                              _reranker(embedder) if rerank else None)
-        report["run"] = info | {"index": store.stats(), "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        store.close()
-        if scratch is not None:
-            scratch.cleanup()
+        k_list = _eval_ks(ks)
+        with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
+                   model=model) as kb:
+            tuned = kb.search_options(rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
+                                      rerank_top_n=rerank_top_n)
+            eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
+            with _progress_bar(quiet, "evaluating") as hook:
+                if beir is not None:
+                    report = kb.evaluate_beir(beir, split=split, index_store=index_db, settings=eval_settings,
+                                              rerank=rerank, progress=hook)
+                else:
+                    scope = kb.scope(user=user, doc_types=split_values(doc_type), public_only=public_only,
+                                     include_archive=include_archive)
+                    report = kb.evaluate(cases, settings=eval_settings, filters=scope,  # type: ignore[arg-type]
+                                         rerank=rerank, progress=hook)
+                    report["run"]["cases"] = str(cases)
         if report_json is None:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            report_json = settings.root / "kb/rag/eval/reports" / f"eval-{stamp}.json"
+            report_json = kb.root / "kb/rag/eval/reports" / f"eval-{stamp}.json"
         report_json.parent.mkdir(parents=True, exist_ok=True)
         report_json.write_text(json.dumps(report, indent=2))
-    except RagsteadError as exc:
-        raise _fail(exc) from None
     rows = format_table(report)
     table = Table(title=f"ragstead eval: {report['n_queries']} queries")
     for column in rows[0]:
@@ -507,31 +439,10 @@ def migrate(
     config: ConfigOpt = None,
 ) -> None:
     """Copy an index to another store, vectors included (nothing is re-embedded)."""
-    from ragstead.indexing.lock import index_lock
-    from ragstead.stores import describe_store, open_store
-    from ragstead.stores.factory import sqlite_path
-    from ragstead.stores.migrate import copy_store
-
-    try:
+    with _library_errors():
         _check_format(output, "text", "json")
-        settings = _settings(root, config, None)
-        source_settings, target_settings = (settings.with_overrides(store=spec) for spec in (source, target))
-        shared = sqlite_path(source_settings)
-        if describe_store(source_settings) == describe_store(target_settings) or (
-            shared is not None and shared == sqlite_path(target_settings)
-        ):
-            raise RagsteadError("--from and --to name the same store (or share its index file)")
-        with index_lock(settings.lock_file):  # no `ragstead index` of this project while the copy runs
-            from_store = open_store(source_settings, must_exist=True)
-            to_store = open_store(target_settings)
-            try:
-                with _progress_bar(quiet, "copying documents") as hook:
-                    report = copy_store(from_store, to_store, replace=replace, progress=hook)
-            finally:
-                from_store.close()
-                to_store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+        with _open(root, config, None, source) as kb, _progress_bar(quiet, "copying documents") as hook:
+            report = kb.migrate(target, replace_target=replace, progress=hook)
     if output == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return
@@ -544,15 +455,8 @@ def status(
     root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None, store_spec: StoreOpt = None
 ) -> None:
     """Print index counts, the embedding model and the integrity check as JSON."""
-    from ragstead.stores import open_store
-
-    try:
-        settings = _settings(root, config, db, store_spec)
-        store = open_store(settings, must_exist=True)
-        stats = store.stats() | {"integrity": store.integrity_check()}
-        store.close()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+    with _library_errors(), _open(root, config, db, store_spec) as kb:
+        stats = kb.status()
     typer.echo(json.dumps(stats, indent=2))
 
 
@@ -561,23 +465,15 @@ def templates(
     show: Annotated[str | None, typer.Option(help="Print this template's messages for a demo question (JSON).")] = None,
 ) -> None:
     """The prompt templates `ask --template` takes (built-in names; a .toml path works too)."""
-    from ragstead.answer.base import Context
-    from ragstead.answer.prompt import catalog, load_template
+    from ragstead.knowledge_base import prompt_templates, template_preview
 
-    try:
+    with _library_errors():
         if show:
-            demo = [Context(1, "We decided to migrate the billing database to PostgreSQL 16 in March.",
-                            "kb/users/alice/db.md", {"page": None, "section_path": "Billing > Decision",
-                                                     "chunk_id": "0" * 64}, 0.71)]
-            messages = load_template(show).messages("Which database did we choose for billing?", demo)
-            typer.echo(json.dumps(messages, indent=2, ensure_ascii=False))
+            typer.echo(json.dumps(template_preview(show), indent=2, ensure_ascii=False))
             return
-        for name in sorted(catalog()):
-            found = load_template(name)
-            shots = f", {len(found.examples)} examples" if found.examples else ""
-            typer.echo(f"{name}{shots}: {found.description}")
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+        for row in prompt_templates():
+            shots = f", {row['examples']} examples" if row["examples"] else ""
+            typer.echo(f"{row['name']}{shots}: {row['description']}")
 
 
 @app.command()
@@ -585,13 +481,11 @@ def models(
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
 ) -> None:
     """The embedding models `--model` takes, and whether each one's package is installed."""
-    from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows
+    from ragstead.knowledge_base import DEFAULT_MODEL, model_catalog
 
-    try:
+    with _library_errors():
         _check_format(output, "text", "json")
-    except RagsteadError as exc:
-        raise _fail(exc) from None
-    rows = catalog_rows()
+    rows = model_catalog()
     if output == "json":
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -610,13 +504,12 @@ def sanity(
 
     Works on a scratch copy, so the sample is never changed. Exit code 1 if any check fails.
     """
-    from ragstead.embeddings import default_embedder
     from ragstead.sanity import run_sanity
 
     try:
         if not (sample / "kb").is_dir():
             raise RagsteadError(f"{sample} does not look like the sample project (no kb/ folder)")
-        report = run_sanity(sample, default_embedder())
+        report = run_sanity(sample)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except (RagsteadError, OSError) as exc:
@@ -631,23 +524,6 @@ def sanity(
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-def _index_embedder(settings: Settings) -> Any:
-    """The embedder for the configured model, else for the model of the index if one exists yet."""
-    from ragstead.embeddings import embedder_for
-    from ragstead.stores import open_store
-
-    if settings.model:
-        return embedder_for(settings)
-    try:
-        store = open_store(settings, must_exist=True)
-    except RagsteadError:
-        return embedder_for(settings)
-    try:
-        return embedder_for(settings, store)
-    finally:
-        store.close()
 
 
 @app.command()
@@ -668,7 +544,7 @@ def serve(
     store_spec: StoreOpt = None,
 ) -> None:
     """Serve the HTTP API (FastAPI + uvicorn); OpenAPI docs at /docs."""
-    try:
+    with _library_errors():
         if no_auth and host not in LOOPBACK:
             raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(LOOPBACK)}), not {host!r}")
         if no_auth and not as_user:
@@ -679,13 +555,10 @@ def serve(
 
         from ragstead.api import ApiConfig, create_app
 
-        settings = _settings(root, config, db, store_spec, model=model)
+        kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
         api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
-                               max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
-                               embed_cache_size=embed_cache)
-        api = create_app(settings, _index_embedder(settings), api_config)
-    except RagsteadError as exc:
-        raise _fail(exc) from None
+                               max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
+        api = create_app(kb, api_config)
     if no_auth:
         err.print(f"[bold yellow]warning:[/] no authentication: every request acts as {as_user!r}", markup=True)
     uvicorn.run(api, host=host, port=port, log_level="warning", timeout_keep_alive=5,
@@ -699,7 +572,7 @@ app.add_typer(keys_app, name="keys")
 def _key_file(root: Path | None, config: Path | None, db: str | None):  # type: ignore[no-untyped-def]
     from ragstead.api.keys import KeyFile
 
-    return KeyFile(_settings(root, config, db).db_file.parent / "api_keys.json")
+    return KeyFile(_open(root, config, db).api_keys_file)
 
 
 @keys_app.command("add")
@@ -712,23 +585,19 @@ def keys_add(
     db: DbOpt = None,
 ) -> None:
     """Create a key and print it once (only its SHA-256 is stored)."""
-    try:
-        from ragstead.api.keys import SCOPES
+    from ragstead.api.keys import SCOPES
 
+    with _library_errors():
         key, record = _key_file(root, config, db).add(user, split_values([scopes]) or SCOPES, label)
-    except RagsteadError as exc:
-        raise _fail(exc) from None
-    typer.echo(json.dumps({"key": key, **record.public()}, indent=2))
+    typer.echo(json.dumps({"key": key, **record.to_dict()}, indent=2))
 
 
 @keys_app.command("list")
 def keys_list(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """List keys (ids, users, scopes; never the keys)."""
-    try:
+    with _library_errors():
         records = _key_file(root, config, db).list()
-    except RagsteadError as exc:
-        raise _fail(exc) from None
-    typer.echo(json.dumps([r.public() for r in records], indent=2))
+    typer.echo(json.dumps([r.to_dict() for r in records], indent=2))
 
 
 @keys_app.command("revoke")
@@ -739,11 +608,9 @@ def keys_revoke(
     db: DbOpt = None,
 ) -> None:
     """Revoke a key; a running server refuses it from its next request."""
-    try:
+    with _library_errors():
         record = _key_file(root, config, db).revoke(key_id)
-    except RagsteadError as exc:
-        raise _fail(exc) from None
-    typer.echo(json.dumps(record.public(), indent=2))
+    typer.echo(json.dumps(record.to_dict(), indent=2))
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Settings: defaults from the seeds, then `ragstead.toml`, then `RAGSTEAD_*` env vars, then CLI flags.
+"""Settings: defaults, then `ragstead.toml`, then `RAGSTEAD_*` env vars, then CLI flags or `ragstead.open()`
+overrides. Only the KnowledgeBase reads them; it hands each layer its own narrow options.
 
 All paths are relative to the project root (`--root`, `RAGSTEAD_ROOT`, default: the current dir).
 """
@@ -14,7 +15,9 @@ from typing import Any
 from ragstead.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
 from ragstead.errors import ConfigError
+from ragstead.indexing.build import IndexingOptions
 from ragstead.retrieval.search import SearchOptions
+from ragstead.stores.factory import StoreSpec
 
 CONFIG_FILE = "ragstead.toml"
 
@@ -26,8 +29,8 @@ class Settings:
     root: Path = Path(".")
     roots: tuple[str, ...] = ("kb", "artifacts")
     db_path: str = "kb/rag/ragstead.db"
-    # Where the index lives: "" (embedded SQLite at db_path), "sqlite:PATH" or "postgresql://..."
-    # (stores/factory.py). A URL with a password belongs in RAGSTEAD_STORE, not in a committed file.
+    # Where the index lives (stores/factory.py). A URL with a password belongs in RAGSTEAD_STORE, not in a
+    # committed file.
     store: str = ""
     lock_path: str = "kb/rag/index.lock"
     chunker: str = "words"
@@ -38,6 +41,7 @@ class Settings:
     model: str = ""
     embed_batch_size: int = 32
     max_tokens: int = 256
+    embed_cache_size: int = 1024  # query vectors kept in the KnowledgeBase's LRU cache (0: off)
     # Retrieval knobs default to SearchOptions' values (where the measurements behind them are noted).
     top_k_vector: int = SearchOptions.top_k_vector
     top_k_lexical: int = SearchOptions.top_k_lexical
@@ -73,6 +77,26 @@ class Settings:
     @property
     def chunking(self) -> ChunkingOptions:
         return ChunkingOptions(strategy=self.chunker, chunk_size=self.chunk_size, overlap=self.overlap)
+
+    def search_options(self, mode: str | None = None, **overrides: Any) -> SearchOptions:
+        """Search options from the configured defaults; a None override keeps the configured value."""
+        values: dict[str, Any] = {
+            "mode": mode or self.default_mode, "top_k_vector": self.top_k_vector,
+            "top_k_lexical": self.top_k_lexical, "rrf_k": self.rrf_k, "fusion": self.fusion,
+            "fusion_weight": self.fusion_weight, "rerank_top_n": self.rerank_top_n, "rerank_weight": self.rerank_weight,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return SearchOptions(**values)
+
+    def indexing(self, roots: tuple[str, ...] | None = None) -> IndexingOptions:
+        """What `index` reads and how it chunks it."""
+        return IndexingOptions(root=self.root, roots=tuple(roots or self.roots), lock_file=self.lock_file,
+                               chunking=self.chunking, path_rules=self.path_rules,
+                               skip_dirs=(self.db_file.parent,))
+
+    def store_spec(self) -> StoreSpec:
+        """The parsed `store` setting."""
+        return StoreSpec.parse(self.store, root=self.root, default_db=self.db_file)
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """Apply non-None overrides (CLI flags)."""

@@ -21,9 +21,21 @@ class IndexLockedError(RagsteadError):
     """Another `ragstead index` run holds the index lock."""
 
 
+class LexicalIndexBusyError(IndexLockedError):
+    """Another process held the lexical index's writer lock for longer than we waited; nothing was written."""
+
+
 class InvalidQueryError(RagsteadError):
     """A query or filter value is malformed (bad date, k out of range, oversized text)."""
 
 
 class ConfigError(RagsteadError):
     """A configuration file or value is invalid."""
+
+
+class ProviderError(RagsteadError):
+    """An answerer could not answer (HTTP error, timeout, malformed or empty reply); the next one in the chain tries."""
+
+
+class DocumentNotFoundError(RagsteadError):
+    """No such document in the caller's scope (someone else's document answers the same way)."""

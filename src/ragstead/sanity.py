@@ -14,18 +14,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ragstead.answer.ask import AskOptions, ask
 from ragstead.answer.base import REFUSAL
-from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.config import Settings
-from ragstead.embeddings.base import Embedder
-from ragstead.indexing.build import index_roots
-from ragstead.memory import remember
-from ragstead.retrieval.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions
-from ragstead.stores.sqlite import SqliteStore
+from ragstead.knowledge_base import open as open_kb
+
+if TYPE_CHECKING:
+    from ragstead import Embedder
 
 ROOTS = ("kb", "artifacts", "docs")
 
@@ -72,65 +67,61 @@ def _in_scope(source: str, user: str | None, public_only: bool) -> bool:
     return source.startswith((f"kb/users/{user}/", f"artifacts/dossiers/{user}/"))
 
 
-def run_sanity(sample: Path, embedder: Embedder) -> dict[str, Any]:
+def run_sanity(sample: Path, embedder: Embedder | None = None) -> dict[str, Any]:
     """Run the fixed flow over a scratch copy of `sample`; return the report (see module docstring)."""
     checks: list[dict[str, Any]] = []
 
     def check(name: str, passed: bool, detail: str = "") -> None:
         checks.append({"name": name, "passed": bool(passed), "detail": detail})
 
-    with tempfile.TemporaryDirectory(prefix="ragstead-sanity-") as scratch:
-        settings = Settings(root=_copy_sample(sample, Path(scratch)).resolve(), roots=ROOTS)
-        store = SqliteStore(settings.db_file)
-        try:
-            indexed = index_roots(settings, store, embedder).to_dict()
-            failed = [s for s in indexed["skipped"] if not s["reason"].startswith("unsupported file type")]
-            check("index: every supported file indexed, none failed", bool(indexed["added"]) and not failed,
-                  f"{len(indexed['added'])} indexed, {len(failed)} failed")
+    with tempfile.TemporaryDirectory(prefix="ragstead-sanity-") as scratch, open_kb(
+        _copy_sample(sample, Path(scratch)).resolve(), embedder=embedder, roots=ROOTS, store="", model=""
+    ) as kb:
+        indexed = kb.index().to_dict()
+        failed = [s for s in indexed["skipped"] if not s["reason"].startswith("unsupported file type")]
+        check("index: every supported file indexed, none failed", bool(indexed["added"]) and not failed,
+              f"{len(indexed['added'])} indexed, {len(failed)} failed")
 
-            def run(question: str, user: str | None, public_only: bool) -> dict[str, Any]:
-                filters = QueryFilters.build(user_slug=user, public_only=public_only)
-                return ask(question, store, embedder, filters, AskOptions(SearchOptions(mode="hybrid", k=8)),
-                           [ExtractiveAnswerer()], settings.path_rules)
+        def run(question: str, user: str | None, public_only: bool) -> dict[str, Any]:
+            return kb.ask(question, user=user, public_only=public_only, mode="hybrid", k=8,
+                          extractive=True).to_dict()
 
-            questions = []
-            for case in CASES:
-                out = run(case.question, case.user, case.public_only)
-                sources = [c["source"] for c in out["citations"]]
-                questions.append({"name": case.name, "user": case.user, "public_only": case.public_only, **out})
-                if case.must_contain:
-                    check(f"{case.name}: answered with the expected fact", not out["refused"]
-                          and case.must_contain.lower() in out["answer"].lower(), out["answer"][:200])
-                    check(f"{case.name}: cites {case.must_cite}", case.must_cite in sources, ", ".join(sources))
-                else:
-                    check(f"{case.name}: exact refusal, no citations", out["answer"] == REFUSAL and not sources,
-                          out["answer"][:200])
-                check(f"{case.name}: every citation inside the asker's scope",
-                      all(_in_scope(s, case.user, case.public_only) for s in sources), ", ".join(sources))
+        questions = []
+        for case in CASES:
+            out = run(case.question, case.user, case.public_only)
+            sources = [c["source"] for c in out["citations"]]
+            questions.append({"name": case.name, "user": case.user, "public_only": case.public_only, **out})
+            if case.must_contain:
+                check(f"{case.name}: answered with the expected fact", not out["refused"]
+                      and case.must_contain.lower() in out["answer"].lower(), out["answer"][:200])
+                check(f"{case.name}: cites {case.must_cite}", case.must_cite in sources, ", ".join(sources))
+            else:
+                check(f"{case.name}: exact refusal, no citations", out["answer"] == REFUSAL and not sources,
+                      out["answer"][:200])
+            check(f"{case.name}: every citation inside the asker's scope",
+                  all(_in_scope(s, case.user, case.public_only) for s in sources), ", ".join(sources))
 
-            written = remember(MEMORY_FACT, "alice", settings, store, embedder).as_dict()
-            blocked = remember(MEMORY_SECRET, "alice", settings, store, embedder).as_dict()
-            recalled = run(MEMORY_QUESTION, "alice", False)
-            leaked = run(MEMORY_QUESTION, "bob", False)
-            memory_text = "".join(p.read_text(encoding="utf-8")
-                                  for p in (settings.root / "kb/users/alice/memory").glob("*.md"))
-            check("memory: a preference is written to USER_MEMORY.md and indexed",
-                  written["written"] and written["indexed"] and written["file"].endswith("USER_MEMORY.md"),
-                  written["note"])
-            check("memory: ask finds the remembered preference",
-                  any(c["source"].endswith("USER_MEMORY.md") for c in recalled["citations"]), recalled["answer"][:200])
-            check("memory: another user never sees it",
-                  not any("memory/" in c["source"] for c in leaked["citations"]), leaked["answer"][:200])
-            check("memory: PII and secrets are refused and never written",
-                  not blocked["written"] and blocked["decision"]["summary"] == ""
-                  and "hunter2" not in memory_text and "alice@example.com" not in memory_text,
-                  blocked["note"])
-        finally:
-            store.close()
+        written = kb.remember(MEMORY_FACT, user="alice").to_dict()
+        blocked = kb.remember(MEMORY_SECRET, user="alice").to_dict()
+        recalled = run(MEMORY_QUESTION, "alice", False)
+        leaked = run(MEMORY_QUESTION, "bob", False)
+        memory_text = "".join(p.read_text(encoding="utf-8") for p in (kb.root / "kb/users/alice/memory").glob("*.md"))
+        model = kb.embedder.name
+        check("memory: a preference is written to USER_MEMORY.md and indexed",
+              written["written"] and written["indexed"] and written["file"].endswith("USER_MEMORY.md"),
+              written["note"])
+        check("memory: ask finds the remembered preference",
+              any(c["source"].endswith("USER_MEMORY.md") for c in recalled["citations"]), recalled["answer"][:200])
+        check("memory: another user never sees it",
+              not any("memory/" in c["source"] for c in leaked["citations"]), leaked["answer"][:200])
+        check("memory: PII and secrets are refused and never written",
+              not blocked["written"] and blocked["decision"]["summary"] == ""
+              and "hunter2" not in memory_text and "alice@example.com" not in memory_text,
+              blocked["note"])
     return {
         "sample": str(sample),
         "answerer": "extractive",
-        "model": embedder.name,
+        "model": model,
         "index": indexed,
         "questions": questions,
         "memory": {"written": written, "blocked": blocked, "recall": recalled, "other_user": leaked},

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+import httpx
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -25,10 +25,10 @@ from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
+from ragstead.filters import QueryFilters
 from ragstead.memory.decision import decide
-from ragstead.retrieval.filters import QueryFilters
 from ragstead.retrieval.rerank import Reranker
-from ragstead.retrieval.search import SearchOptions, search, snippet
+from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
 from ragstead.stores.base import Store
 
 # Calibrated by `python -m bench refusal` on SciFact train: answers 95 % of answerable train queries,
@@ -50,7 +50,8 @@ class AskOptions:
 
 
 def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
-                       template: PromptTemplate | None = None) -> list[AnswerProvider]:
+                       template: PromptTemplate | None = None,
+                       transport: httpx.BaseTransport | None = None) -> list[AnswerProvider]:
     """The fallback chain from configured endpoints and keys, in this order, extractive always last.
 
     RAGSTEAD_OPENAI_BASE_URL (+ RAGSTEAD_OPENAI_MODEL, OPENAI_API_KEY) for any OpenAI-compatible server,
@@ -63,33 +64,58 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
     base_url = env.get("RAGSTEAD_OPENAI_BASE_URL") or ("https://api.openai.com/v1" if env.get("OPENAI_API_KEY") else "")
     if base_url:
         chain.append(OpenAICompatibleAnswerer(base_url, env.get("RAGSTEAD_OPENAI_MODEL", "gpt-4o-mini"),
-                                              env.get("OPENAI_API_KEY"), timeout, template))
+                                              env.get("OPENAI_API_KEY"), timeout, template, transport=transport))
     if env.get("GEMINI_API_KEY"):
         gemini_base = env.get("RAGSTEAD_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com/v1beta")
         chain.append(GeminiAnswerer(env["GEMINI_API_KEY"], env.get("RAGSTEAD_GEMINI_MODEL", "gemini-2.0-flash"),
-                                    gemini_base, timeout, template))
+                                    gemini_base, timeout, template, transport=transport))
     chain.append(ExtractiveAnswerer())
     return chain
 
 
-class _LastQueryVector:
-    """Passes an embedder through, keeping the last query vector so `gather` does not embed it twice."""
+@dataclass(frozen=True)
+class Citation:
+    """A retrieved chunk an answer cites as `[n]`."""
 
-    def __init__(self, inner: Embedder) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self._last: tuple[str, np.ndarray] | None = None
+    n: int
+    source: str
+    locator: dict[str, Any]
+    snippet: str
+    similarity: float
 
-    def embed_query(self, text: str) -> np.ndarray:
-        if self._last is None or self._last[0] != text:
-            self._last = (text, self.inner.embed_query(text))
-        return self._last[1]
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return self.inner.embed_documents(texts)
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
+                "similarity": self.similarity}
 
 
-def _locator(row: dict[str, Any]) -> dict[str, Any]:
-    return {"page": row.get("page"), "section_path": row.get("section_path"), "chunk_id": row["chunk_id"]}
+@dataclass(frozen=True)
+class Answer:
+    """What `ask` returns: the answer text with its citations, or the refusal. `to_dict()` is the ask JSON."""
+
+    question: str
+    text: str
+    refused: bool
+    citations: tuple[Citation, ...]
+    provider: str | None
+    retrieval: dict[str, Any]
+    memory: dict[str, Any]
+    flagged: tuple[dict[str, Any], ...] = ()
+    fallbacks: tuple[dict[str, str], ...] = ()
+    memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "question": self.question, "retrieval": self.retrieval, "memory": self.memory,
+            "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
+            "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
+        }
+        if self.memory_write is not None:
+            data["memory_write"] = self.memory_write
+        return data
+
+
+def _locator(hit: Hit) -> dict[str, Any]:
+    return {"page": hit.page, "section_path": hit.section_path, "chunk_id": hit.chunk_id}
 
 
 def ask(
@@ -101,10 +127,10 @@ def ask(
     providers: list[AnswerProvider],
     rules: tuple[PathRule, ...],
     on_text: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Answer `question` from the index, or refuse. Returns the documented `ask` JSON shape."""
+) -> Answer:
+    """Answer `question` from the index, or refuse."""
     found, contexts = gather(question, store, embedder, filters, options, rules)
-    return answer(question, found, contexts, providers, on_text)
+    return answer(found, contexts, options.min_similarity, providers, on_text)
 
 
 def gather(
@@ -114,68 +140,71 @@ def gather(
     filters: QueryFilters,
     options: AskOptions,
     rules: tuple[PathRule, ...],
-) -> tuple[dict[str, Any], list[Context]]:
+) -> tuple[SearchResult, list[Context]]:
     """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
-    remembered = _LastQueryVector(embedder)
-    found = search(question, store, remembered, filters, options.search, rules, options.reranker)
-    query_vector = remembered.embed_query(question)  # search() already embedded it unless it was lexical-only
-    missing = [r["chunk_id"] for r in found["results"] if r.get("vector_score") is None]
+    found = search(question, store, embedder, filters, options.search, rules, options.reranker)
+    query_vector = found.query_vector if found.query_vector is not None else embedder.embed_query(question)
+    missing = [hit.chunk_id for hit in found.hits if hit.vector_score is None]
     stored = store.chunk_vectors(missing)
     contexts: list[Context] = []
     budget = options.max_context_tokens
-    for row in found["results"]:
-        similarity = row["vector_score"]
+    for hit in found.hits:
+        similarity = hit.vector_score
         if similarity is None:
-            vector = stored.get(row["chunk_id"])
+            vector = stored.get(hit.chunk_id)
             similarity = float(vector @ query_vector) if vector is not None else 0.0
-        if similarity < options.min_similarity or (row["token_estimate"] > budget and contexts):
+        if similarity < options.min_similarity or (hit.token_estimate > budget and contexts):
             continue
-        budget -= row["token_estimate"]
-        contexts.append(Context(len(contexts) + 1, row["text"], row["file_path"], _locator(row), round(similarity, 4),
-                                screen(row["text"])))
-    found["min_similarity"] = options.min_similarity
+        budget -= hit.token_estimate
+        contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarity, 4),
+                                screen(hit.text)))
     return found, contexts
 
 
 def answer(
-    question: str,
-    found: dict[str, Any],
+    found: SearchResult,
     contexts: list[Context],
+    min_similarity: float,
     providers: list[AnswerProvider],
     on_text: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> Answer:
     """The answering half of `ask` (needs no store): the provider chain over `contexts`, or the refusal."""
-    out: dict[str, Any] = {
+    question = found.question
+    base: dict[str, Any] = {
         "question": question,
-        "retrieval": {"mode": found["mode"], "filters": found["filters"], "retrieved": len(found["results"]),
-                      "relevant": len(contexts), "min_similarity": found["min_similarity"]},
+        "retrieval": {"mode": found.mode, "filters": found.filters, "retrieved": len(found.hits),
+                      "relevant": len(contexts), "min_similarity": min_similarity},
         # What selective memory would make of the question; `ask --remember` writes it if it says so.
-        "memory": decide(question).as_dict(),
-        "flagged": [{"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags} for c in contexts if c.flags],
-        "fallbacks": [],
+        "memory": decide(question).to_dict(),
+        "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}
+                         for c in contexts if c.flags),
     }
+    fallbacks: list[dict[str, str]] = []
+
+    def refusal(provider: str | None) -> Answer:
+        return Answer(text=REFUSAL, refused=True, citations=(), provider=provider, fallbacks=tuple(fallbacks), **base)
+
     if not contexts:
         if on_text:
             on_text(REFUSAL)
-        return {**out, "answer": REFUSAL, "refused": True, "citations": [], "provider": None}
+        return refusal(None)
     for provider in providers:
         try:
             text = provider.answer(question, contexts, on_text)
         except ProviderError as exc:
-            out["fallbacks"].append({"provider": provider.name, "error": str(exc)})
+            fallbacks.append({"provider": provider.name, "error": str(exc)})
             continue
         if text.strip() == REFUSAL:
-            return {**out, "answer": REFUSAL, "refused": True, "citations": [], "provider": provider.name}
+            return refusal(provider.name)
         text, cited = _check_citations(text, len(contexts))
         if not cited:
-            out["fallbacks"].append({"provider": provider.name, "error": "the answer cited no retrieved document"})
+            fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
-        cited_contexts = [contexts[n - 1] for n in cited]
-        citations = [{"n": c.n, "source": c.source, "locator": c.locator,
-                      "snippet": snippet(c.text, CITATION_SNIPPET_CHARS), "similarity": c.similarity}
-                     for c in cited_contexts]
-        return {**out, "answer": text, "refused": False, "citations": citations, "provider": provider.name}
-    return {**out, "answer": REFUSAL, "refused": True, "citations": [], "provider": None}
+        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity)
+                          for c in (contexts[n - 1] for n in cited))
+        return Answer(text=text, refused=False, citations=citations, provider=provider.name,
+                      fallbacks=tuple(fallbacks), **base)
+    return refusal(None)
 
 
 def _check_citations(text: str, count: int) -> tuple[str, list[int]]:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ragstead.errors import ProviderError as ProviderError  # re-exported: the answerers import it from here
+
 REFUSAL = "I could not find relevant information in the uploaded documents."
 
 
@@ -30,15 +32,11 @@ class Context:
     similarity: float
     flags: list[str] = field(default_factory=list)  # prompt-injection screening reasons; [] when clean
 
-    def as_data(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""
         crumb = breadcrumb(self.source, self.locator.get("section_path"), self.locator.get("page"))
         return {"n": self.n, "source": self.source, "breadcrumb": crumb, **self.locator,
                 "flagged_as_instructions": self.flags, "text": self.text}
-
-
-class ProviderError(Exception):
-    """An answerer could not answer (HTTP error, timeout, malformed or uncited reply); the next one tries."""
 
 
 class AnswerProvider(Protocol):

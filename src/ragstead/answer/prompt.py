@@ -1,11 +1,6 @@
-"""Prompt templates: files that turn a question and its retrieved chunks into chat messages.
-
-A template is a TOML file (the built-in catalog is `answer/prompts/*.toml`; `--template` also takes a
-path) with a `system` text, a `user` text and optional few-shot `examples`. The retrieved chunks always
-reach the model as a JSON array (`Context.as_data`: n, source, breadcrumb, page, section_path,
-chunk_id, flagged_as_instructions, text), never spliced into the instructions, so a document cannot
-rewrite the prompt. Templates are validated when loaded: an unknown placeholder or a stray brace is an
-error then, not a broken prompt later.
+"""Prompt templates: TOML files (built-ins in `answer/prompts/`) that turn a question and its retrieved
+chunks into chat messages. Chunks always go in as a JSON array (`Context.to_dict`), never spliced into the
+instructions, and templates are validated when loaded (docs/design.md, "Prompts and injection screening").
 """
 
 from __future__ import annotations
@@ -56,10 +51,10 @@ class PromptTemplate:
         """system, then (user, assistant) per example, then the real question with its documents."""
         out = [{"role": "system", "content": self.system.format(refusal=REFUSAL)}]
         for example in self.examples:
-            docs = [c.as_data() for c in _example_contexts(example.documents)]
+            docs = [c.to_dict() for c in _example_contexts(example.documents)]
             out.append({"role": "user", "content": self._user(example.question, docs)})
             out.append({"role": "assistant", "content": example.answer.format(refusal=REFUSAL)})
-        out.append({"role": "user", "content": self._user(question, [c.as_data() for c in contexts])})
+        out.append({"role": "user", "content": self._user(question, [c.to_dict() for c in contexts])})
         return out
 
     def _user(self, question: str, documents: list[dict[str, Any]]) -> str:

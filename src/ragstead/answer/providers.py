@@ -32,15 +32,17 @@ def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
 class _HttpAnswerer:
     name = "http"
 
-    def __init__(self, timeout: float, template: PromptTemplate | None) -> None:
+    def __init__(self, timeout: float, template: PromptTemplate | None, *,
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.timeout = timeout
         self.template = template or load_template()
+        self.transport = transport  # None: httpx's own network transport; tests pass an httpx.MockTransport
 
     def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
                 pieces: Callable[[dict[str, Any]], str], on_text: Callable[[str], None] | None) -> str:
         text: list[str] = []
         try:
-            with httpx.Client(timeout=httpx.Timeout(self.timeout)) as client, client.stream(
+            with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport) as client, client.stream(
                 "POST", url, json=body, headers=headers
             ) as response:
                 if response.status_code >= 400:
@@ -56,7 +58,7 @@ class _HttpAnswerer:
             raise ProviderError(f"{self.name}: timed out after {self.timeout:.0f}s") from exc
         except httpx.HTTPError as exc:
             raise ProviderError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ProviderError(f"{self.name}: unexpected response shape ({exc})") from exc
         answer = "".join(text).strip()
         if not answer:
@@ -68,8 +70,8 @@ class OpenAICompatibleAnswerer(_HttpAnswerer):
     """`POST {base_url}/chat/completions` with `stream: true`: OpenAI, Ollama, llama.cpp server, vLLM."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
-                 template: PromptTemplate | None = None) -> None:
-        super().__init__(timeout, template)
+                 template: PromptTemplate | None = None, *, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(timeout, template, transport=transport)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"openai-compatible:{model}"
 
@@ -87,8 +89,8 @@ class GeminiAnswerer(_HttpAnswerer):
 
     def __init__(self, api_key: str, model: str = "gemini-2.0-flash",
                  base_url: str = "https://generativelanguage.googleapis.com/v1beta", timeout: float = 60.0,
-                 template: PromptTemplate | None = None) -> None:
-        super().__init__(timeout, template)
+                 template: PromptTemplate | None = None, *, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(timeout, template, transport=transport)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"gemini:{model}"
 

@@ -8,17 +8,12 @@ error is JSON `{"error": {"code", "message"}}`, never a stack trace.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from fastapi import Depends, FastAPI, File, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -26,30 +21,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragstead.answer.ask import (
-    DEFAULT_MAX_CONTEXT_TOKENS,
-    DEFAULT_MIN_SIMILARITY,
-    AskOptions,
-    answer,
-    gather,
-    providers_from_env,
-)
-from ragstead.answer.base import AnswerProvider
-from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.answer.prompt import load_template
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.ratelimit import RateLimiter
-from ragstead.config import Settings
-from ragstead.documents.loaders import LOADERS
-from ragstead.embeddings.base import Embedder
-from ragstead.errors import IndexLockedError, InvalidQueryError, ModelMismatchError, RagsteadError
-from ragstead.indexing.build import index_paths
-from ragstead.retrieval.filters import USER_SLUG, QueryFilters
-from ragstead.retrieval.search import MAX_QUERY_CHARS, SearchOptions, search
-from ragstead.stores import open_store
+from ragstead.errors import (
+    DocumentNotFoundError,
+    IndexLockedError,
+    InvalidQueryError,
+    LoadError,
+    ModelMismatchError,
+    RagsteadError,
+    UnsupportedFileError,
+)
+from ragstead.filters import USER_SLUG
+from ragstead.knowledge_base import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MIN_SIMILARITY,
+    MAX_QUERY_CHARS,
+    KnowledgeBase,
+)
 
 log = logging.getLogger("ragstead.api")
-_UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
 
 
 @dataclass(frozen=True)
@@ -62,7 +53,6 @@ class ApiConfig:
     burst: int = 20
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 20_000_000
-    embed_cache_size: int = 1024
     index_wait_seconds: float = 30.0
     max_top_k: int = 100
 
@@ -108,36 +98,6 @@ class AskRequest(QueryRequest):
     min_similarity: float = Field(default=DEFAULT_MIN_SIMILARITY, ge=-1.0, le=1.0)
     max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=100, le=32000)
     extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
-
-
-class CachedEmbedder:
-    """LRU cache of query vectors in front of an embedder (repeated questions skip the model)."""
-
-    def __init__(self, inner: Embedder, size: int) -> None:
-        self.inner, self.size = inner, size
-        self.name, self.dim = inner.name, inner.dim
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def embed_query(self, text: str) -> np.ndarray:
-        if self.size <= 0:
-            return self.inner.embed_query(text)
-        with self._lock:
-            if text in self._cache:
-                self._cache.move_to_end(text)
-                self.hits += 1
-                return self._cache[text]
-        vector = self.inner.embed_query(text)
-        with self._lock:
-            self.misses += 1
-            self._cache[text] = vector
-            if len(self._cache) > self.size:
-                self._cache.popitem(last=False)
-        return vector
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return self.inner.embed_documents(texts)
 
 
 class BodyLimit:
@@ -195,33 +155,25 @@ class Caller:
     key_id: str
 
 
-def create_app(
-    settings: Settings, embedder: Embedder, config: ApiConfig | None = None,
-    providers: list[AnswerProvider] | None = None,
-) -> FastAPI:
-    """Build the app over the configured store (an embedded index is created empty if missing).
-
-    `providers` is the answerer chain of POST /v1/ask (default: from the environment, see `ask`, with
-    the configured `answer_template`; requests cannot pick a template, so clients never name files).
-    """
+def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
+    """Routes over one KnowledgeBase (an embedded index is created empty if missing). POST /v1/ask uses the
+    knowledge base's answerer chain with its configured template: requests cannot pick one, so clients
+    never name files."""
     config = config or ApiConfig()
-    answerers = providers if providers is not None else providers_from_env(
-        template=load_template(settings.template_spec))
     if not config.auth and not (config.as_user and USER_SLUG.match(config.as_user)):
         raise RagsteadError("without auth the server needs a user slug to act as (--as-user), "
                             f"letters, digits, '.', '_' or '-'; got {config.as_user!r}")
-    keys = KeyFile(settings.db_file.parent / "api_keys.json")
+    keys = KeyFile(kb.api_keys_file)
     limiter = RateLimiter(config.rate_per_minute, config.burst)
-    cached = CachedEmbedder(embedder, config.embed_cache_size)
-    store = open_store(settings)
-    # One read connection for all requests; sqlite3 connections and the store's caches are not meant
-    # for concurrent use, so reads take turns. Writes open their own store (as another process would).
-    read_lock = threading.Lock()
+    answerers = kb.providers()  # built (and the template checked) once, at start-up
+    if not kb.exists():
+        kb.create()  # an empty index, so readiness and queries answer before the first upload
+    kb.embedder  # noqa: B018 - load the model before the first request, not during it
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        store.close()
+        kb.close()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -230,7 +182,7 @@ def create_app(
         description="Query, upload and delete your own documents in a ragstead index. "
         "Authenticate with `Authorization: Bearer <key>` (`ragstead keys add`).",
     )
-    app.state.store, app.state.embedder, app.state.config = store, cached, config
+    app.state.kb, app.state.config = kb, config
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -289,6 +241,8 @@ def create_app(
             raise ApiError(400, "invalid_query", str(exc)) from exc
         except IndexLockedError as exc:
             raise ApiError(503, "index_busy", str(exc), {"Retry-After": "5"}) from exc
+        except DocumentNotFoundError as exc:
+            raise ApiError(404, "not_found", str(exc)) from exc
         except RagsteadError as exc:
             raise ApiError(400, "bad_request", str(exc)) from exc
 
@@ -301,51 +255,30 @@ def create_app(
     def readyz() -> JSONResponse:
         """Readiness: the store is open, the embedder is loaded and matches the index's model."""
         try:
-            with read_lock:
-                store.check_model(cached.name, cached.dim)
-                stats = store.stats()
+            return JSONResponse(kb.readiness())
         except RagsteadError as exc:
             return _error(503, "not_ready", str(exc))
-        return JSONResponse({"status": "ready", "model": cached.name, "documents": stats["documents"],
-                             "chunks": stats["chunks"]})
 
-    def search_request(body: QueryRequest, who: Caller) -> tuple[QueryFilters, SearchOptions]:
-        """Filters (the user always from the key) and options from a query or ask body."""
+    def scope_of(body: QueryRequest, who: Caller) -> dict[str, Any]:
+        """Search arguments from a query or ask body; the user always comes from the key."""
         public = body.scope == "public"
-        filters = QueryFilters.build(
-            user_slug=None if public else who.user_slug, doc_types=body.doc_types, public_only=public,
-            date_from=body.date_from, date_to=body.date_to, include_archive=body.include_archive, tags=body.tags,
-        )
-        options = SearchOptions.from_settings(
-            settings, body.mode, k=body.top_k, top_k_vector=body.top_k_vector, top_k_lexical=body.top_k_lexical,
-            rrf_k=body.rrf_k, fusion=body.fusion, fusion_weight=body.fusion_weight,
-        )
-        return filters, options
+        return {"user": None if public else who.user_slug, "public_only": public, "doc_types": body.doc_types,
+                "date_from": body.date_from, "date_to": body.date_to, "include_archive": body.include_archive,
+                "tags": body.tags, "k": body.top_k, "mode": body.mode, "top_k_vector": body.top_k_vector,
+                "top_k_lexical": body.top_k_lexical, "rrf_k": body.rrf_k, "fusion": body.fusion,
+                "fusion_weight": body.fusion_weight}
 
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
-
-        def run() -> dict[str, Any]:
-            filters, options = search_request(body, who)
-            with read_lock:
-                return search(body.query, store, cached, filters, options, settings.path_rules)
-
-        return run_library(run)
+        return run_library(lambda: kb.search(body.query, **scope_of(body, who)).to_dict(include_text=True))
 
     @app.post("/v1/ask", tags=["search"])
     def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> dict[str, Any]:  # noqa: B008
         """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape)."""
-
-        def run() -> dict[str, Any]:
-            filters, options = search_request(body, who)
-            ask_options = AskOptions(options, body.min_similarity, body.max_context_tokens)
-            with read_lock:  # the store-side half; the LLM call below does not hold up other readers
-                found, contexts = gather(body.query, store, cached, filters, ask_options, settings.path_rules)
-            chain = [ExtractiveAnswerer()] if body.extractive else list(answerers)
-            return answer(body.query, found, contexts, chain)
-
-        return run_library(run)
+        return run_library(lambda: kb.ask(
+            body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
+            extractive=body.extractive, answerers=answerers, **scope_of(body, who)).to_dict())
 
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
@@ -354,76 +287,34 @@ def create_app(
         """The caller's own private documents, by path."""
         if not (1 <= limit <= 1000 and 0 <= offset <= 10_000_000):
             raise ApiError(422, "invalid_request", "limit must be 1-1000 and offset 0-10000000")
-        filters = QueryFilters.build(user_slug=who.user_slug, include_archive=True)
-        with read_lock:
-            docs = store.list_documents(filters, limit, offset)
+        docs = kb.documents(user=who.user_slug, include_archive=True, limit=limit, offset=offset)
         return {"documents": docs, "limit": limit, "offset": offset}
 
     @app.post("/v1/documents", tags=["documents"], status_code=201)
     def upload(
         file: UploadFile = File(...), who: Caller = Depends(need("upload"))  # noqa: B008
     ) -> dict[str, Any]:
-        """Store a file in the caller's `kb/users/<slug>/uploads/` and index it; replaces a file of the same name."""
-        name = Path(file.filename or "").name
-        if not _UPLOAD_NAME.match(name) or name != (file.filename or ""):
-            raise ApiError(422, "invalid_filename",
-                           "the file name must be 1-120 letters, digits, spaces, '.', '_' or '-', without a path")
-        if Path(name).suffix.lower() not in LOADERS:
-            raise ApiError(415, "unsupported_type",
-                           f"unsupported file type {Path(name).suffix!r}; send one of {sorted(LOADERS)}")
-        folder = settings.root / "kb" / "users" / who.user_slug / "uploads"
-        target = folder / name
-        base = settings.root.resolve()
-        if not target.resolve().is_relative_to((base / "kb" / "users" / who.user_slug).resolve()):
-            raise ApiError(422, "invalid_filename", "the file name leaves the caller's folder")
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".upload-{os.getpid()}-{threading.get_ident()}.tmp"
+        """Store a file in the caller's `kb/users/<slug>/uploads/` and index it; replaces a file of the same
+        name. All or nothing: on any failure the previous file and document stay as they were."""
+        name = file.filename or ""
         try:
-            with tmp.open("wb") as out:
-                while chunk := file.file.read(1 << 20):
-                    out.write(chunk)
-            previous = target.read_bytes() if target.exists() else None
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        rel = target.relative_to(settings.root).as_posix()
-        report = _index_one(rel)
-        if report.skipped:
-            # Unreadable content: put back what was there (or nothing) so a bad upload loses nothing.
-            if previous is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_bytes(previous)
-            _index_one(rel)
-            raise ApiError(422, "unreadable_file", report.skipped[0]["reason"])
-        with read_lock:
-            doc = store.get_document(file_path=rel)
-        status = "added" if report.added else "updated" if report.updated else "unchanged"
+            status, doc = kb.upload(name, file.file, user=who.user_slug, wait=config.index_wait_seconds)
+        except UnsupportedFileError as exc:
+            raise ApiError(415, "unsupported_type", str(exc)) from exc
+        except InvalidQueryError as exc:
+            raise ApiError(422, "invalid_filename", str(exc)) from exc
+        except LoadError as exc:
+            raise ApiError(422, "unreadable_file", str(exc)) from exc
+        except IndexLockedError as exc:
+            raise ApiError(503, "index_busy", str(exc), {"Retry-After": "5"}) from exc
         return {"status": status, "document": doc}
-
-    def _index_one(rel: str) -> Any:
-        writer = open_store(settings)
-        try:
-            return run_library(lambda: index_paths(settings, writer, embedder, [rel], config.index_wait_seconds))
-        finally:
-            writer.close()
 
     @app.delete("/v1/documents/{doc_id}", tags=["documents"])
     def delete_document(doc_id: str, who: Caller = Depends(need("delete"))) -> dict[str, Any]:  # noqa: B008
         """Delete one of the caller's documents: the file and its chunks in every index."""
         if not re.fullmatch(r"[0-9a-f]{64}", doc_id):
             raise ApiError(404, "not_found", "no such document")
-        with read_lock:
-            doc = store.get_document(doc_id)
         # Someone else's document answers exactly like a missing one: ids must not be probeable.
-        if doc is None or not doc["is_private"] or doc["user_slug"] != who.user_slug:
-            raise ApiError(404, "not_found", "no such document")
-        path = (settings.root / doc["file_path"]).resolve()
-        if not path.is_relative_to((settings.root / "kb" / "users" / who.user_slug).resolve()):
-            raise ApiError(404, "not_found", "no such document")
-        path.unlink(missing_ok=True)
-        _index_one(doc["file_path"])
-        return {"deleted": doc_id, "file_path": doc["file_path"]}
+        return run_library(lambda: kb.delete(doc_id=doc_id, user=who.user_slug, wait=config.index_wait_seconds))
 
     return app
-

@@ -1,7 +1,6 @@
 """API keys: random bearer tokens, stored only as SHA-256 hashes, each bound to one user slug and scopes.
 
-Plain SHA-256 (no salt, no slow KDF) is the right hash here: the keys are 256-bit random tokens, not
-passwords, so there is nothing to brute-force and a lookup must stay O(1) per request.
+Why plain SHA-256 (no salt, no slow KDF): docs/design.md, "API keys and limits".
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from ragstead.atomic import write_text_atomically
 from ragstead.errors import ConfigError
-from ragstead.retrieval.filters import USER_SLUG
+from ragstead.filters import USER_SLUG
 
 SCOPES = ("query", "ask", "upload", "delete")
 KEY_PREFIX = "rsk_"
@@ -33,7 +32,7 @@ class ApiKey:
     label: str = ""
     revoked: bool = field(default=False)
 
-    def public(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         """What `ragstead keys list` shows (no hash)."""
         data = asdict(self)
         data.pop("key_hash")

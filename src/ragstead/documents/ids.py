@@ -1,4 +1,4 @@
-"""Deterministic SHA-256 ids (seed 001): the same file at the same path always gets the same ids."""
+"""Deterministic SHA-256 ids: the same file at the same path always gets the same ids."""
 
 from __future__ import annotations
 

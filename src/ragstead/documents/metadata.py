@@ -1,4 +1,4 @@
-"""Metadata derived from a document's path (seed 000's filter schema).
+"""Metadata derived from a document's path: the fields every filter uses.
 
 The rules are data, not if-chains: a list of `PathRule`s, first match wins. Users add their own rules
 in `ragstead.toml` (`[[path_rules]]`), which are tried before the built-in ones.
@@ -50,7 +50,7 @@ _FALLBACK = PathRule(r"", "kb", True)
 
 @dataclass
 class PathMetadata:
-    """The filterable fields of seed 000, derived from the path (and mtime for `created_at`)."""
+    """The filterable fields of a document, derived from the path (and mtime for `created_at`)."""
 
     doc_type: str
     is_private: bool

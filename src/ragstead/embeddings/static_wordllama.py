@@ -1,6 +1,5 @@
-"""WordLlama (l2_supercat, 256-d): static token embeddings, average-pooled. No transformer runs, so it
-embeds 12x faster than MiniLM-L6 int8 (236 vs 19 passages/s), at a large cost in quality
-(bench/results/models_scifact.md)."""
+"""WordLlama (l2_supercat, 256-d): static token embeddings, average-pooled. No transformer runs: far faster
+than MiniLM-L6 int8, at a large cost in quality (docs/benchmarks.md, "Embedding models")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluation inputs: JSONL cases (seed 004) and BEIR folders (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
+"""Evaluation inputs: JSONL cases and BEIR folders (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
 
 from __future__ import annotations
 

@@ -12,37 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
-from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
+from ragstead.embeddings.cache import QueryVectorCache
 from ragstead.evaluation.cases import EvalCase
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.rerank import Reranker
-from ragstead.retrieval.search import MAX_K, SearchOptions, search
+from ragstead.retrieval.search import MAX_K, Hit, SearchOptions, search
 from ragstead.stores.base import Store
 
 BEIR_ROOT = "kb/beir"
-
-
-class _QueryVectorCache:
-    """Embeds each query once even when several modes run it."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self._cache: dict[str, np.ndarray] = {}
-        self.embed_seconds: list[float] = []
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        if text not in self._cache:
-            started = time.perf_counter()
-            self._cache[text] = self.inner.embed_query(text)
-            self.embed_seconds.append(time.perf_counter() - started)
-        return self._cache[text]
 
 
 @dataclass(frozen=True)
@@ -67,10 +47,10 @@ def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[s
     return out
 
 
-def _doc_key(row: dict[str, Any], key: str) -> str:
+def _doc_key(hit: Hit, key: str) -> str:
     if key == "corpus_id":
-        return row["file_path"].removeprefix(BEIR_ROOT + "/")
-    return row[key]
+        return hit.file_path.removeprefix(BEIR_ROOT + "/")
+    return str(getattr(hit, key))
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -85,16 +65,16 @@ def run_eval(
     store: Store,
     embedder: Embedder | None,
     settings: EvalSettings,
-    filters: QueryFilters | None = None,
-    rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
+    filters: QueryFilters,
+    rules: tuple[PathRule, ...],
     progress: Callable[[int, int], None] | None = None,
     reranker: Reranker | None = None,
 ) -> dict[str, Any]:
     """Evaluate each mode (hybrid under both fusions, and re-ranked with a `reranker`); returns metrics,
     latency and misses per run."""
-    filters = filters or QueryFilters()
     depth = min(MAX_K, max(settings.ks) * 3)  # chunks fetched, so enough distinct documents remain
-    cached = _QueryVectorCache(embedder) if embedder is not None else None
+    # Each query is embedded once for all modes (unbounded for this run), and timed apart from search.
+    cached = QueryVectorCache(embedder, size=len(cases) + 1) if embedder is not None else None
     results: dict[str, Any] = {"modes": {}, "latency_ms": {}, "misses": {}}
     qrels = {case.qid: case.relevant for case in cases}
     variants = _variants(settings, reranker)
@@ -110,7 +90,7 @@ def run_eval(
             started = time.perf_counter()
             out = search(case.query, store, cached, filters, options, rules, reranker if rerank else None)
             latencies.append((time.perf_counter() - started) * 1000)
-            ranked = list(dict.fromkeys(_doc_key(row, case.key) for row in out["results"]))
+            ranked = list(dict.fromkeys(_doc_key(hit, case.key) for hit in out.hits))
             runs[case.qid] = ranked
             relevant = {k for k, gain in case.relevant.items() if gain > 0}
             if not relevant.intersection(ranked[: settings.miss_k]):

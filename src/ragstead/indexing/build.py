@@ -12,16 +12,16 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ragstead.chunking import TextChunk, chunk_text, estimate_tokens
-from ragstead.config import Settings
+from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens
 from ragstead.documents.ids import file_sha256, make_chunk_id, make_doc_id, sha256_text
 from ragstead.documents.loaders import LoadedDocument, is_supported, load_document
-from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import LoadError, RagsteadError
 from ragstead.indexing.lock import index_lock
@@ -30,6 +30,18 @@ from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Man
 # A transaction per this many chunks: large enough to amortise fsync, small enough that a crash
 # loses little work.
 BATCH_CHUNKS = 256
+
+
+@dataclass(frozen=True)
+class IndexingOptions:
+    """What an index run reads and how it cuts it (the project settings, narrowed to indexing)."""
+
+    root: Path
+    roots: tuple[str, ...] = ("kb", "artifacts")
+    lock_file: Path = Path("kb/rag/index.lock")
+    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    path_rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES
+    skip_dirs: tuple[Path, ...] = ()  # the index's own folders, never indexed
 
 
 @dataclass
@@ -77,23 +89,23 @@ class _Candidate:
 ProgressHook = Callable[[int, int], None]
 
 
-def _check_roots(settings: Settings, roots: tuple[str, ...]) -> None:
+def _check_roots(options: IndexingOptions, roots: tuple[str, ...]) -> None:
     """Refuse any root that resolves outside the project (`..`, absolute, or a symlink leaving it).
 
     This runs before the lock and before `--rebuild` resets the store: a bad root found halfway
     through the walk would otherwise leave the user with an emptied index.
     """
-    base = settings.root.resolve()
+    base = options.root.resolve()
     for root in roots:
         if not (base / root).resolve().is_relative_to(base):
             raise RagsteadError(f"root {root!r} must be a folder inside the project root {base}")
 
 
-def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Path]]:
+def _walk(options: IndexingOptions, roots: tuple[str, ...]) -> Iterator[tuple[str, Path]]:
     """Yield (root, file) for every regular file under the roots, skipping the index's own folder,
     hidden entries and symlinks that leave the project root."""
-    base = settings.root.resolve()
-    own = {settings.db_file.parent.resolve(), settings.lock_file.parent.resolve()}
+    base = options.root.resolve()
+    own = {path.resolve() for path in (*options.skip_dirs, options.lock_file.parent)}
     for root in roots:
         top = (base / root).resolve()
         if not top.is_dir():
@@ -112,16 +124,16 @@ def _walk(settings: Settings, roots: tuple[str, ...]) -> Iterator[tuple[str, Pat
                 yield root, path
 
 
-def _pieces(loaded: LoadedDocument, settings: Settings) -> list[tuple[TextChunk, int | None]]:
+def _pieces(loaded: LoadedDocument, options: IndexingOptions) -> list[tuple[TextChunk, int | None]]:
     """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
     if not loaded.page_starts:
-        return [(piece, None) for piece in chunk_text(loaded.text, settings.chunking)]
+        return [(piece, None) for piece in chunk_text(loaded.text, options.chunking)]
     out: list[tuple[TextChunk, int | None]] = []
     bounds = [*loaded.page_starts, len(loaded.text) + 2]
     words_before = 0
     for number, (start, end) in enumerate(itertools.pairwise(bounds), start=1):
         page_text = loaded.text[start : end - 2]
-        for piece in chunk_text(page_text, settings.chunking):
+        for piece in chunk_text(page_text, options.chunking):
             piece.index = len(out)
             piece.char_start += start
             piece.char_end += start
@@ -132,12 +144,12 @@ def _pieces(loaded: LoadedDocument, settings: Settings) -> list[tuple[TextChunk,
     return out
 
 
-def _prepare(candidate: _Candidate, settings: Settings) -> DocumentWrite:
+def _prepare(candidate: _Candidate, options: IndexingOptions) -> DocumentWrite:
     loaded = candidate.loaded or load_document(candidate.path)
-    meta = derive_metadata(candidate.rel_path, candidate.mtime or None, settings.path_rules)
+    meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
     doc_id = make_doc_id(candidate.rel_path, candidate.file_hash)
     chunks = []
-    for piece, page in _pieces(loaded, settings):
+    for piece, page in _pieces(loaded, options):
         text_hash = sha256_text(piece.text)
         chunks.append(
             ChunkRecord(
@@ -193,7 +205,7 @@ def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report
 
 
 def index_roots(
-    settings: Settings,
+    options: IndexingOptions,
     store: Store,
     embedder: Embedder,
     roots: tuple[str, ...] | None = None,
@@ -202,11 +214,11 @@ def index_roots(
     progress: ProgressHook | None = None,
 ) -> IndexReport:
     """Bring the index in line with the files under `roots`; see the module docstring."""
-    roots = tuple(roots or settings.roots)
-    _check_roots(settings, roots)
+    roots = tuple(roots or options.roots)
+    _check_roots(options, roots)
     started = time.perf_counter()
     report = IndexReport(rebuild=rebuild)
-    with index_lock(settings.lock_file, wait_seconds):
+    with index_lock(options.lock_file, wait_seconds):
         if rebuild:
             store.reset()
         store.ensure_model(embedder.name, embedder.dim)
@@ -214,15 +226,15 @@ def index_roots(
         seen: set[str] = set()
         todo: list[_Candidate] = []
         touches: list[DocumentRecord] = []
-        base = settings.root.resolve()
-        for root, path in _walk(settings, roots):
+        base = options.root.resolve()
+        for root, path in _walk(options, roots):
             rel = path.relative_to(base).as_posix()
             if is_supported(path):
                 seen.add(rel)
             _consider(root, path, rel, manifest, report, todo, touches)
         removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
 
-        _write(todo, removed, touches, manifest, settings, store, embedder, report, progress)
+        _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -258,29 +270,31 @@ def _consider(
 
 
 def index_paths(
-    settings: Settings,
+    options: IndexingOptions,
     store: Store,
     embedder: Embedder,
     paths: list[str],
     wait_seconds: float = 0.0,
+    *,
+    take_lock: bool = True,
 ) -> IndexReport:
     """Index or remove exactly these files (project-relative paths under a configured root).
 
     The path-level twin of `index_roots` for callers that know what changed (an upload, a delete):
     a path whose file exists is indexed as `index_roots` would; a path whose file is gone is removed.
-    Nothing else under the roots is looked at.
+    Nothing else under the roots is looked at. `take_lock=False`: the caller already holds the index lock.
     """
-    base = settings.root.resolve()
+    base = options.root.resolve()
     started = time.perf_counter()
     report = IndexReport()
     resolved: list[tuple[str, Path, str]] = []
     for rel in paths:
         path = (base / rel).resolve()
-        root = next((r for r in settings.roots if path.is_relative_to((base / r).resolve())), None)
+        root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
-            raise RagsteadError(f"{rel!r} is not under a configured root ({', '.join(settings.roots)})")
+            raise RagsteadError(f"{rel!r} is not under a configured root ({', '.join(options.roots)})")
         resolved.append((root, path, path.relative_to(base).as_posix()))
-    with index_lock(settings.lock_file, wait_seconds):
+    with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
         todo: list[_Candidate] = []
@@ -291,7 +305,7 @@ def index_paths(
                 _consider(root, path, rel, manifest, report, todo, touches)
             elif rel in manifest:
                 removed.append(rel)
-        _write(todo, removed, touches, manifest, settings, store, embedder, report, progress=None)
+        _write(todo, removed, touches, manifest, options, store, embedder, report, progress=None)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -301,7 +315,7 @@ def _write(
     removed: list[str],
     touches: list[DocumentRecord],
     manifest: dict[str, ManifestEntry],
-    settings: Settings,
+    options: IndexingOptions,
     store: Store,
     embedder: Embedder,
     report: IndexReport,
@@ -324,7 +338,7 @@ def _write(
 
     for done, candidate in enumerate(todo, start=1):
         try:
-            batch.append(_prepare(candidate, settings))
+            batch.append(_prepare(candidate, options))
         except LoadError as exc:
             report.skipped.append({"path": candidate.rel_path, "reason": str(exc)})
             if not candidate.is_new:
@@ -347,7 +361,7 @@ class TextRecord:
 
 
 def index_records(
-    settings: Settings,
+    options: IndexingOptions,
     store: Store,
     embedder: Embedder,
     records: list[TextRecord],
@@ -361,7 +375,7 @@ def index_records(
     """
     started = time.perf_counter()
     report = IndexReport()
-    with index_lock(settings.lock_file):
+    with index_lock(options.lock_file):
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
         todo: list[_Candidate] = []
@@ -378,7 +392,7 @@ def index_records(
             loaded = LoadedDocument(text=body, title=record.title)
             todo.append(_Candidate(rel, root, Path(rel), len(body), 0.0, content_hash, known is None, loaded))
         removed = sorted(p for p, entry in manifest.items() if entry.root == root and p not in seen)
-        _write(todo, removed, [], manifest, settings, store, embedder, report, progress)
+        _write(todo, removed, [], manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
 

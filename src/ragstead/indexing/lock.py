@@ -1,7 +1,7 @@
 """One `ragstead index` at a time per index.
 
 filelock uses an OS lock (flock), which the kernel drops when the holder dies, so a SIGKILLed run
-never leaves a stale lock behind (seed 002's PID file needed a 15-minute staleness rule for that).
+never leaves a stale lock behind (a PID file would need a staleness rule for that).
 """
 
 from __future__ import annotations

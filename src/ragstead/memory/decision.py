@@ -1,11 +1,7 @@
-"""Whether a piece of text deserves to be remembered, and where: the memory decision of seed 003.
+"""Whether a piece of text deserves to be remembered, and where (USER or COMPANY memory).
 
-Only high-signal facts are written: a person's preferences and stable professional facts (target
-USER), and reusable team or project learnings (target COMPANY). The decision is rule-based, so it is
-deterministic, offline and explainable; every decision lists its reasons. Blockers win over signals:
-secrets or personal data, raw transcripts, temporary context and questions are never written,
-however strong the signal. A blocked decision carries no summary (nothing would be written), so a
-secret is never echoed back.
+Rule-based and explainable; blockers (secrets, transcripts, temporary context, questions) win over signals,
+and a blocked decision carries no summary (docs/design.md, "Memory").
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ class MemoryDecision:
     confidence: float
     reasons: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

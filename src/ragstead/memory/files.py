@@ -10,6 +10,7 @@ leaves either the old file or the new one, never half a line.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,13 +19,9 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from ragstead.atomic import write_text_atomically
-from ragstead.config import Settings
-from ragstead.embeddings.base import Embedder
 from ragstead.errors import IndexLockedError, RagsteadError
-from ragstead.indexing.build import index_paths
+from ragstead.filters import USER_SLUG
 from ragstead.memory.decision import MemoryDecision, decide
-from ragstead.retrieval.filters import USER_SLUG
-from ragstead.stores.base import Store
 
 FILES = {"USER": "USER_MEMORY.md", "COMPANY": "COMPANY_MEMORY.md"}
 # Headings only: boilerplate prose in the file would be embedded with every fact and dilute it (a
@@ -43,12 +40,12 @@ class RememberResult:
     indexed: bool
     note: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision.as_dict(), "written": self.written, "file": self.file,
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision.to_dict(), "written": self.written, "file": self.file,
                 "indexed": self.indexed, "note": self.note}
 
 
-def memory_file(settings: Settings, user: str, target: str) -> str:
+def memory_file(user: str, target: str) -> str:
     """The project-relative path of a user's memory file for `target` (USER or COMPANY)."""
     _check_user(user)
     return f"kb/users/{user}/memory/{FILES[target]}"
@@ -75,28 +72,30 @@ def _entries(text: str) -> list[str]:
 def remember(
     text: str,
     user: str,
-    settings: Settings,
-    store: Store | None = None,
-    embedder: Embedder | None = None,
+    root: Path,
+    *,
+    lock_dir: Path,
+    index: Callable[[list[str]], object] | None = None,
     dry_run: bool = False,
     wait_seconds: float = 30.0,
 ) -> RememberResult:
-    """Decide on `text`; if it is high-signal, append it to the user's memory file and index that file.
+    """Decide on `text`; if it is high-signal, append it to the user's memory file under `root` and
+    `index` that file (a callable taking project-relative paths).
 
-    With no store (or `dry_run`) nothing is indexed; the next `ragstead index` picks the file up.
+    With no `index` (or `dry_run`) nothing is indexed; the next `ragstead index` picks the file up.
     """
     _check_user(user)
     decision = decide(text)
     if not decision.should_write:
         return RememberResult(decision, False, None, False, "not written: " + decision.reasons[0])
-    rel = memory_file(settings, user, decision.target)
+    rel = memory_file(user, decision.target)
     if dry_run:
         return RememberResult(decision, False, rel, False, "dry run: would be written")
-    path = settings.root / rel
+    path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    settings.db_file.parent.mkdir(parents=True, exist_ok=True)
+    lock_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(settings.db_file.parent / "memory.lock"), timeout=wait_seconds):
+        with FileLock(str(lock_dir / "memory.lock"), timeout=wait_seconds):
             old = path.read_text(encoding="utf-8") if path.is_file() else _HEADERS[decision.target].format(user=user)
             if _key(decision.summary) in {_key(s) for s in _entries(old)}:
                 return RememberResult(decision, False, rel, False, "already remembered; not written again")
@@ -104,10 +103,10 @@ def remember(
             write_text_atomically(path, old + f"- {decision.summary} _({day}, confidence {decision.confidence})_\n")
     except Timeout as exc:
         raise IndexLockedError("another `remember` is writing this memory; try again") from exc
-    if store is None or embedder is None:
+    if index is None:
         return RememberResult(decision, True, rel, False, "written; run `ragstead index` to make it searchable")
     try:
-        index_paths(settings, store, embedder, [rel], wait_seconds=wait_seconds)
+        index([rel])
     except RagsteadError as exc:  # busy index, kb/ not among the roots, ...: the fact itself is safe on disk
         return RememberResult(decision, True, rel, False, f"written but not indexed ({exc}); run `ragstead index`")
     return RememberResult(decision, True, rel, True, "written and indexed")

@@ -1,9 +1,7 @@
 """Finds secrets and personal data in text that is about to be remembered.
 
-Memory is written to plain markdown that is indexed and later handed to models, so anything that
-looks like a credential or PII blocks the write outright: redacting would keep the surrounding fact,
-but a half-redacted secret (a key's prefix, a phone number's area code) still leaks, and a fact that
-needs a secret to make sense is not worth remembering. The detectors err on the side of blocking.
+A finding blocks the write outright instead of redacting it; the detectors err on the side of blocking
+(docs/design.md, "Memory").
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Rank fusion: how the vector list and the lexical list become one ranking.
-
-- RRF (Cormack et al. 2009), 1-based ranks: score(d) = sum 1 / (k + rank). Uses ranks only.
-- Convex combination of min-max normalised scores (Bruch et al. 2023, "An Analysis of Fusion Functions
-  for Hybrid Retrieval"): score(d) = w * norm_vector(d) + (1 - w) * norm_lexical(d), each list scaled to
-  [0, 1] over its own candidates; a document missing from a list gets 0 there. Uses the scores, so a
-  clear winner on one side counts for more than a near tie.
-The default is chosen by the SciFact train split (`python -m bench fusion`).
+"""Rank fusion of the vector and lexical lists: RRF (sum 1 / (k + rank), ranks from 1) or the convex
+combination w * scaled(vector) + (1 - w) * scaled(lexical), an id missing from a list scoring 0 there.
+Why convex is the default and how lists are scaled: docs/design.md, "Fusion".
 """
 
 from __future__ import annotations
@@ -36,14 +31,29 @@ def min_max(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable, float]:
     return {item: (s - low) / span if span > 0 else 1.0 for item, s in hits}
 
 
+def min_max_above_zero(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable, float]:
+    """Scores scaled into (0, 1]: min-max with the floor one mean gap below the worst score, so the last
+    candidate of a list still counts for more than an id the list did not return (which scores 0)."""
+    if not hits:
+        return {}
+    scores = [s for _, s in hits]
+    low, high = min(scores), max(scores)
+    span = high - low
+    if span <= 0:
+        return {item: 1.0 for item, _ in hits}
+    floor = low - span / len(hits)
+    return {item: (s - floor) / (high - floor) for item, s in hits}
+
+
 def convex_fusion(
     vector_hits: Sequence[tuple[Hashable, float]],
     lexical_hits: Sequence[tuple[Hashable, float]],
     weight: float = 0.5,
 ) -> dict[Hashable, float]:
-    """`weight` * min-max(vector) + (1 - `weight`) * min-max(lexical); ids missing from a list get 0 there."""
+    """`weight` * scaled(vector) + (1 - `weight`) * scaled(lexical) (`min_max_above_zero`); ids missing from a
+    list get 0 there."""
     if not 0.0 <= weight <= 1.0:
         raise ValueError("the convex fusion weight must be between 0 and 1")
-    vector, lexical = min_max(vector_hits), min_max(lexical_hits)
+    vector, lexical = min_max_above_zero(vector_hits), min_max_above_zero(lexical_hits)
     return {item: weight * vector.get(item, 0.0) + (1.0 - weight) * lexical.get(item, 0.0)
             for item in vector.keys() | lexical.keys()}

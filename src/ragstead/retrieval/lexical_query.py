@@ -1,12 +1,6 @@
-"""Turn arbitrary user text into the word terms of a lexical (BM25) query.
-
-Only word tokens survive, as plain strings: stores build their query objects from them (term queries
-in tantivy), so no query syntax (AND, OR, NOT, NEAR, *, ^, field prefixes, parentheses, quotes) ever
-reaches a parser. The terms are OR-ed by the store, which is what BM25 ranking expects.
-
-English stop words are dropped from the query (not from the index): on SciFact train they carried no
-ranking signal (lexical nDCG@10 0.7021 -> 0.7029, measured with FTS5) while OR-ing them walks the
-longest posting lists. A query made only of stop words keeps them ("to be or not").
+"""Turn arbitrary user text into the word terms of a lexical (BM25) query: only word tokens survive, so no
+query syntax ever reaches a parser. English stop words are dropped unless nothing else is left
+(docs/design.md, "Lexical analysis").
 """
 
 from __future__ import annotations

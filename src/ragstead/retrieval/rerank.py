@@ -1,14 +1,6 @@
-"""Second-stage re-ranking of the top candidates.
+"""Second-stage re-ranking of the top candidates: sentence-level max-sim with the index's own embedder.
 
-No PyPI package ships cross-encoder weights (checked: flashrank, rerankers, mxbai-rerank, bge-m3-lite,
-flash-rerank and the others download their models from a hub at run time; small-hybrid-reranker ships a
-LightGBM model but its static embeddings are downloaded too). So the packaged re-ranker is the
-strongest offline alternative measured on SciFact train: **sentence-level max-sim** with the index's
-own embedder. A chunk is embedded as one vector, truncated at the embedder's token limit, so a claim
-that matches one sentence late in a long chunk is diluted or cut off; scoring every sentence of the
-top candidates against the question recovers that (+0.9 nDCG@10 on SciFact train over convex fusion,
-see bench/results/fusion_scifact.md). It costs one embedding pass over the candidates' sentences per
-query, so it is opt-in (`--rerank`). A real cross-encoder plugs in behind the same protocol.
+Opt-in (`--rerank`); a cross-encoder plugs in behind `Reranker` (docs/design.md, "Re-ranking").
 """
 
 from __future__ import annotations

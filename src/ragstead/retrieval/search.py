@@ -1,25 +1,21 @@
-"""The query pipeline: filters -> vector and/or lexical search in the store -> fusion -> results.
-
-The returned dict is the JSON contract of seed 001 (documented in the README).
-"""
+"""The query pipeline: filters -> vector and/or lexical search in the store -> fusion -> typed hits."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+import numpy as np
+
+from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.retrieval.fusion import FUSIONS, convex_fusion, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
 from ragstead.stores.base import Store
-
-if TYPE_CHECKING:
-    from ragstead.config import Settings
 
 MODES = ("vector", "lexical", "hybrid")
 MAX_QUERY_CHARS = 4096
@@ -29,35 +25,24 @@ SNIPPET_CHARS = 320
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """How to search. Defaults follow seed 000/001."""
+    """How to search. The defaults are the CLI's; the measurements behind them are in docs/design.md."""
 
-    mode: str = "vector"
+    mode: str = "hybrid"
     k: int = 8
     top_k_vector: int = 25
     top_k_lexical: int = 25
     rrf_k: int = 60
-    fusion: str = "convex"  # chosen on SciFact train: convex .7369 vs RRF .7118 nDCG@10 (bench fusion)
+    fusion: str = "convex"  # convex beat RRF on SciFact train (docs/benchmarks.md, "Fusion")
     fusion_weight: float = 0.5  # convex: share of the vector side
-    # Chosen on SciFact train (bench fusion): top 30 and top 50 tie at .7457 with weight 0.5; 30 costs less.
     rerank_top_n: int = 30  # candidates a reranker (if one is given to search) re-orders
     rerank_weight: float = 0.5  # final = min-max(first-stage score) + weight * min-max(rerank score)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, mode: str | None = None, **overrides: Any) -> SearchOptions:
-        """Options from the configured defaults; a None override keeps the configured value."""
-        values = {"mode": mode or settings.default_mode, "top_k_vector": settings.top_k_vector,
-                  "top_k_lexical": settings.top_k_lexical, "rrf_k": settings.rrf_k, "fusion": settings.fusion,
-                  "fusion_weight": settings.fusion_weight, "rerank_top_n": settings.rerank_top_n,
-                  "rerank_weight": settings.rerank_weight}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
 
     def validate(self) -> None:
         if self.mode not in MODES:
             raise InvalidQueryError(f"unknown mode {self.mode!r}; use one of {MODES}")
         for name in ("k", "top_k_vector", "top_k_lexical"):
             value = getattr(self, name)
-            if not 1 <= value <= MAX_K:
+            if not isinstance(value, int) or not 1 <= value <= MAX_K:
                 raise InvalidQueryError(f"{name} must be between 1 and {MAX_K}, got {value}")
         if self.rrf_k < 0:
             raise InvalidQueryError(f"rrf_k must be >= 0, got {self.rrf_k}")
@@ -71,28 +56,106 @@ class SearchOptions:
             raise InvalidQueryError(f"rerank_weight must be between 0 and 100, got {self.rerank_weight}")
 
 
+def choose_fusion(fusion: str | None, rrf_k: int | None, fusion_weight: float | None) -> str | None:
+    """The fusion a request means: `rrf_k` alone implies RRF, `fusion_weight` alone convex; a knob of the
+    other fusion is an error rather than silently ignored."""
+    if rrf_k is not None and fusion_weight is not None:
+        raise InvalidQueryError("rrf_k belongs to RRF fusion and fusion_weight to convex fusion; give one")
+    if rrf_k is not None:
+        if fusion not in (None, "rrf"):
+            raise InvalidQueryError(f"rrf_k only applies to RRF fusion, not {fusion!r}; drop it or use fusion rrf")
+        return "rrf"
+    if fusion_weight is not None:
+        if fusion not in (None, "convex"):
+            raise InvalidQueryError(f"fusion_weight only applies to convex fusion, not {fusion!r}")
+        return "convex"
+    return fusion
+
+
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """`text` on one line, cut at `limit` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+@dataclass(frozen=True)
+class Hit:
+    """One ranked chunk with its document's metadata and how each retriever scored it."""
+
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    start_word: int
+    end_word: int
+    char_start: int
+    char_end: int
+    page: int | None
+    section_path: str | None
+    token_estimate: int
+    file_path: str
+    root: str | None
+    doc_type: str
+    is_private: bool
+    user_slug: str | None
+    created_at: str | None
+    proxy_wallet: str | None
+    title: str | None
+    tags: tuple[str, ...]
+    file_hash: str
+    snippet: str
+    text: str = field(repr=False)
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    dense_distance: float | None = None
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    fused_score: float | None = None
+    score: float | None = None
+    rerank_score: float | None = None
+    final_rank: int = 0
+
+    def to_dict(self, include_text: bool = False) -> dict[str, Any]:
+        """The documented JSON of one result; the full chunk `text` only when asked for."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if include_text or f.name != "text"}
+        data["tags"] = list(self.tags)
+        return data
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A ranked list of hits and how it was produced. `to_dict()` is the query JSON contract."""
+
+    question: str
+    k: int
+    mode: str
+    filters: dict[str, Any]
+    model: str | None
+    params: dict[str, Any]
+    hits: tuple[Hit, ...]
+    timings_ms: dict[str, float]
+    # The question's vector, for callers that score more chunks against it (ask); not part of the JSON.
+    query_vector: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self, include_text: bool = False) -> dict[str, Any]:
+        return {"question": self.question, "k": self.k, "mode": self.mode, "filters": self.filters,
+                "model": self.model, "params": self.params,
+                "results": [hit.to_dict(include_text) for hit in self.hits], "timings_ms": self.timings_ms}
+
+
 def search(
     question: str,
     store: Store,
     embedder: Embedder | None,
-    filters: QueryFilters | None = None,
-    options: SearchOptions | None = None,
-    rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES,
+    filters: QueryFilters,
+    options: SearchOptions,
+    rules: tuple[PathRule, ...],
     reranker: Reranker | None = None,
-) -> dict[str, Any]:
-    """Run one query and return the JSON-contract dict (`question`, `k`, `mode`, `filters`, `results`).
+) -> SearchResult:
+    """Run one query inside `filters`; `rules` are the project's path rules (the scope backstop).
 
     With a `reranker`, the best `rerank_top_n` results of the first stage are re-ordered by
     min-max(first-stage score) + `rerank_weight` * min-max(rerank score); each carries `rerank_score`.
     """
-    filters = filters or QueryFilters()
-    options = options or SearchOptions()
     options.validate()
     if not isinstance(question, str) or not question.strip():
         raise InvalidQueryError("the question is empty")
@@ -104,13 +167,14 @@ def search(
     lexical_hits: list[tuple[int, float]] = []
     want_vector = options.mode in ("vector", "hybrid")
     want_lexical = options.mode in ("lexical", "hybrid")
-    if want_vector:
+    if want_vector or reranker is not None:
         if embedder is None:
             raise InvalidQueryError(f"mode {options.mode!r} needs an embedder")
         store.check_model(embedder.name, embedder.dim)
         t0 = time.perf_counter()
         query_vector = embedder.embed_query(question)
         timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+    if want_vector:
         t0 = time.perf_counter()
         depth = options.k if options.mode == "vector" else options.top_k_vector
         vector_hits = store.vector_search(query_vector, filters, depth)
@@ -140,16 +204,15 @@ def search(
         fused, order = {}, [r for r, _ in hits]
     rows = store.fetch_chunks(order, filters)
     wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
-    results = []
+    results: list[dict[str, Any]] = []
     for rowid in order:
         row = rows.get(rowid)
         if row is None or not filters.admits(row["file_path"], rules):
             continue  # the SQL filter decides scope; the path backstop only ever removes
         v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
-        text = row.pop("text")
         row.update(
-            snippet=snippet(text),
-            text=text,
+            snippet=snippet(row["text"]),
+            tags=tuple(row["tags"]),
             vector_rank=v[0] if v else None,
             vector_score=round(v[1], 6) if v else None,
             dense_distance=round(1.0 - v[1], 6) if v else None,
@@ -160,7 +223,6 @@ def search(
         row["score"] = row["fused_score"] if options.mode == "hybrid" else (
             row["vector_score"] if options.mode == "vector" else row["lexical_score"]
         )
-        row["rerank_score"] = None
         results.append(row)
         if len(results) == wanted:
             break
@@ -169,15 +231,14 @@ def search(
         t0 = time.perf_counter()
         results = rerank_head(question, query_vector, results, reranker, options)[: options.k]
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
-    for rank, row in enumerate(results, start=1):
-        row["final_rank"] = rank
-    return {
-        "question": question,
-        "k": options.k,
-        "mode": options.mode,
-        "filters": filters.describe(rules),
-        "model": getattr(embedder, "name", None) if want_vector else None,
-        "params": {
+    hits = tuple(Hit(**row, final_rank=rank) for rank, row in enumerate(results, start=1))
+    return SearchResult(
+        question=question,
+        k=options.k,
+        mode=f"{options.mode}+rerank" if reranker is not None else options.mode,
+        filters=filters.describe(rules),
+        model=getattr(embedder, "name", None) if want_vector else None,
+        params={
             "top_k_vector": options.top_k_vector,
             "top_k_lexical": options.top_k_lexical,
             "rrf_k": options.rrf_k,
@@ -187,14 +248,15 @@ def search(
             "rerank_top_n": options.rerank_top_n if reranker is not None else None,
             "rerank_weight": options.rerank_weight if reranker is not None else None,
         },
-        "results": results,
-        "timings_ms": {k: round(v, 3) for k, v in timings.items()},
-    }
+        hits=hits,
+        timings_ms={k: round(v, 3) for k, v in timings.items()},
+        query_vector=query_vector,
+    )
 
 
 def rerank_head(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
-            options: SearchOptions) -> list[dict[str, Any]]:
-    """Re-order the first `rerank_top_n` results; the rest keep their first-stage order behind them."""
+                options: SearchOptions) -> list[dict[str, Any]]:
+    """Re-order the first `rerank_top_n` result rows; the rest keep their first-stage order behind them."""
     head, tail = results[: options.rerank_top_n], results[options.rerank_top_n :]
     scores = reranker.score(question, query_vector, [row["text"] for row in head])
     first = min_max([(i, row["score"] or 0.0) for i, row in enumerate(head)])

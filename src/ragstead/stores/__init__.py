@@ -1,7 +1,6 @@
-"""Stores: the `Store` protocol and its backends (embedded SQLite is the default; PostgreSQL + pgvector)."""
+"""Stores: the `Store` protocol, the store setting (`StoreSpec`) and the backends it opens."""
 
-from ragstead.stores.base import ChunkRecord, DocumentRecord, Store
-from ragstead.stores.factory import describe_store, open_store
-from ragstead.stores.sqlite import SqliteStore
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+from ragstead.stores.factory import StoreSpec, open_store
 
-__all__ = ["ChunkRecord", "DocumentRecord", "SqliteStore", "Store", "describe_store", "open_store"]
+__all__ = ["ChunkRecord", "DocumentRecord", "DocumentWrite", "Store", "StoreSpec", "open_store"]

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragstead.errors import ModelMismatchError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 
 
 @dataclass
@@ -148,7 +148,7 @@ class Store(Protocol):
 CHUNK_SELECT = (
     "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
     "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
-    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash"
+    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash, d.root"
 )
 DOCUMENT_SELECT = (
     "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "

@@ -1,28 +1,7 @@
-"""Chroma as ragstead's vector index: `--store chroma:PATH` (embedded, PersistentClient) or
-`--store chroma+http://host:port` (a `chroma run` server).
+"""Chroma as ragstead's vector index: `--store chroma:PATH` (embedded) or `--store chroma+http://host:port`.
 
-What lives where:
-- Chroma holds one record per chunk: its vector and the filter fields (privacy, user, doc type, day,
-  one `tag:<name>` flag per tag), in a collection named after the index (`ragstead-<index id>`), so
-  several indexes can share one server.
-- SQLite (+ tantivy) holds everything else exactly as the embedded store does: documents, chunk text,
-  the BM25 index, and a copy of each vector. It stays the source of truth, so Chroma is a derived index
-  like the lexical one: every write commits to SQLite first, then brings Chroma to the same generation.
-  A write that died in between (a crash, a server that went away) leaves Chroma one generation behind;
-  the next search or write notices and reconciles it by diffing ids, so nothing is lost and nothing
-  stale is served for long. The vector copy in SQLite is what makes that repair (and `migrate`, the
-  embedding cache and the exact fallback below) possible without re-embedding.
-- Filters become a Chroma `where` clause (the same semantics as `QueryFilters.to_sql`): scope is
-  enforced inside Chroma's search, not after it. When Chroma returns fewer than k hits although the
-  scope holds more, the query is answered exactly over the scope's vectors in SQLite, so "k results
-  whenever k exist" holds as in the other stores.
-- A scope of at most a fifth of the index (and at most `exact_rows` chunks, default 50,000) never goes to
-  Chroma: SQLite's WHERE picks its rows and they are scored exactly, which is faster than Chroma's
-  filtered search there (measured, see EXACT_SCOPE_ROWS) and has no recall loss.
-
-`chroma:PATH` keeps Chroma's files and ragstead's SQLite file (`PATH/ragstead.db`) in one folder. With
-`chroma+http://` the SQLite side is the project's index file (`db_path`), or `?db=PATH`. `?exact_rows=N`
-caps the exact-scope rule (0: every vector query goes to Chroma).
+Chroma holds vectors and filter fields; SQLite (+ tantivy) stays the source of truth and Chroma is kept
+in step with it like the lexical index (docs/design.md, "Chroma"; spec options: docs/stores.md).
 """
 
 from __future__ import annotations
@@ -40,24 +19,16 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ragstead.errors import ConfigError, RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.stores.sqlite import SqliteStore, best_positions
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
 READ_BATCH = 1000
-# Which vector queries skip Chroma (bench/results/store_latency.md, 2 cores): Chroma evaluates a `where`
-# clause before its graph search at a cost that grows with the collection (~0.4 us per chunk per clause;
-# ragstead always sends at least two: privacy and archive), so a 2 % user scope took 85-95 ms at 100k
-# chunks. Scoring a scope exactly from SQLite costs ~4 us per row of the scope: 4.4 ms for those 2,000 rows,
-# but 30 ms for all 5,330 SciFact chunks, where Chroma took 26. So a scope goes to SQLite when it holds at
-# most a fifth of the index (EXACT_SCOPE_FRACTION), and never more than `exact_rows` rows (memory).
+# A scope of at most 1/EXACT_SCOPE_FRACTION of the index and at most `exact_rows` rows is scored exactly from
+# SQLite, which beats Chroma's filtered search there (docs/design.md, "Chroma").
 EXACT_SCOPE_ROWS = 50_000
 EXACT_SCOPE_FRACTION = 5
 
-
-def is_chroma_spec(spec: str) -> bool:
-    """True for chroma:PATH, chroma+http:// and chroma+https:// store settings."""
-    return spec.startswith(("chroma:", "chroma+http://", "chroma+https://"))
 
 
 @dataclass(frozen=True)
@@ -111,12 +82,15 @@ class ChromaLocation:
 
 def chroma_where(filters: QueryFilters) -> dict[str, Any]:
     """The Chroma `where` clause admitting exactly the chunks `filters.to_sql` admits."""
-    clauses: list[dict[str, Any]] = [{"is_private": not filters.public_only}]
+    privacy: dict[str, Any] = {"is_private": not filters.public_only}
+    if filters.archive_beside_private:
+        privacy = {"$or": [privacy, {"doc_type": "archive"}]}
+    clauses: list[dict[str, Any]] = [privacy]
     if filters.user_slug is not None:
         clauses.append({"user_slug": filters.user_slug})
     if filters.doc_types:
         clauses.append({"doc_type": {"$in": list(filters.doc_types)}})
-    if not filters.include_archive and "archive" not in filters.doc_types:
+    if not filters.wants_archive:
         clauses.append({"doc_type": {"$ne": "archive"}})
     # Chroma compares only numbers with $gte/$lte, so days are stored as YYYYMMDD integers. SQL compares
     # the ISO strings, which for `created_at >= day` and `< day + 1` is the same as comparing the day part.
@@ -152,7 +126,7 @@ def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, creat
 
 
 class ChromaStore(SqliteStore):
-    """`Store` whose vector search runs in Chroma; everything else is the embedded store's (see module doc)."""
+    """`Store` whose vector search runs in Chroma; everything else is the embedded store's."""
 
     def __init__(self, location: ChromaLocation) -> None:
         try:

@@ -1,71 +1,133 @@
-"""Pick the store a `store` setting names.
+"""One place that reads a store setting and opens the backend it names.
 
-    ""  or "sqlite"          the embedded default: SQLite + tantivy at `db_path` (kb/rag/ragstead.db)
+    ""  or "sqlite"          the embedded default: SQLite + tantivy at the project's index file
     "sqlite:PATH"            the embedded store in another file (relative to the project root)
-    "postgresql://..."       PostgreSQL + pgvector (also "postgres://"); see stores/postgres.py
-    "chroma:PATH"            Chroma (embedded) for vectors, with the SQLite side in PATH; see stores/chroma.py
-    "chroma+http://host:port[?db=PATH]"   a Chroma server for vectors, the SQLite side at db_path (or PATH)
+    "postgresql://..."       PostgreSQL + pgvector (also "postgres://")
+    "chroma:PATH"            Chroma (embedded) for vectors, with the SQLite side in PATH
+    "chroma+http://host:port[?db=PATH]"   a Chroma server for vectors, the SQLite side at the index file (or PATH)
+
+Backends are imported only when opened, so a CLI command never pays for a driver it does not use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ragstead.errors import ConfigError, RagsteadError
 from ragstead.stores.base import Store
-from ragstead.stores.chroma import ChromaLocation, is_chroma_spec
-from ragstead.stores.postgres import is_postgres_url, redact
-
-if TYPE_CHECKING:
-    from ragstead.config import Settings
 
 STORE_KINDS = ("'sqlite', 'sqlite:PATH', 'postgresql://user@host:port/dbname', 'chroma:PATH' or "
                "'chroma+http://host:port'")
 
 
-def describe_store(settings: Settings) -> str:
-    """Where the index lives, safe to print (no password)."""
-    spec = settings.store.strip()
-    if is_postgres_url(spec):
-        return redact(spec)
-    if is_chroma_spec(spec):
-        return _chroma_location(settings).describe()
-    return str(sqlite_path(settings))
+def is_postgres_url(spec: str) -> bool:
+    """True for postgresql:// and postgres:// connection URLs."""
+    return spec.startswith(("postgresql://", "postgres://"))
 
 
-def sqlite_path(settings: Settings) -> Path | None:
-    """The SQLite file a store setting keeps its documents in (None for PostgreSQL)."""
-    spec = settings.store.strip()
-    if is_postgres_url(spec):
-        return None
-    if is_chroma_spec(spec):
-        return _chroma_location(settings).sqlite_file
-    return settings.resolve(spec.removeprefix("sqlite:")) if spec.startswith("sqlite:") else settings.db_file
+def is_chroma_spec(spec: str) -> bool:
+    """True for chroma:PATH, chroma+http:// and chroma+https:// store settings."""
+    return spec.startswith(("chroma:", "chroma+http://", "chroma+https://"))
 
 
-def _chroma_location(settings: Settings) -> ChromaLocation:
-    return ChromaLocation.parse(settings.store.strip(), settings.resolve, settings.db_file)
+@dataclass(frozen=True)
+class StoreSpec:
+    """A parsed store setting: which backend, where its SQLite file is (if it has one), and the raw spec.
 
+    `raw` may hold a password: print `describe()`, never `raw`.
+    """
 
-def open_store(settings: Settings, *, must_exist: bool = False) -> Store:
-    """Open the configured store. `must_exist`: an index file that is missing is an error (read-only
-    commands), rather than a new empty index."""
-    spec = settings.store.strip()
-    if is_postgres_url(spec):
-        from ragstead.stores.postgres import PostgresStore
+    kind: str  # sqlite | postgresql | chroma
+    raw: str
+    sqlite_file: Path | None
+    root: Path
 
-        return PostgresStore(spec)
-    if spec not in ("", "sqlite") and not spec.startswith("sqlite:") and not is_chroma_spec(spec):
+    @classmethod
+    def parse(cls, spec: str, *, root: Path, default_db: Path) -> StoreSpec:
+        """Parse a store setting; relative paths resolve against `root`. A malformed one is a ConfigError."""
+        spec = (spec or "").strip()
+        if is_postgres_url(spec):
+            return cls("postgresql", spec, None, root)
+        if is_chroma_spec(spec):
+            location = _chroma_location(spec, root, default_db)
+            return cls("chroma", spec, location.sqlite_file, root)
+        if spec in ("", "sqlite"):
+            return cls("sqlite", spec, default_db, root)
+        if spec.startswith("sqlite:") and spec.removeprefix("sqlite:").strip():
+            return cls("sqlite", spec, _resolve(root, spec.removeprefix("sqlite:").strip()), root)
         raise ConfigError(f"unknown store {redact(spec)!r}; use {STORE_KINDS}")
-    path = sqlite_path(settings)
-    assert path is not None
-    if must_exist and not path.exists():
-        raise RagsteadError(f"no index at {path}; run `ragstead index` first")
-    if is_chroma_spec(spec):
-        from ragstead.stores.chroma import ChromaStore
 
-        return ChromaStore(_chroma_location(settings))
+    def describe(self) -> str:
+        """Where the index lives, safe to print (no password)."""
+        if self.kind == "postgresql":
+            return redact(self.raw)
+        if self.kind == "chroma":
+            return _chroma_location(self.raw, self.root, self.sqlite_file or Path()).describe()
+        return str(self.sqlite_file)
+
+    def same_place(self, other: StoreSpec) -> bool:
+        """Both name one store, or share its SQLite file."""
+        return self.describe() == other.describe() or (
+            self.sqlite_file is not None and self.sqlite_file == other.sqlite_file
+        )
+
+    def exists(self) -> bool:
+        """Whether an index is already there (a server store is taken to exist: opening it says otherwise)."""
+        return self.sqlite_file is None or self.sqlite_file.exists()
+
+    def open(self, *, must_exist: bool = False) -> Store:
+        """Open the store. `must_exist`: a missing index file is an error (read-only commands), not a new index."""
+        if must_exist and not self.exists():
+            raise RagsteadError(f"no index at {self.sqlite_file}; run `ragstead index` first")
+        return _BACKENDS[self.kind](self)
+
+
+def _resolve(root: Path, value: str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else root / path
+
+
+def redact(spec: str) -> str:
+    """The store setting without any password, for output and errors."""
+    from ragstead.stores.postgres import redact as redact_url
+
+    return redact_url(spec)
+
+
+def _chroma_location(spec: str, root: Path, default_db: Path):  # type: ignore[no-untyped-def]
+    from ragstead.stores.chroma import ChromaLocation
+
+    return ChromaLocation.parse(spec, lambda value: _resolve(root, value), default_db)
+
+
+def _open_sqlite(spec: StoreSpec) -> Store:
     from ragstead.stores.sqlite import SqliteStore
 
-    return SqliteStore(path)
+    assert spec.sqlite_file is not None
+    return SqliteStore(spec.sqlite_file)
+
+
+def _open_postgres(spec: StoreSpec) -> Store:
+    from ragstead.stores.postgres import PostgresStore
+
+    return PostgresStore(spec.raw)
+
+
+def _open_chroma(spec: StoreSpec) -> Store:
+    from ragstead.stores.chroma import ChromaStore
+
+    return ChromaStore(_chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()))
+
+
+_BACKENDS: dict[str, Callable[[StoreSpec], Store]] = {
+    "sqlite": _open_sqlite,
+    "postgresql": _open_postgres,
+    "chroma": _open_chroma,
+}
+
+
+def open_store(spec: StoreSpec, *, must_exist: bool = False) -> Store:
+    """Open the store a parsed spec names (see `StoreSpec.open`)."""
+    return spec.open(must_exist=must_exist)

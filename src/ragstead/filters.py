@@ -1,7 +1,8 @@
-"""One filter model (seed 000's safe defaults) compiled into SQL for the store.
+"""One filter model, the scope of every query, compiled by each store into its own query language.
 
 Semantics: AND across fields, OR within a field (several doc types or tags). Private-only unless
-`public_only`; archive excluded unless `include_archive` (or `archive` is asked for by doc type).
+`public_only`; archive excluded unless `include_archive` (or `archive` is asked for by doc type). The
+archive is public content: a private-scope query that asks for it sees it too.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ class QueryFilters:
     def private_only(self) -> bool:
         return not self.public_only
 
+    @property
+    def wants_archive(self) -> bool:
+        """Archive documents are in scope (asked for by `include_archive` or by doc type)."""
+        return self.include_archive or "archive" in self.doc_types
+
+    @property
+    def archive_beside_private(self) -> bool:
+        """A private-scope query that asked for the archive: public archive documents are admitted too."""
+        return self.wants_archive and not self.public_only
+
     @classmethod
     def build(
         cls,
@@ -86,7 +97,10 @@ class QueryFilters:
         `mark` is the driver's parameter placeholder (`?` for sqlite3, `%s` for psycopg). Privacy is a
         Python bool: sqlite3 stores it as 1/0, PostgreSQL compares it with its boolean column.
         """
-        clauses = [f"{alias}.is_private = {mark}"]
+        privacy = f"{alias}.is_private = {mark}"
+        if self.archive_beside_private:
+            privacy = f"({privacy} OR {alias}.doc_type = 'archive')"
+        clauses = [privacy]
         params: list[object] = [not self.public_only]
         if self.user_slug is not None:
             clauses.append(f"{alias}.user_slug = {mark}")
@@ -94,7 +108,7 @@ class QueryFilters:
         if self.doc_types:
             clauses.append(f"{alias}.doc_type IN ({','.join([mark] * len(self.doc_types))})")
             params.extend(self.doc_types)
-        if not self.include_archive and "archive" not in self.doc_types:
+        if not self.wants_archive:
             clauses.append(f"{alias}.doc_type != 'archive'")
         if self.date_from:
             clauses.append(f"{alias}.created_at >= {mark}")
@@ -118,13 +132,15 @@ class QueryFilters:
         its path (a bug or a tampered index) before it can reach the caller.
         """
         derived = derive_metadata(file_path, None, rules)
-        if derived.is_private == self.public_only:
+        if derived.is_private == self.public_only and not (
+            self.archive_beside_private and derived.doc_type == "archive"
+        ):
             return False
         if self.user_slug is not None and derived.user_slug != self.user_slug:
             return False
         if self.doc_types and derived.doc_type not in self.doc_types:
             return False
-        return not (derived.doc_type == "archive" and not self.include_archive and "archive" not in self.doc_types)
+        return derived.doc_type != "archive" or self.wants_archive
 
     def describe(self, rules: tuple[PathRule, ...]) -> dict[str, object]:
         """The `filters` object of the JSON contract."""

@@ -1,0 +1,490 @@
+"""`KnowledgeBase`: the one composition root. The CLI, the HTTP API, `sanity`, `eval` and the benches call it.
+
+It reads the project's `Settings` and hands each layer its own narrow options: the store it opens from the
+store setting, one embedder (the index's model) behind one query-vector cache, the project's path rules
+for every scope check, and the answerer chain. Reads share one store connection and take turns (a lock),
+so one KnowledgeBase can serve many threads; writes open a store of their own, as another process would,
+so a long index run never holds up searches.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import httpx
+
+from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MIN_SIMILARITY, Answer, AskOptions, answer, gather
+from ragstead.answer.ask import providers_from_env as _providers_from_env
+from ragstead.answer.base import AnswerProvider, Context
+from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.prompt import catalog as template_catalog
+from ragstead.answer.prompt import load_template
+from ragstead.config import Settings, load_settings
+from ragstead.documents.loaders import LOADERS, is_supported, load_document
+from ragstead.embeddings.base import Embedder
+from ragstead.embeddings.cache import QueryVectorCache
+from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows, embedder_for
+from ragstead.errors import (
+    DocumentNotFoundError,
+    InvalidQueryError,
+    LoadError,
+    RagsteadError,
+    UnsupportedFileError,
+)
+from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
+from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
+from ragstead.filters import QueryFilters, user_prefixes
+from ragstead.indexing.build import IndexReport, ProgressHook, TextRecord, index_paths, index_records, index_roots
+from ragstead.indexing.lock import index_lock
+from ragstead.memory.files import RememberResult
+from ragstead.memory.files import remember as remember_fact
+from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
+from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
+from ragstead.stores.base import Store
+from ragstead.stores.factory import is_chroma_spec, is_postgres_url
+from ragstead.stores.migrate import MigrationReport, copy_store
+
+Progress = ProgressHook
+UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
+SUPPORTED_SUFFIXES = tuple(sorted(LOADERS))
+
+
+class KnowledgeBase:
+    """A project's index and everything that reads or writes it. Use as a context manager, or `close()` it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        embedder: Embedder | None = None,
+        providers: Sequence[AnswerProvider] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """`store`, `embedder` and `providers` replace what the settings would build (tests, embedding hosts);
+        `transport` is the HTTP transport the LLM answerers use (default: the network)."""
+        self.settings = settings
+        self._spec = settings.store_spec()
+        self._given_store = store
+        self._store = store
+        self._embedder = QueryVectorCache(embedder, settings.embed_cache_size) if embedder is not None else None
+        self._providers = list(providers) if providers is not None else None
+        self._transport = transport
+        self._reranker: Reranker | None = None
+        self._lock = threading.RLock()
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the store (a given store stays open: its owner closes it)."""
+        with self._lock:
+            if self._store is not None and self._store is not self._given_store:
+                self._store.close()
+            self._store = None if self._given_store is None else self._given_store
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
+
+    @property
+    def api_keys_file(self) -> Path:
+        """Where `ragstead keys` keeps the HTTP API's key hashes (beside the index)."""
+        return self.settings.db_file.parent / "api_keys.json"
+
+    @property
+    def location(self) -> str:
+        """Where the index lives, safe to print (no password)."""
+        return self._spec.describe()
+
+    def exists(self) -> bool:
+        """Whether the index is there already (a server store is taken to exist)."""
+        return self._given_store is not None or self._spec.exists()
+
+    def create(self) -> None:
+        """Create the index, empty, if there is none yet."""
+        with self._writer():
+            pass
+
+    @property
+    def store(self) -> Store:
+        """The read store, opened on first use; a missing index is an error that says to run `index`."""
+        with self._lock:
+            if self._store is None:
+                self._store = self._spec.open(must_exist=True)
+            return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The one embedder of this knowledge base (the index's model unless `model` is set), with its
+        query-vector cache. Loaded on first use."""
+        return self._load_embedder(self.store if self.exists() else None)
+
+    def _load_embedder(self, store: Store | None) -> Embedder:
+        """Load the model once: the configured one, else the one the index in `store` was built with, else
+        the default."""
+        with self._lock:
+            if self._embedder is None:
+                inner = embedder_for(self.settings.model, store, max_tokens=self.settings.max_tokens,
+                                     batch_size=self.settings.embed_batch_size)
+                self._embedder = QueryVectorCache(inner, self.settings.embed_cache_size)
+            return self._embedder
+
+    @contextmanager
+    def _writer(self) -> Iterator[Store]:
+        """A store for one write: the given store, else a connection of its own (created if missing)."""
+        if self._given_store is not None:
+            with self._lock:
+                yield self._given_store
+            return
+        store = self._spec.open()
+        try:
+            yield store
+        finally:
+            store.close()
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def index(self, paths: Sequence[str | Path] | None = None, *, rebuild: bool = False, wait: float = 0.0,
+              progress: Progress | None = None) -> IndexReport:
+        """Bring the index in line with the files under `paths` (folders inside the project; default: the
+        configured roots). Incremental: only new or changed files are embedded. `rebuild` re-embeds all."""
+        roots = tuple(self._relative(path) for path in paths) if paths else self.settings.roots
+        with self._writer() as store:
+            # A rebuild re-embeds with the configured model, whatever the old index holds.
+            embedder = self._load_embedder(None if rebuild else store)
+            return index_roots(self.settings.indexing(roots), store, embedder, roots, rebuild, wait, progress)
+
+    def add(self, path: str | Path, *, wait: float = 30.0) -> IndexReport:
+        """Index (or re-index) exactly this file, a path inside one of the configured roots."""
+        return self._index_files([self._relative(path)], wait)
+
+    def upload(self, name: str, data: BinaryIO | bytes, *, user: str, wait: float = 30.0) -> tuple[str, dict[str, Any]]:
+        """Store a file as `kb/users/<user>/uploads/<name>` and index it, all or nothing: the bytes are parsed
+        before they replace anything, and if indexing fails the previous file and document come back.
+        Returns ("added" | "updated" | "unchanged", the document)."""
+        QueryFilters.build(user_slug=user)  # a valid slug, or InvalidQueryError
+        if not UPLOAD_NAME.match(name or ""):
+            raise InvalidQueryError("the file name must be 1-120 letters, digits, spaces, '.', '_' or '-', "
+                                    "without a path")
+        if not is_supported(Path(name)):
+            raise UnsupportedFileError(f"unsupported file type {Path(name).suffix!r}; send one of "
+                                       f"{sorted(LOADERS)}")
+        folder = self.root / "kb" / "users" / user / "uploads"
+        target = folder / name
+        if not target.resolve().is_relative_to((self.root / "kb" / "users" / user).resolve()):
+            raise InvalidQueryError("the file name leaves the user's folder")
+        rel = target.relative_to(self.root).as_posix()
+        folder.mkdir(parents=True, exist_ok=True)
+        # Hidden names: the indexer never picks up a half-written upload or a backup.
+        tmp = folder / f".upload-{uuid.uuid4().hex}{target.suffix}"
+        backup = folder / f".previous-{uuid.uuid4().hex}{target.suffix}"
+        try:
+            with tmp.open("wb") as out:
+                if isinstance(data, bytes):
+                    out.write(data)
+                else:
+                    shutil.copyfileobj(data, out, 1 << 20)
+            try:
+                load_document(tmp)  # unreadable content is refused before it replaces anything
+            except LoadError as exc:
+                raise LoadError(str(exc).replace(str(tmp), name)) from None
+            with self._writer() as store, index_lock(self.settings.lock_file, wait):
+                existed = target.exists()
+                if existed:
+                    os.replace(target, backup)
+                os.replace(tmp, target)
+                embedder = self._load_embedder(store)
+                try:
+                    report = index_paths(self.settings.indexing(), store, embedder, [rel], take_lock=False)
+                    if report.skipped:  # reasons name files by absolute path: never show the server's
+                        raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
+                except BaseException:
+                    if existed:
+                        os.replace(backup, target)
+                    else:
+                        target.unlink(missing_ok=True)
+                    index_paths(self.settings.indexing(), store, embedder, [rel], take_lock=False)
+                    raise
+        finally:
+            tmp.unlink(missing_ok=True)
+            backup.unlink(missing_ok=True)
+        status = "added" if report.added else "updated" if report.updated else "unchanged"
+        return status, self.document(path=rel) or {}
+
+    def delete(self, path: str | Path | None = None, *, doc_id: str | None = None, user: str | None = None,
+               wait: float = 30.0) -> dict[str, Any]:
+        """Delete a document (by path or id): its file and its chunks in the index. With `user`, only that
+        user's own private document can be deleted; anything else answers exactly like a missing one."""
+        if (path is None) == (doc_id is None):
+            raise InvalidQueryError("give a path or a doc_id")
+        doc = self.document(doc_id) if doc_id is not None else self.document(path=self._relative(path or ""))
+        if doc is None or (user is not None and not self._owns(user, doc)):
+            raise DocumentNotFoundError("no such document")
+        (self.root / doc["file_path"]).unlink(missing_ok=True)
+        self._index_files([doc["file_path"]], wait)
+        return {"deleted": doc["doc_id"], "file_path": doc["file_path"]}
+
+    def _owns(self, user: str, doc: dict[str, Any]) -> bool:
+        """The document is `user`'s own private document, by its stored scope and by where its file is."""
+        if not doc["is_private"] or doc["user_slug"] != user:
+            return False
+        prefixes = user_prefixes(user, self.settings.path_rules)
+        return doc["file_path"].startswith(tuple(prefixes)) and (self.root / doc["file_path"]).resolve().is_relative_to(
+            self.root.resolve())
+
+    def _relative(self, path: str | Path) -> str:
+        base = self.root.resolve()
+        full = Path(path) if Path(path).is_absolute() else base / path
+        try:
+            return full.resolve().relative_to(base).as_posix()
+        except ValueError:
+            raise RagsteadError(f"{path} is not inside the project root {base}") from None
+
+    def _index_files(self, rels: list[str], wait: float) -> IndexReport:
+        with self._writer() as store:
+            return index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
+
+    def remember(self, text: str, *, user: str, dry_run: bool = False, index: bool = True,
+                 wait: float = 30.0) -> RememberResult:
+        """Remember a high-signal fact or preference in the user's memory file (never secrets or PII), and
+        index that file unless `index` is False."""
+        return remember_fact(text, user, self.root, lock_dir=self.settings.db_file.parent,
+                             index=(lambda rels: self._index_files(rels, wait)) if index else None,
+                             dry_run=dry_run, wait_seconds=wait)
+
+    def migrate(self, target: str, *, replace_target: bool = False,
+                progress: Progress | None = None) -> MigrationReport:
+        """Copy this index, vectors included, into the (empty) store `target` names."""
+        to_spec = self.settings.with_overrides(store=target).store_spec()
+        if self._spec.same_place(to_spec):
+            raise RagsteadError("--from and --to name the same store (or share its index file)")
+        with index_lock(self.settings.lock_file):  # no `ragstead index` of this project while the copy runs
+            to_store = to_spec.open()
+            try:
+                return copy_store(self.store, to_store, replace=replace_target, progress=progress)
+            finally:
+                to_store.close()
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def scope(self, *, user: str | None = None, doc_types: Sequence[str] = (), public_only: bool = False,
+              include_archive: bool = False, date_from: str | None = None, date_to: str | None = None,
+              tags: Sequence[str] = ()) -> QueryFilters:
+        """Validated filters: private-only unless `public_only`, archive excluded unless asked for."""
+        return QueryFilters.build(user, list(doc_types), public_only, date_from, date_to, include_archive, list(tags))
+
+    def search_options(self, *, k: int = 8, mode: str | None = None, top_k_vector: int | None = None,
+                       top_k_lexical: int | None = None, fusion: str | None = None,
+                       fusion_weight: float | None = None, rrf_k: int | None = None,
+                       rerank_top_n: int | None = None) -> SearchOptions:
+        """Search options from the configured defaults (hybrid, convex fusion), validated."""
+        fusion = choose_fusion(fusion, rrf_k, fusion_weight)
+        options = self.settings.search_options(mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
+                                               fusion=fusion, fusion_weight=fusion_weight, rrf_k=rrf_k,
+                                               rerank_top_n=rerank_top_n)
+        options.validate()
+        return options
+
+    def reranker(self) -> Reranker:
+        with self._lock:
+            if self._reranker is None:
+                self._reranker = SentenceMaxSimReranker(self.embedder)
+            return self._reranker
+
+    def search(self, query: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
+               doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
+               date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
+               rerank: bool = False, filters: QueryFilters | None = None, options: SearchOptions | None = None,
+               **knobs: Any) -> SearchResult:
+        """Search the index inside a scope (see `scope`); `knobs` are `search_options`' fusion settings.
+        `filters` and `options`, when given, replace the scope and option arguments."""
+        filters = filters or self.scope(user=user, doc_types=doc_types, public_only=public_only,
+                                        include_archive=include_archive, date_from=date_from, date_to=date_to,
+                                        tags=tags)
+        options = options or self.search_options(k=k, mode=mode, **knobs)
+        needs_model = options.mode != "lexical" or rerank
+        with self._lock:
+            return search(query, self.store, self.embedder if needs_model else None, filters, options,
+                          self.settings.path_rules, self.reranker() if rerank else None)
+
+    def providers(self, *, extractive: bool = False, template: str | None = None) -> list[AnswerProvider]:
+        """The answerer chain: the configured LLMs (environment), the extractive answerer always last."""
+        if extractive:
+            return [ExtractiveAnswerer()]
+        prompt = load_template(template or self.settings.template_spec)  # validated even when unused
+        if self._providers is not None:
+            return list(self._providers)
+        return _providers_from_env(template=prompt, transport=self._transport)
+
+    def ask(self, question: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
+            doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
+            date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
+            rerank: bool = False, min_similarity: float | None = None,
+            max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, extractive: bool = False,
+            template: str | None = None, remember: bool = False, on_text: Callable[[str], None] | None = None,
+            filters: QueryFilters | None = None, options: SearchOptions | None = None,
+            answerers: Sequence[AnswerProvider] | None = None, **knobs: Any) -> Answer:
+        """Answer from the documents in scope with citations, or the exact refusal sentence.
+
+        `remember`: if the question states a lasting fact or preference, write it to `user`'s memory.
+        `answerers`: a chain built once by `providers()` (a server reuses it); `extractive` overrides it.
+        """
+        if remember and not user:
+            raise InvalidQueryError("remember needs a user: memory belongs to one person")
+        filters = filters or self.scope(user=user, doc_types=doc_types, public_only=public_only,
+                                        include_archive=include_archive, date_from=date_from, date_to=date_to,
+                                        tags=tags)
+        chain = list(answerers) if answerers is not None and not extractive else self.providers(
+            extractive=extractive, template=template)
+        ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs),
+                                 DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
+                                 max_context_tokens, self.reranker() if rerank else None)
+        with self._lock:  # the store-side half; the answerers below do not hold up other readers
+            found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
+                                     self.settings.path_rules)
+        result = answer(found, contexts, ask_options.min_similarity, chain, on_text)
+        if remember and user:
+            result = replace(result, memory_write=self.remember(question, user=user).to_dict())
+        return result
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, the model and where the index lives."""
+        with self._lock:
+            return self.store.stats()
+
+    def status(self) -> dict[str, Any]:
+        """`stats()` plus the integrity check."""
+        with self._lock:
+            return self.store.stats() | {"integrity": self.store.integrity_check()}
+
+    def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
+                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """Indexed documents in a scope, by path."""
+        filters = self.scope(user=user, public_only=public_only, include_archive=include_archive, doc_types=doc_types)
+        with self._lock:
+            return self.store.list_documents(filters, limit, offset)
+
+    def document(self, doc_id: str | None = None, *, path: str | None = None) -> dict[str, Any] | None:
+        """One document by id or project-relative path, or None."""
+        with self._lock:
+            return self.store.get_document(doc_id, file_path=path)
+
+    def readiness(self) -> dict[str, Any]:
+        """The store answers and the embedder is loaded and matches the index's model (raises if not)."""
+        with self._lock:
+            embedder = self.embedder
+            self.store.check_model(embedder.name, embedder.dim)
+            stats = self.store.stats()
+        return {"status": "ready", "model": embedder.name, "documents": stats["documents"], "chunks": stats["chunks"]}
+
+    # -- measuring -----------------------------------------------------------------------------------
+
+    def evaluate(self, cases: Path | list[EvalCase], *, settings: EvalSettings | None = None,
+                 filters: QueryFilters | None = None, rerank: bool = False,
+                 progress: Progress | None = None) -> dict[str, Any]:
+        """Recall@k, MRR@k, hit rate@k and nDCG@10 of JSONL cases (a path) or cases, on this index."""
+        case_list = load_jsonl_cases(cases) if isinstance(cases, Path) else cases
+        settings = settings or EvalSettings(search=self.settings.search_options())
+        with self._lock:
+            report = run_eval(case_list, self.store, self.embedder, settings, filters or self.scope(),
+                              self.settings.path_rules, progress, self.reranker() if rerank else None)
+            report["run"] = {"model": self.embedder.name, "index": self.store.stats(),
+                             "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        return report
+
+    def evaluate_beir(self, folder: Path, *, split: str = "test", index_store: str | None = None,
+                      settings: EvalSettings | None = None, rerank: bool = False,
+                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+        """Index a BEIR corpus into a store of its own (`index_store`: a file to keep and reuse, or a store
+        spec; default a scratch file) and evaluate the split's queries on it. Never touches this index."""
+        data = load_beir(folder, split)
+        with tempfile.TemporaryDirectory(prefix="ragstead-eval-") as scratch:
+            spec = index_store or f"{scratch}/beir.db"
+            if not is_server_or_chroma(spec):  # a plain file (or sqlite:PATH) of its own
+                path = Path(spec.removeprefix("sqlite:")).resolve()
+                corpus_settings = self.settings.with_overrides(store="", db_path=str(path),
+                                                               lock_path=f"{path}.lock")
+            else:
+                corpus_settings = self.settings.with_overrides(store=spec, lock_path=f"{scratch}/beir.lock")
+            with KnowledgeBase(corpus_settings) as corpus:
+                records = [TextRecord(doc_id, text, title or None) for doc_id, (title, text) in data.corpus.items()]
+                indexed = corpus.index_records(records, root=BEIR_ROOT,
+                                               progress=_stage(progress, "indexing corpus"))
+                report = corpus.evaluate(data.cases, settings=settings, rerank=rerank,
+                                         progress=_stage(progress, "evaluating"))
+        report["run"] |= {"dataset": str(folder), "split": split, "corpus_docs": len(records),
+                          "index_seconds": round(indexed.seconds, 2), "chunks_embedded": indexed.chunks_embedded,
+                          "chunker": self.settings.chunker, "chunk_size": self.settings.chunk_size,
+                          "overlap": self.settings.overlap}
+        return report
+
+    def index_records(self, records: list[TextRecord], *, root: str = "kb/corpus",
+                      progress: Progress | None = None) -> IndexReport:
+        """Index in-memory texts under `<root>/<key>`, incrementally (records missing from `records` go)."""
+        with self._writer() as store:
+            return index_records(self.settings.indexing((root,)), store, self._load_embedder(store), records,
+                                 root, progress)
+
+
+def is_server_or_chroma(spec: str) -> bool:
+    return is_postgres_url(spec) or is_chroma_spec(spec)
+
+
+def _stage(progress: Callable[[str, int, int], None] | None, label: str) -> Progress | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(label, done, total)
+
+
+def open(path: str | Path | None = None, *, embedder: Embedder | None = None,
+         providers: Sequence[AnswerProvider] | None = None, config: str | Path | None = None,
+         **overrides: Any) -> KnowledgeBase:
+    """Open the knowledge base of the project at `path` (default: $RAGSTEAD_ROOT, else the current folder):
+    its `ragstead.toml`, then `RAGSTEAD_*` variables, then `overrides` (any `Settings` field, e.g.
+    `roots=("notes",)`, `store="postgresql://..."`; None keeps the configured value)."""
+    settings = load_settings(Path(path) if path else None, Path(config) if config else None)
+    return KnowledgeBase(settings.with_overrides(**overrides), embedder=embedder, providers=providers)
+
+
+def model_catalog() -> list[dict[str, Any]]:
+    """The embedding models `model` takes: id, name, description, package, installed."""
+    return catalog_rows()
+
+
+def prompt_templates() -> list[dict[str, Any]]:
+    """The built-in prompt templates: name, description and number of few-shot examples."""
+    rows = []
+    for name in sorted(template_catalog()):
+        found = load_template(name)
+        rows.append({"name": name, "description": found.description, "examples": len(found.examples)})
+    return rows
+
+
+def template_preview(name: str) -> list[dict[str, str]]:
+    """The messages a template makes for a demo question and chunk (to see what a model is sent)."""
+    demo = [Context(1, "We decided to migrate the billing database to PostgreSQL 16 in March.",
+                    "kb/users/alice/db.md", {"page": None, "section_path": "Billing > Decision",
+                                             "chunk_id": "0" * 64}, 0.71)]
+    return load_template(name).messages("Which database did we choose for billing?", demo)
+
+
+__all__ = ["DEFAULT_MAX_CONTEXT_TOKENS", "DEFAULT_MIN_SIMILARITY", "DEFAULT_MODEL", "MAX_QUERY_CHARS", "MODES",
+           "EvalSettings", "KnowledgeBase", "format_table", "model_catalog", "open", "prompt_templates",
+           "template_preview"]
