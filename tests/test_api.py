@@ -316,3 +316,50 @@ def test_ask_answers_from_the_callers_documents_only_or_refuses(api):
         assert_error(c.post("/v1/ask", json={"query": "cat"}, headers=auth(tokens["alice-read"])), 403, "forbidden")
         assert_error(c.post("/v1/ask", json={"query": "cat", "user_slug": "bob"}, headers=auth(tokens["alice"])),
                      422, "invalid_request")
+
+
+def _docx(text: str) -> bytes:
+    import io
+
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph(text)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_a_broken_docx_over_a_good_one_is_a_422_that_keeps_the_good_one_and_shows_no_server_path(api):
+    project, tokens, _, client = api
+    good = _docx("The osprey nest count doubled this spring.")
+    broken = good[: len(good) // 2]  # a truncated zip
+    with client() as c:
+        assert c.post("/v1/documents", files={"file": ("birds.docx", good)}, headers=auth(tokens["alice"])
+                      ).status_code == 201
+        response = c.post("/v1/documents", files={"file": ("birds.docx", broken)}, headers=auth(tokens["alice"]))
+        assert_error(response, 422, "unreadable_file")
+        assert str(project.root) not in response.text and "/tmp" not in response.text
+        assert (project.root / "kb/users/alice/uploads/birds.docx").read_bytes() == good
+        assert "kb/users/alice/uploads/birds.docx" in paths(
+            c.post("/v1/query", json={"query": "osprey nest count"}, headers=auth(tokens["alice"])))
+    assert not [p for p in (project.root / "kb/users/alice/uploads").iterdir() if p.name.startswith(".")]
+
+
+def test_an_upload_refused_as_busy_changes_nothing_on_disk_or_in_the_index(api):
+    from ragstead.indexing.lock import index_lock
+
+    project, tokens, _, client = api
+    with client(index_wait_seconds=0.2) as c:
+        old = b"The heron colony has forty nests."
+        assert c.post("/v1/documents", files={"file": ("herons.txt", old)}, headers=auth(tokens["alice"])
+                      ).status_code == 201
+        with index_lock(project.settings.lock_file):  # another index run holds the lock
+            response = c.post("/v1/documents", files={"file": ("herons.txt", b"The heron colony moved away.")},
+                              headers=auth(tokens["alice"]))
+        assert_error(response, 503, "index_busy")
+        assert (project.root / "kb/users/alice/uploads/herons.txt").read_bytes() == old
+    report = project.index()  # the next index run sees the old file, unchanged: nothing removed
+    assert "kb/users/alice/uploads/herons.txt" not in report.removed + report.updated
+    assert "kb/users/alice/uploads/herons.txt" in {d["file_path"] for d in project.store.list_documents(
+        __import__("ragstead").QueryFilters.build(user_slug="alice"))}

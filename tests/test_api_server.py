@@ -82,3 +82,46 @@ def test_real_server_isolates_users_rate_limits_and_deletes(server):
 def test_no_auth_is_refused_off_loopback(tmp_path):
     result = cli(tmp_path, "serve", "--host", "0.0.0.0", "--no-auth", "--as-user", "alice")
     assert result.returncode == 2 and "loopback" in result.stderr
+
+
+def test_killing_the_server_during_an_upload_loses_nothing(server):
+    import os
+    import signal
+    import threading
+
+    base, keys, root = server
+    target = root / "kb/users/alice/uploads/survey.txt"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        old = b"The heron survey counted forty nests in April."
+        assert http.post("/v1/documents", files={"file": ("survey.txt", old)},
+                         headers={"Authorization": f"Bearer {keys['alice']}"}).status_code == 201
+    pid = int(subprocess.run(["pgrep", "-f", f"ragstead serve --port {base.rsplit(':', 1)[1]}"],
+                             capture_output=True, text=True).stdout.split()[0])
+
+    def slow_body():  # a big replacement that trickles in, so the kill lands mid-upload
+        for _ in range(400):
+            yield b"replacement text " * 1000
+            time.sleep(0.01)
+
+    def upload() -> None:
+        try:
+            httpx.post(f"{base}/v1/documents", headers={"Authorization": f"Bearer {keys['alice']}",
+                                                        "Content-Type": "multipart/form-data; boundary=B"},
+                       content=_multipart(slow_body()), timeout=30)
+        except httpx.HTTPError:
+            pass  # the server died: expected
+
+    thread = threading.Thread(target=upload)
+    thread.start()
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=60)
+    assert target.read_bytes() == old  # the file on disk is the old one, whole
+    out = cli(root, "query", "heron survey nests", "--user", "alice", "--lexical-only")
+    assert "kb/users/alice/uploads/survey.txt" in out.stdout
+
+
+def _multipart(body):  # type: ignore[no-untyped-def]
+    yield b'--B\r\nContent-Disposition: form-data; name="file"; filename="survey.txt"\r\n\r\n'
+    yield from body
+    yield b"\r\n--B--\r\n"

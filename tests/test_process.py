@@ -169,3 +169,21 @@ def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
 def test_cli_query_without_index(tmp_path):
     out = cli(tmp_path, "query", "x")
     assert out.returncode == 2 and "ragstead index" in out.stderr
+
+
+def test_indexing_small_notes_stays_under_500_mb(tmp_path):
+    """Peak memory grows with the embedding batch, not with the number of files (docs/design.md)."""
+    import random
+
+    rng = random.Random(1)
+    words = "alpha beta gamma delta billing database heron survey migration invoice pelican census".split()
+    write_files(tmp_path, {f"kb/notes/n{i}.md": f"# Note {i}\n\n" + " ".join(
+        rng.choice(words) for _ in range(rng.randint(50, 900))) for i in range(120)})
+    # A wrapper process reports the peak of its only child, so earlier children of pytest do not count.
+    wrapper = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+               "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    result = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "ragstead", "index", "-q",
+                             "--root", str(tmp_path)], capture_output=True, text=True, env=OFFLINE_ENV, timeout=600)
+    code, peak_kb = result.stdout.split()[-2:]
+    assert code == "0", result.stderr
+    assert int(peak_kb) / 1024 <= 500, f"indexing 120 notes peaked at {int(peak_kb) / 1024:.0f} MB"

@@ -39,7 +39,7 @@ class Settings:
     # An id of embeddings/catalog.py (minilm-l6-int8, minilm-l6-fp32, ...); "" = the index's own model, or
     # the default for a new index.
     model: str = ""
-    embed_batch_size: int = 32
+    embed_batch_size: int = 4  # faster and 4x smaller than 32 on 2 cores (docs/design.md, "Memory while indexing")
     max_tokens: int = 256
     embed_cache_size: int = 1024  # query vectors kept in the KnowledgeBase's LRU cache (0: off)
     # Retrieval knobs default to SearchOptions' values (where the measurements behind them are noted).

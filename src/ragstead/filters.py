@@ -7,6 +7,7 @@ archive is public content: a private-scope query that asks for it sees it too.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
@@ -15,6 +16,16 @@ from ragstead.documents.metadata import DOC_TYPES, PathRule, derive_metadata
 from ragstead.errors import InvalidQueryError
 
 USER_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Any user text made safe for tokenizers, SQL drivers and JSON: bytes that were not UTF-8 (argv decoded
+    with surrogateescape) and lone surrogates become U+FFFD, control characters a space."""
+    with contextlib.suppress(UnicodeEncodeError):  # surrogates outside the escape range: just invalid
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _CONTROL.sub(" ", _SURROGATE.sub("\ufffd", text))
 
 
 def _parse_day(value: str | None, name: str) -> date | None:
@@ -88,7 +99,7 @@ class QueryFilters:
             date_from=start.isoformat() if start else None,
             date_to=end.isoformat() if end else None,
             include_archive=include_archive,
-            tags=tuple(t.lower() for t in split_values(list(tags or []))),
+            tags=tuple(clean_text(t).lower() for t in split_values([str(t) for t in tags or []])),
         )
 
     def to_sql(self, alias: str = "c", mark: str = "?") -> tuple[str, list[object]]:

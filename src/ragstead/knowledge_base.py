@@ -44,7 +44,7 @@ from ragstead.errors import (
 )
 from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
 from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
-from ragstead.filters import QueryFilters, user_prefixes
+from ragstead.filters import QueryFilters, clean_text, user_prefixes
 from ragstead.indexing.build import IndexReport, ProgressHook, TextRecord, index_paths, index_records, index_roots
 from ragstead.indexing.lock import index_lock
 from ragstead.memory.files import RememberResult
@@ -206,9 +206,11 @@ class KnowledgeBase:
             except LoadError as exc:
                 raise LoadError(str(exc).replace(str(tmp), name)) from None
             with self._writer() as store, index_lock(self.settings.lock_file, wait):
+                # A hard link keeps the old bytes while the rename swaps in the new ones, so a crash at any
+                # point leaves the old file or the new one at `target`, never neither.
                 existed = target.exists()
                 if existed:
-                    os.replace(target, backup)
+                    os.link(target, backup)
                 os.replace(tmp, target)
                 embedder = self._load_embedder(store)
                 try:
@@ -265,7 +267,7 @@ class KnowledgeBase:
                  wait: float = 30.0) -> RememberResult:
         """Remember a high-signal fact or preference in the user's memory file (never secrets or PII), and
         index that file unless `index` is False."""
-        return remember_fact(text, user, self.root, lock_dir=self.settings.db_file.parent,
+        return remember_fact(clean_text(text), user, self.root, lock_dir=self.settings.db_file.parent,
                              index=(lambda rels: self._index_files(rels, wait)) if index else None,
                              dry_run=dry_run, wait_seconds=wait)
 

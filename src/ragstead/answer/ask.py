@@ -143,7 +143,7 @@ def gather(
 ) -> tuple[SearchResult, list[Context]]:
     """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
     found = search(question, store, embedder, filters, options.search, rules, options.reranker)
-    query_vector = found.query_vector if found.query_vector is not None else embedder.embed_query(question)
+    query_vector = found.query_vector if found.query_vector is not None else embedder.embed_query(found.question)
     missing = [hit.chunk_id for hit in found.hits if hit.vector_score is None]
     stored = store.chunk_vectors(missing)
     contexts: list[Context] = []

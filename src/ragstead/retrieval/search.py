@@ -11,7 +11,7 @@ import numpy as np
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
-from ragstead.filters import QueryFilters
+from ragstead.filters import QueryFilters, clean_text
 from ragstead.retrieval.fusion import FUSIONS, convex_fusion, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
@@ -157,7 +157,10 @@ def search(
     min-max(first-stage score) + `rerank_weight` * min-max(rerank score); each carries `rerank_score`.
     """
     options.validate()
-    if not isinstance(question, str) or not question.strip():
+    if not isinstance(question, str):
+        raise InvalidQueryError(f"the question must be text, got {type(question).__name__}")
+    question = clean_text(question)
+    if not question.strip():
         raise InvalidQueryError("the question is empty")
     if len(question) > MAX_QUERY_CHARS:
         raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
