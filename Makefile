@@ -17,9 +17,11 @@ install: $(BIN)/ragstead
 demo: install
 	@echo "== index the bundled sample ($(SAMPLE)): kb, artifacts and public docs"
 	$(BIN)/ragstead index --root $(SAMPLE) --roots kb,artifacts,docs
+	@echo "== what is in the index (alice's documents)"
+	$(BIN)/ragstead ls --root $(SAMPLE) --user alice
 	@echo "== query 1: hybrid, alice's private notes"
-	$(BIN)/ragstead query "what did we decide about the billing database" --root $(SAMPLE) --hybrid --user alice --k 3 --format table
-	@echo "== query 2: lexical, dossiers only, JSON contract"
+	$(BIN)/ragstead query "what did we decide about the billing database" --root $(SAMPLE) --hybrid --user alice --k 3
+	@echo "== query 2: lexical, dossiers only (add --json for the JSON contract)"
 	$(BIN)/ragstead query "realised profit of the wallet" --root $(SAMPLE) --lexical-only --doc-type dossier --date-from 2025-01-01 --k 2
 	@echo "== ask: a cited answer from alice's notes (extractive, offline), then a question the notes cannot answer"
 	$(BIN)/ragstead ask "what did we decide about the billing database" --root $(SAMPLE) --user alice --extractive

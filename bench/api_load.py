@@ -50,7 +50,7 @@ def prepare(workdir: Path) -> tuple[Path, str]:
         (notes / f"note-{i:03d}.md").write_text(f"Note {i} about the {topic}: item {i * 7 % 31} needs follow-up "
                                                 f"by week {i % 52}, owner {['ann', 'raj', 'li'][i % 3]}.")
     _ragstead(root, "index", "--quiet")
-    key = json.loads(_ragstead(root, "keys", "add", "--user", "loadtest"))["key"]
+    key = json.loads(_ragstead(root, "keys", "add", "--user", "loadtest", "--json"))["key"]
     return root, key
 
 

@@ -69,3 +69,52 @@ def test_empty_text_gives_no_chunks():
 def test_bad_options_are_rejected(kwargs):
     with pytest.raises(ConfigError):
         ChunkingOptions(**kwargs)
+
+
+GIANT = "intro words here. " + "x" * 50_000 + " outro words.\n\n# Head\n\nbody " + "y" * 9_000
+
+
+@pytest.mark.parametrize("strategy", ["words", "sentences", "markdown"])
+def test_no_chunk_is_longer_than_max_chunk_chars_even_inside_a_giant_token(strategy):
+    options = ChunkingOptions(strategy=strategy)
+    chunks = chunk_text(GIANT, options)
+    assert chunks and max(len(c.text) for c in chunks) <= options.max_chunk_chars == 4000
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    covered = set()
+    for chunk in chunks:
+        assert GIANT[chunk.char_start : chunk.char_end] == chunk.text
+        assert chunk.start_word <= chunk.end_word
+        covered.update(range(chunk.char_start, chunk.char_end))
+    assert all(i in covered for i, ch in enumerate(GIANT) if not ch.isspace())  # nothing dropped
+
+
+def test_a_long_chunk_is_cut_at_a_space_when_there_is_one():
+    text = " ".join(f"word{i:05d}-padding" for i in range(400))  # one 400-word window of ~7,600 chars
+    chunks = chunk_words(text, ChunkingOptions(max_chunk_chars=1000))
+    assert len(chunks) == 8 and all(len(c.text) <= 1000 for c in chunks)
+    assert " ".join(c.text for c in chunks) == text  # cut between words, none split
+    assert [c.start_word for c in chunks] == sorted(c.start_word for c in chunks) and chunks[-1].end_word == 400
+
+
+@given(st.text(alphabet=st.sampled_from("ab \n#."), max_size=300), st.integers(1, 40),
+       st.sampled_from(["words", "sentences", "markdown"]))
+def test_the_chunk_cap_keeps_offsets_and_covers_every_character(text, limit, strategy):
+    chunks = chunk_text(text, ChunkingOptions(strategy=strategy, chunk_size=5, overlap=1, max_chars=30,
+                                              overlap_chars=5, min_chars=3, max_chunk_chars=limit))
+    covered = set()
+    for chunk in chunks:
+        assert 0 < len(chunk.text) <= limit and text[chunk.char_start : chunk.char_end] == chunk.text
+        covered.update(range(chunk.char_start, chunk.char_end))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+
+
+def test_a_long_line_of_hashes_is_chunked_in_linear_time():
+    # The old heading pattern `(.+?)[ \t#]*$` backtracked quadratically here (minutes); now it is one pass.
+    text = "# a" + "#" * 200_000 + "x\n\nbody"
+    chunks = chunk_markdown(text, ChunkingOptions(strategy="markdown"))
+    assert chunks[0].section_path.startswith("a###") and chunks[-1].text.endswith("body")
+
+
+def test_max_chunk_chars_must_be_positive():
+    with pytest.raises(ConfigError, match="max_chunk_chars"):
+        ChunkingOptions(max_chunk_chars=0)

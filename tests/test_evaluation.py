@@ -127,9 +127,10 @@ def test_eval_jsonl_cases_against_project_index(tmp_path):
                      + json.dumps({"query": "charging electric vehicles", "relevant_paths": "kb/users/ann/cars.md"}))
     report_path = tmp_path / "r.json"
     out = run_cli("eval", "--cases", str(cases), "--root", str(tmp_path), "--user", "ann", "--k", "1",
-                  "--report-json", str(report_path))
+                  "--report-json", str(report_path), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(report_path.read_text())["modes"]["hybrid"]["recall@1"] == 1.0
+    assert json.loads(out.stdout) == json.loads(report_path.read_text())  # --json: the report on stdout
     # another user's scope finds nothing: the eval respects filters too
     run_cli("eval", "--cases", str(cases), "--root", str(tmp_path), "--user", "bob", "--k", "1",
             "--report-json", str(report_path))

@@ -176,3 +176,50 @@ def test_store_reopens_with_same_content(make_project):
     reopened = SqliteStore(project.settings.db_file)
     assert chunk_rows(reopened) == before and reopened.integrity_check() == "ok"
     project.store = reopened
+
+
+def test_a_rename_and_a_delete_in_one_run(make_project):
+    project = make_project({"kb/old.md": "foxtrot file about foxes", "kb/doomed.md": "golf file about golf"})
+    project.index()
+    project.embedder.reset()
+    (project.root / "kb/old.md").rename(project.root / "kb/new.md")
+    (project.root / "kb/doomed.md").unlink()
+    (project.root / "kb/fresh.md").write_text("hotel file about hotels")
+    report = project.index()
+    assert sorted(report.added) == ["kb/fresh.md", "kb/new.md"]
+    assert report.removed == ["kb/doomed.md", "kb/old.md"]
+    assert project.embedder.texts_embedded == ["hotel file about hotels"]  # the rename re-embedded nothing
+    assert {r[0] for r in chunk_rows(project.store)} == {"kb/fresh.md", "kb/new.md"}
+
+
+def test_one_bad_file_of_any_kind_never_stops_the_run(make_project):
+    project = make_project({"kb/good.md": "good content about gardens", "kb/loop-target.md": "x"})
+    (project.root / "kb/loop-target.md").unlink()
+    os.symlink("loop.md", project.root / "kb/loop.md")
+    os.symlink("loop-target.md", project.root / "kb/dangling.md")
+    (project.root / "kb/bad.docx").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    report = project.index()
+    assert report.added == ["kb/good.md"]
+    assert sorted(report.failed) == ["kb/bad.docx", "kb/dangling.md", "kb/loop.md"]
+    assert all(s["reason"] and "\n" not in s["reason"] for s in report.skipped)
+    assert set(report.to_dict()) >= {"added", "updated", "removed", "unchanged", "skipped", "failed",
+                                     "chunks_written", "chunks_embedded", "chunks_reused", "seconds", "rebuild"}
+
+
+def test_new_chunking_settings_on_an_existing_index_are_refused_with_the_command_that_applies_them(make_project):
+    from ragstead import ConfigError, KnowledgeBase
+
+    project = make_project({"kb/a.md": " ".join(f"word{i}" for i in range(900)), "kb/b.md": "short note"})
+    KnowledgeBase(project.settings, embedder=project.embedder).index(["kb"])
+    smaller = KnowledgeBase(project.settings.with_overrides(chunk_size=200, overlap=40), embedder=project.embedder)
+    project.write({"kb/c.md": "a new note written after the settings changed"})
+    with pytest.raises(ConfigError, match=r"index --rebuild"):
+        smaller.index(["kb"])
+    with pytest.raises(ConfigError, match=r"index --rebuild"):
+        smaller.add("kb/c.md")
+    assert project.store.stats()["documents"] == 2  # nothing was written the new way
+    report = smaller.index(["kb"], rebuild=True)
+    assert report.rebuild and project.store.stats()["documents"] == 3
+    assert project.store.stats()["chunks"] > 3  # a.md is cut in 200-word windows now
+    with pytest.raises(ConfigError):
+        KnowledgeBase(project.settings, embedder=project.embedder).index(["kb"])  # and the old settings refused

@@ -119,3 +119,42 @@ def test_many_small_writes_get_merged_into_few_segments(make_project):
         project.index()
     stats = project.store.stats()
     assert stats["lexical_rows"] == 12 and stats["lexical_segments"] < 8
+
+
+def _damage(folder, how: str) -> None:
+    segments = [p for p in folder.iterdir() if p.suffix in (".idx", ".term", ".store", ".pos")]
+    assert segments or how == "meta"
+    if how == "meta":
+        (folder / "meta.json").write_text("garbage{")
+    for segment in segments:
+        if how == "truncated":
+            with segment.open("r+b") as handle:
+                handle.truncate(10)
+        elif how == "missing":
+            segment.unlink()
+
+
+@pytest.mark.parametrize("how", ["meta", "truncated", "missing"])
+def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_project, how, cli):
+    from ragstead.errors import RagsteadWarning
+
+    project = make_project({"kb/users/ann/a.md": "notes on the heron migration",
+                            "kb/users/ann/b.md": "the osprey nest survived the storm"})
+    project.index()
+    expected = lexical_paths(project, "osprey heron")
+    project.store.close()
+    folder = project.settings.db_file.with_suffix(".tantivy")
+    _damage(folder, how)
+    with pytest.warns(RagsteadWarning, match="damaged"):
+        project.store = SqliteStore(project.settings.db_file)
+    assert lexical_paths(project, "osprey heron") == expected
+    assert project.store.integrity_check() == "ok"
+    assert [p for p in folder.parent.iterdir() if ".damaged-" in p.name]  # kept aside, not deleted
+    # Through the CLI: every command works, with exactly one warning line.
+    project.store.close()
+    _damage(folder, how)
+    out = cli(project, "query", "osprey", "--lexical-only", "--json")
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "Traceback" not in out.stderr
+    assert "kb/users/ann/b.md" in out.stdout
+    project.store = SqliteStore(project.settings.db_file)

@@ -1,3 +1,9 @@
+import io
+import os
+import random
+import zipfile
+import zlib
+
 import docx
 import pytest
 
@@ -77,3 +83,77 @@ def test_markdown_front_matter_tags_and_cp1252_text(tmp_path):
     legacy = tmp_path / "old.txt"
     legacy.write_bytes("caf\xe9 cr\xe8me".encode("cp1252"))
     assert load_document(legacy).text == "café crème"
+
+
+def _load_bytes(tmp_path, data: bytes, name: str = "f.txt"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return load_document(path)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [bytes(b or 1 for b in random.Random(5).randbytes(20_000)),  # random bytes, no NUL
+     bytes(random.Random(6).randrange(1, 32) for _ in range(5_000)),  # control characters, valid ASCII
+     zlib.compress(b"compressed text " * 5000).replace(b"\x00", b"\x01")],
+    ids=["random", "controls", "zlib"],
+)
+def test_binary_without_nul_bytes_is_refused(tmp_path, data):
+    with pytest.raises(LoadError, match="binary"):
+        _load_bytes(tmp_path, data)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [("Сегодня утром мы обсудили бюджет на следующий год. Павел предложил сократить расходы на поездки. " * 3,
+      "cp1251"),
+     ("Zażółć gęślą jaźń, to jest tekst po polsku. " * 5, "cp1250"),
+     ("hello “quoted” world — a dash", "cp1252"),
+     ("utf-16 text with a BOM", "utf-16"),
+     ("\x1b[32mINFO\x1b[0m service started on port 8080 after the migration ran\n" * 20, "utf-8")],
+)
+def test_text_in_other_encodings_is_decoded(tmp_path, data, expected):
+    assert _load_bytes(tmp_path, data.encode(expected)).text.lstrip("\ufeff") == data
+
+
+def test_utf8_with_a_stray_byte_keeps_its_accents(tmp_path):
+    text = "Le café crème était très bon, à côté de la fenêtre. " * 20
+    raw = text.encode()
+    loaded = _load_bytes(tmp_path, raw[:300] + b"\xff" + raw[300:])
+    assert loaded.text.count("\ufffd") == 1 and "café crème" in loaded.text
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe.md")
+    with pytest.raises(LoadError, match="not a regular file"):
+        load_document(tmp_path / "pipe.md")
+
+
+@pytest.mark.parametrize("kind", ["pdf", "docx"])
+def test_any_parser_exception_becomes_a_load_error(tmp_path, kind):
+    # Inputs the fuzzer found: pypdf and python-docx raise far more than their own error types on these.
+    pdf = make_pdf(["text"])
+    payloads = {
+        "pdf": [pdf.replace(b"/Type /Pages", b"/Type /Page"), pdf.replace(b"/Count 1", b"/Count (x)"),
+                pdf.replace(b"/Kids [4 0 R]", b"/Kids [1 0 R]")],
+        "docx": [b"PK\x05\x06" + b"\x00" * 18, _docx_with({"word/document.xml": b"<a/>"}),
+                 _docx_with({"word/_rels/document.xml.rels": b"<Relationships><Relationship/></Relationships>"})],
+    }[kind]
+    for number, payload in enumerate(payloads):
+        path = tmp_path / f"case{number}.{kind}"
+        path.write_bytes(payload)
+        try:
+            load_document(path)
+        except LoadError as exc:
+            assert "\n" not in str(exc)
+
+
+def _docx_with(replace: dict[str, bytes]) -> bytes:
+    document = docx.Document()
+    document.add_paragraph("text")
+    src, out = io.BytesIO(), io.BytesIO()
+    document.save(src)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, replace.get(info.filename, zin.read(info.filename)))
+    return out.getvalue()

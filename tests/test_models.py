@@ -106,11 +106,11 @@ def test_the_index_keeps_its_model_and_the_guard_refuses_another(tmp_path: Path)
     })
     built = _cli(tmp_path, "index", "--model", "wordllama-256", "--format", "json", "--quiet")
     assert built.returncode == 0, built.stderr
-    status = json.loads(_cli(tmp_path, "status").stdout)
+    status = json.loads(_cli(tmp_path, "status", "--json").stdout)
     assert status["embed_model"] == "wordllama-l2-supercat-256" and status["embed_dim"] == 256
 
     # Reads and incremental runs follow the index's model without a flag.
-    found = _cli(tmp_path, "query", "vitamin D bones", "--user", "alice", "--vector")
+    found = _cli(tmp_path, "query", "vitamin D bones", "--user", "alice", "--vector", "--json")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["file_path"].endswith("bones.md")
     write_files(tmp_path, {"kb/users/alice/sleep.md": "Sleep duration and memory consolidation."})
@@ -129,5 +129,5 @@ def test_the_index_keeps_its_model_and_the_guard_refuses_another(tmp_path: Path)
     # --rebuild switches models and re-embeds every chunk.
     rebuilt = _cli(tmp_path, "index", "--rebuild", "--model", "minilm-l6-int8", "--format", "json", "--quiet")
     assert rebuilt.returncode == 0, rebuilt.stderr
-    status = json.loads(_cli(tmp_path, "status").stdout)
+    status = json.loads(_cli(tmp_path, "status", "--json").stdout)
     assert status["embed_model"] == "all-MiniLM-L6-v2-onnx-int8" and status["chunks"] == 3

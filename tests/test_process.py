@@ -67,7 +67,7 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
     assert 0 < committed < len(files)
 
     # The store opens, is consistent, and a re-run completes without duplicates.
-    status = json.loads(cli(tmp_path, "status", check=True).stdout)
+    status = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
     assert status["integrity"] == "ok" and status["chunks"] == status["lexical_rows"]
     partial_docs = status["documents"]
     result = cli(tmp_path, "index", "--quiet", "--format", "json", check=True)
@@ -76,7 +76,7 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
     assert len(report["added"]) == len(files) - partial_docs
     assert count(db, "SELECT COUNT(*) FROM documents") == len(files)
     assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(DISTINCT chunk_id) FROM chunks")
-    final = json.loads(cli(tmp_path, "status", check=True).stdout)
+    final = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
     assert final["integrity"] == "ok" and final["lexical_rows"] == count(db, "SELECT COUNT(*) FROM chunks")
     assert count(db, "SELECT COUNT(DISTINCT file_path) FROM chunks") == len(files)
 
@@ -99,7 +99,7 @@ def test_two_index_runs_at_once_one_fails_clearly(tmp_path):
     assert first.returncode == 0, first.stderr
     assert second.returncode == 2 and "another `ragstead index` run" in second.stderr
     assert "Traceback" not in second.stderr
-    status = json.loads(cli(tmp_path, "status", check=True).stdout)
+    status = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
     assert status["documents"] == 40 and status["integrity"] == "ok"
 
 
@@ -118,7 +118,7 @@ def sample(tmp_path_factory):
 
 
 def test_cli_query_json_contract(sample):
-    out = cli(sample, "query", "billing PostgreSQL", "--hybrid", "--user", "alice", "--k", "3", check=True)
+    out = cli(sample, "query", "billing PostgreSQL", "--hybrid", "--user", "alice", "--k", "3", "--json", check=True)
     payload = json.loads(out.stdout)
     assert payload["mode"] == "hybrid" and payload["k"] == 3
     assert payload["filters"]["user_slug"] == "alice" and payload["filters"]["private_only"] is True
@@ -155,11 +155,14 @@ def test_cli_bad_input_is_one_clear_line(sample, args):
 
 def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
     out = cli(sample, "ask", "Where do we migrate billing?", "--user", "alice", "--extractive", check=True)
-    first, *citations = out.stdout.strip().splitlines()
+    first, *citations, answerer = out.stdout.strip().splitlines()
     assert "PostgreSQL" in first and first.endswith("[1]")
     assert citations[0].startswith("[1] kb/users/alice/2025-03-01-db.md")
+    assert answerer == "answered by extractive"
     refused = cli(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
-    assert refused.stdout.strip() == "I could not find relevant information in the uploaded documents."
+    sentence, knob = refused.stdout.strip().splitlines()
+    assert sentence == "I could not find relevant information in the uploaded documents."
+    assert knob.startswith("best match ") and "< --min-similarity 0.428" in knob
     payload = json.loads(cli(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
                              check=True).stdout)
     assert payload["provider"] == "extractive" and {c["source"] for c in payload["citations"]} == {
@@ -187,3 +190,44 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     code, peak_kb = result.stdout.split()[-2:]
     assert code == "0", result.stderr
     assert int(peak_kb) / 1024 <= 500, f"indexing 120 notes peaked at {int(peak_kb) / 1024:.0f} MB"
+
+
+def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_root(tmp_path):
+    files = big_corpus(60)
+    files["docs/faq.md"] = "Public FAQ: the ledger is append-only."
+    write_files(tmp_path, files)
+    db = tmp_path / "kb/rag/ragstead.db"
+    cli(tmp_path, "index", "--roots", "kb,docs", "--quiet", check=True)
+    before = count(db, "SELECT COUNT(*) FROM documents")
+    assert before == len(files)
+    # Ctrl-C while the rebuild embeds: the old index stays whole.
+    proc = subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--rebuild", "--root", str(tmp_path), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    aside = tmp_path / "kb/rag"
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".rebuild-") for p in aside.iterdir()):
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the rebuild finished before the interrupt; make the corpus bigger"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    assert proc.returncode != 0
+    assert count(db, "SELECT COUNT(*) FROM documents") == before
+    assert not any(p.name.startswith(".rebuild-") for p in aside.iterdir())  # the scratch index is gone
+    # A rebuild without --roots rebuilds every root the index holds (kb from the config default, docs too).
+    report = json.loads(cli(tmp_path, "index", "--rebuild", "--quiet", "--format", "json", check=True).stdout)
+    assert report["rebuild"] is True
+    assert count(db, "SELECT COUNT(*) FROM documents") == before
+    assert count(db, "SELECT COUNT(*) FROM documents WHERE file_path = 'docs/faq.md'") == 1
+
+
+def test_simultaneous_first_runs_either_index_or_say_the_lock_is_held(tmp_path):
+    write_files(tmp_path, {f"kb/n{i}.md": f"note {i} about herons and ospreys" for i in range(3)})
+    runs = [subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV) for _ in range(6)]
+    results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]
+    for code, stderr in results:
+        assert "database is locked" not in stderr and "Traceback" not in stderr, stderr
+        assert code == 0 or (code == 2 and "holds" in stderr and stderr.startswith("error:")), (code, stderr)
+    assert any(code == 0 for code, _ in results)
+    assert count(tmp_path / "kb/rag/ragstead.db", "SELECT COUNT(*) FROM documents") == 3

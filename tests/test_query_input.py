@@ -87,7 +87,7 @@ def project_root(tmp_path_factory):
 
 @pytest.mark.parametrize("mode", [b"--lexical-only", b"--vector", b"--hybrid"])
 def test_invalid_utf8_in_argv_gives_valid_json_and_no_traceback(project_root, mode):
-    out = _run(project_root, b"query", b"caf\xe9 billing", mode, b"--user", b"alice")
+    out = _run(project_root, b"query", b"caf\xe9 billing", mode, b"--user", b"alice", b"--json")
     assert out.returncode == 0, out.stderr
     assert b"Traceback" not in out.stderr
     payload = json.loads(out.stdout.decode("utf-8"))  # strict: the bytes are valid UTF-8
@@ -101,6 +101,9 @@ def test_invalid_utf8_in_ask_and_in_a_tag_is_no_traceback(project_root):
     assert out.returncode == 0, out.stderr
     assert b"Traceback" not in out.stderr
     json.loads(out.stdout.decode("utf-8"))
-    bad = _run(project_root, b"query", b"\x01\x02 \x7f", b"--user", b"alice")  # argv cannot hold NUL
-    assert bad.returncode == 2 and b"Traceback" not in bad.stderr
-    assert bad.stderr.decode("utf-8").startswith("error:")
+    # Control characters only: a valid question with no words (as punctuation is): no lexical match, no error.
+    controls = _run(project_root, b"query", b"\x01\x02 \x7f", b"--user", b"alice", b"--lexical-only", b"--json")
+    assert controls.returncode == 0 and b"Traceback" not in controls.stderr  # argv cannot hold NUL
+    assert json.loads(controls.stdout.decode("utf-8"))["results"] == []
+    blank = _run(project_root, b"query", b"   ", b"--user", b"alice")
+    assert blank.returncode == 2 and blank.stderr.decode("utf-8").startswith("error: the question is empty")

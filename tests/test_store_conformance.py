@@ -197,6 +197,20 @@ def test_postgres_bm25_statistics_stay_in_step_with_the_chunks(make_project, pg_
     assert "failover" in next(iter(top.values()))["text"]
 
 
+def test_last_indexed_at_is_the_latest_indexed_at_of_any_document(make_project, store_spec):
+    """`ragstead status`'s last index time: None for an empty index, else the newest `indexed_at` of every
+    document, private or public."""
+    project = make_project({}, store=store_spec)
+    assert project.store.last_indexed_at() is None
+    project.write(FILES)
+    project.index()
+    stamps = {d["file_path"]: d["indexed_at"] for public in (False, True)
+              for d in project.store.list_documents(QueryFilters(public_only=public, include_archive=True), 100)}
+    assert set(stamps) == set(FILES)
+    last = project.store.last_indexed_at()
+    assert last == max(stamps.values()) and last.endswith("Z") and last[:4].isdigit()
+
+
 def test_a_failed_batch_changes_nothing(project):
     """A write that fails half-way (here: one vector short) rolls back whole: no half document, no lost one."""
     before = {d["file_path"]: d["file_hash"] for d in project.store.list_documents(QueryFilters(), 100)}
@@ -324,8 +338,9 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
         collection = project.store._open_collection()
         ids = sorted(project.store._db.execute("SELECT id FROM chunks WHERE user_slug = 'u3'").fetchall())
         collection.delete(ids=[str(i) for (i,) in ids[:7]])
+        # Chroma's filtered HNSW walk may find fewer than the 3 that are left: either way it is short of 10.
         assert len(collection.query(query_embeddings=[project.embedder.embed_query("note")], n_results=10,
-                                    where={"user_slug": "u3"})["ids"][0]) == 3
+                                    where={"user_slug": "u3"})["ids"][0]) <= 3
     hits = project.store.vector_search(project.embedder.embed_query("note on topic 2"), f, 10)
     assert len(hits) == len(own) == 10
     assert _paths(project, hits, f) == set(own)
@@ -413,19 +428,20 @@ def test_cli_runs_on_postgresql(make_project, pg_url, cli):
     project = make_project(FILES)
     out = cli(project, "index", "--store", pg_url, "--roots", "kb,artifacts,docs", "--format", "json")
     assert json.loads(out.stdout)["index"]["store"] == "postgresql"
-    out = cli(project, "query", "billing database", "--store", pg_url, "--user", "alice", "--k", "2")
+    out = cli(project, "query", "billing database", "--store", pg_url, "--user", "alice", "--k", "2", "--json")
     results = json.loads(out.stdout)["results"]
     assert results and {r["file_path"] for r in results} <= ALICE
     out = cli(project, "ask", "what did we decide about the billing database", "--store", pg_url, "--user", "alice",
               "--extractive", "--format", "json")
     assert {c["source"] for c in json.loads(out.stdout)["citations"]} <= ALICE
-    status = json.loads(cli(project, "status", "--store", pg_url).stdout)
+    status = json.loads(cli(project, "status", "--store", pg_url, "--json").stdout)
     assert status["integrity"] == "ok" and status["documents"] == len(FILES)
+    assert status["last_indexed_at"] is not None
     assert status["pgvector_version"] >= "0.8"
     # migrate back to a new embedded file, then query it
     cli(project, "migrate", "--from", pg_url, "--to", "sqlite:kb/rag/copy.db")
     copied = json.loads(cli(project, "query", "billing database", "--store", "sqlite:kb/rag/copy.db", "--user",
-                            "alice", "--k", "2").stdout)["results"]
+                            "alice", "--k", "2", "--json").stdout)["results"]
     assert [r["file_path"] for r in copied] == [r["file_path"] for r in results]
     for url in ("postgresql://ragstead:hunter2@127.0.0.1:1/nope", "postgresql://ragstead:hunter2@[::1/nope",
                 "postgresql://ragstead:hunter2@127.0.0.1:notaport/nope"):
@@ -446,16 +462,16 @@ def test_cli_runs_on_chroma(make_project, chroma_server, cli):
     out = cli(project, "index", "--store", local, "--roots", "kb,artifacts,docs", "--format", "json")
     assert json.loads(out.stdout)["index"]["store"] == "chroma"
     results = json.loads(cli(project, "query", "billing database", "--store", local, "--user", "alice", "--k",
-                             "2").stdout)["results"]
+                             "2", "--json").stdout)["results"]
     assert results and {r["file_path"] for r in results} <= ALICE
-    status = json.loads(cli(project, "status", "--store", local).stdout)
+    status = json.loads(cli(project, "status", "--store", local, "--json").stdout)
     assert status["integrity"] == "ok" and status["vector_rows"] == status["chunks"] > 0
     remote = f"{chroma_server}?db=kb/rag/remote.db"
     cli(project, "migrate", "--from", local, "--to", remote)
     copied = json.loads(cli(project, "query", "billing database", "--store", remote, "--user", "alice", "--k",
-                            "2").stdout)["results"]
+                            "2", "--json").stdout)["results"]
     assert [r["file_path"] for r in copied] == [r["file_path"] for r in results]
-    assert json.loads(cli(project, "status", "--store", remote).stdout)["integrity"] == "ok"
+    assert json.loads(cli(project, "status", "--store", remote, "--json").stdout)["integrity"] == "ok"
     for spec in ("chroma+http://127.0.0.1:1", "chroma:", "chroma+http://:80", "chroma:kb/rag/chroma?exact_rows=ten"):
         bad = cli(project, "query", "x", "--store", spec, expect=2)
         assert "error:" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

@@ -25,7 +25,7 @@ from ragstead.errors import (
 )
 from ragstead.filters import QueryFilters
 from ragstead.indexing.build import IndexReport
-from ragstead.knowledge_base import KnowledgeBase, open
+from ragstead.knowledge_base import KnowledgeBase, init, open
 from ragstead.memory.files import RememberResult
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
@@ -57,5 +57,6 @@ __all__ = [
     "Settings",
     "Store",
     "__version__",
+    "init",
     "open",
 ]

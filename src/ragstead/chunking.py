@@ -5,19 +5,25 @@
   pieces shorter than `min_chars` merged into the one before.
 - `markdown`: heading-aware; each section is split into word windows and carries its
   `section_path` ("Guide > Install > Linux").
+
+Whatever the chunker, no chunk is longer than `max_chunk_chars`: a longer one is cut at its last space
+before the limit, or inside a word when there is none (a 50 MB token without spaces is many chunks, not one).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ragstead.errors import ConfigError
 
 _WORD = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n{2,}")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# Linear: the title's trailing " #" is stripped in Python (a lazy `(.+?)[ \t#]*$` is quadratic on a long line).
+_HEADING = re.compile(r"^(#{1,6})[ \t]([^\n]+)$", re.MULTILINE)
 
 
 @dataclass
@@ -43,6 +49,13 @@ class ChunkingOptions:
     max_chars: int = 800
     overlap_chars: int = 200
     min_chars: int = 100
+    max_chunk_chars: int = 4000
+
+    def describe(self) -> str:
+        """The settings that decide where chunks start and end, as the index records them."""
+        sizes = (f"max_chars={self.max_chars} overlap_chars={self.overlap_chars} min_chars={self.min_chars}"
+                 if self.strategy == "sentences" else f"chunk_size={self.chunk_size} overlap={self.overlap}")
+        return f"chunker={self.strategy} {sizes} max_chunk_chars={self.max_chunk_chars}"
 
     def __post_init__(self) -> None:
         if self.strategy not in CHUNKERS:
@@ -51,6 +64,58 @@ class ChunkingOptions:
             raise ConfigError("chunking needs chunk_size >= 1 and 0 <= overlap < chunk_size")
         if self.max_chars < 1 or not 0 <= self.overlap_chars < self.max_chars:
             raise ConfigError("chunking needs max_chars >= 1 and 0 <= overlap_chars < max_chars")
+        if self.max_chunk_chars < 1:
+            raise ConfigError("chunking needs max_chunk_chars >= 1")
+
+
+def _cut_points(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]]:
+    """Split text[start:end] into spans of at most `limit` chars: at the last whitespace in the second half of
+    each window, else (one giant token) right at the limit. Whitespace between spans belongs to none."""
+    spans = []
+    while end - start > limit:
+        window = text[start : start + limit]
+        space = max(window.rfind(c) for c in " \t\n\r\f\v")
+        if space > limit // 2:
+            stop, start_next = start + space, start + space + 1
+            while stop > start and text[stop - 1].isspace():
+                stop -= 1
+        else:
+            stop = start_next = start + limit
+        spans.append((start, stop))
+        start = start_next
+        while start < end and text[start].isspace():
+            start += 1
+    if start < end:
+        spans.append((start, end))
+    return spans
+
+
+Chunker = Callable[[str, ChunkingOptions], list[TextChunk]]
+
+
+def _capped(chunker: Chunker) -> Chunker:
+    """Make a chunker cut every chunk longer than `options.max_chunk_chars`, keeping offsets and word numbers."""
+
+    @functools.wraps(chunker)
+    def capped(text: str, options: ChunkingOptions) -> list[TextChunk]:
+        chunks = chunker(text, options)
+        limit = options.max_chunk_chars
+        if all(len(c.text) <= limit for c in chunks):
+            return chunks
+        out: list[TextChunk] = []
+        for chunk in chunks:
+            if len(chunk.text) <= limit:
+                out.append(replace(chunk, index=len(out)))
+                continue
+            # Word numbers inside the chunk: a piece starting inside a word counts from that word.
+            starts = [m.start() for m in _WORD.finditer(text, chunk.char_start, chunk.char_end)]
+            for s, e in _cut_points(text, chunk.char_start, chunk.char_end, limit):
+                first = max(bisect.bisect_right(starts, s) - 1, 0)
+                out.append(TextChunk(len(out), text[s:e], chunk.start_word + first,
+                                     chunk.start_word + bisect.bisect_left(starts, e), s, e, chunk.section_path))
+        return out
+
+    return capped
 
 
 def _word_windows(
@@ -73,6 +138,7 @@ def _word_windows(
     return windows
 
 
+@_capped
 def chunk_words(text: str, options: ChunkingOptions) -> list[TextChunk]:
     """Word windows of `chunk_size` words with `overlap` words shared (the default chunker)."""
     return [
@@ -93,11 +159,10 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _word_index_at(word_starts: list[int], char_offset: int) -> int:
-    import bisect
-
     return bisect.bisect_left(word_starts, char_offset)
 
 
+@_capped
 def chunk_sentences(text: str, options: ChunkingOptions) -> list[TextChunk]:
     """Sentence-aligned ~max_chars pieces with overlap; tiny trailing pieces merged back."""
     sentences = _sentence_spans(text)
@@ -132,6 +197,13 @@ def chunk_sentences(text: str, options: ChunkingOptions) -> list[TextChunk]:
     ]
 
 
+def _heading_title(rest: str) -> str:
+    """The title after `#… `: leading blanks and a closing run of " #" dropped (a title of only '#'s keeps one)."""
+    body = rest.lstrip(" \t")
+    return (body.rstrip(" \t#") or body[:1]).strip()
+
+
+@_capped
 def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
     """Split at ATX headings, keep the heading breadcrumb as `section_path`."""
     headings = list(_HEADING.finditer(text))
@@ -145,7 +217,7 @@ def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
             level = len(heading.group(1))
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, heading.group(2).strip()))
+            stack.append((level, _heading_title(heading.group(2))))
         section = text[start:end]
         if not section.strip():
             continue
@@ -156,7 +228,7 @@ def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
     return chunks
 
 
-CHUNKERS: dict[str, Callable[[str, ChunkingOptions], list[TextChunk]]] = {
+CHUNKERS: dict[str, Chunker] = {
     "words": chunk_words,
     "sentences": chunk_sentences,
     "markdown": chunk_markdown,

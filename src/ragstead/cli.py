@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,18 +18,66 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
 
-from ragstead.errors import RagsteadError
+from ragstead import __version__
+from ragstead.errors import RagsteadError, RagsteadWarning
 from ragstead.filters import split_values
-from ragstead.knowledge_base import KnowledgeBase
+from ragstead.knowledge_base import DEFAULT_MIN_SIMILARITY, KnowledgeBase
 from ragstead.knowledge_base import open as open_kb
 
+
+class _Group(TyperGroup):
+    """The command group: Ctrl-C in any command is one `interrupted` line and exit code 130, no traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err.print("interrupted", markup=False, highlight=False)
+            raise typer.Exit(code=130) from None
+
+
 app = typer.Typer(
-    add_completion=False,
+    cls=_Group,
+    add_completion=True,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="ragstead: a local-first, private knowledge base. Index your files, query them offline.",
+    epilog="Examples:\n  ragstead index\n  ragstead query \"what did we decide about billing\" --user alice\n"
+           "  ragstead ask \"what did we decide about billing\" --user alice\n  ragstead ls --json",
 )
 err = Console(stderr=True)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """A repair the library made (RagsteadWarning) is one `warning:` line; other warnings stay Python's."""
+    if issubclass(category, RagsteadWarning):
+        err.print(f"[bold yellow]warning:[/] {escape(str(message))}", markup=True, highlight=False, soft_wrap=True)
+    else:
+        _python_showwarning(message, category, *args, **kwargs)
+
+
+_python_showwarning = warnings.showwarning
+warnings.showwarning = _show_warning
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragstead {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    pass
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")]
 
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root (default: $RAGSTEAD_ROOT or cwd).")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Config file (default: <root>/ragstead.toml).")]
@@ -108,7 +158,7 @@ _SEARCH_PARAMETERS = [
     _option(False, bool, "--hybrid", help="Vector + lexical, fused (convex by default; see --fusion). The default."),
     _option(False, bool, "--lexical-only", help="BM25 full-text only."),
     _option(False, bool, "--vector", help="Vector search only."),
-    _option(None, str | None, "--mode", help="vector | lexical | hybrid"),
+    _option(None, str | None, "--mode", help="vector | lexical | hybrid (default: config default_mode, hybrid)"),
     _option(None, str | None, "--user", help="Only this user's documents.", panel=SCOPE_PANEL),
     _option(None, list[str] | None, "--doc-type", help="Repeatable or comma-separated.", panel=SCOPE_PANEL),
     _option(False, bool, "--private-only", help="Only private content (default).", panel=SCOPE_PANEL),
@@ -117,13 +167,14 @@ _SEARCH_PARAMETERS = [
     _option(None, str | None, "--date-to", help="YYYY-MM-DD, inclusive.", panel=SCOPE_PANEL),
     _option(False, bool, "--include-archive", help="Include archive docs.", panel=SCOPE_PANEL),
     _option(None, list[str] | None, "--tag", help="Any of these tags; repeatable.", panel=SCOPE_PANEL),
-    _option(None, int | None, "--top-k-vector", help="Vector candidates."),
-    _option(None, int | None, "--top-k-lexical", help="Lexical candidates."),
-    _option(None, int | None, "--rrf-k", help="RRF constant (implies --fusion rrf)."),
-    _option(None, str | None, "--fusion", help="Hybrid fusion: convex (default) | rrf."),
-    _option(None, float | None, "--fusion-weight", help="convex: vector share, 0..1 (implies --fusion convex)."),
+    _option(None, int | None, "--top-k-vector", help="Vector candidates (default: config, 25)."),
+    _option(None, int | None, "--top-k-lexical", help="Lexical candidates (default: config, 25)."),
+    _option(None, int | None, "--rrf-k", help="RRF constant (implies --fusion rrf; default: config, 60)."),
+    _option(None, str | None, "--fusion", help="Hybrid fusion: convex | rrf (default: config, convex)."),
+    _option(None, float | None, "--fusion-weight", help="convex: vector share, 0..1 (implies --fusion convex; "
+                                                         "default: config, 0.5)."),
     _option(False, bool, "--rerank", help="Re-rank the top candidates (sentence max-sim)."),
-    _option(None, int | None, "--rerank-top-n", help="Candidates --rerank re-orders."),
+    _option(None, int | None, "--rerank-top-n", help="Candidates --rerank re-orders (default: config, 30)."),
 ]
 
 
@@ -169,6 +220,37 @@ def _check_format(output: str, *allowed: str) -> None:
         raise RagsteadError(f"--format must be {' or '.join(allowed)}, got {output!r}")
 
 
+def _output(output: str, as_json: bool, *allowed: str) -> str:
+    """The output format a command prints: `--json` is `--format json`; the default is the first (human) one."""
+    if as_json:
+        if output not in (allowed[0], "json"):
+            raise RagsteadError(f"--json and --format {output} exclude each other; give one")
+        return "json"
+    _check_format(output, *allowed)
+    return output
+
+
+def _format_opt(*allowed: str) -> Any:
+    """The `--format` option; its default is the first (human) format."""
+    return typer.Option("--format", help=" | ".join(allowed))
+
+
+def _stdout() -> Console:
+    """Human output: colored on a terminal, plain and wide (nothing folded for grep) in a pipe."""
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _say(message: str, *, err: bool = False, **style: Any) -> None:
+    """One line for people, styled on a terminal only (click drops styles in a pipe), never with NO_COLOR."""
+    if os.environ.get("NO_COLOR"):
+        style = {}
+    typer.secho(message, err=err, **style)
+
+
 def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
@@ -194,13 +276,18 @@ def _progress_bar(quiet: bool, label: str) -> Iterator[Callable[..., None] | Non
 
 @app.command()
 def index(
-    roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to index.")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Folders to index, inside the project. The first time, they are recorded as the project's roots "
+             "in ragstead.toml, so a later plain `ragstead index` walks them again.", show_default=False)] = None,
+    roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to index this once "
+                                                             "(default: the configured roots).")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the index and re-embed everything.")] = False,
     chunker: Annotated[str | None, typer.Option(help="words | sentences | markdown")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Words per chunk (words/markdown).")] = None,
     overlap: Annotated[int | None, typer.Option(help="Overlapping words between chunks.")] = None,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another index run's lock.")] = 0.0,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    as_json: JsonOpt = False,
     model: ModelOpt = None,
     quiet: QuietOpt = False,
     root: RootOpt = None,
@@ -208,21 +295,49 @@ def index(
     db: DbOpt = None,
     store_spec: StoreOpt = None,
 ) -> None:
-    """Index files under the roots. Incremental: only new or changed files are embedded."""
+    """Index files under the roots. Incremental: only new or changed files are embedded. Exit code 3: the run
+    completed, but some files could not be read (listed as skipped); 130: interrupted (what was committed
+    stays; run the same command to resume).
+
+    Examples:
+
+        ragstead index ~/notes            # index a folder (recorded as a root of the project)
+        ragstead index                    # again, incrementally: only what changed
+        ragstead index --rebuild          # re-embed everything, the old index kept until the new one is whole
+    """
+    if paths and roots:
+        raise _fail(RagsteadError("give folders as arguments or --roots, not both"))
+    recorded = None
+    seen = [0, 0]
     with _library_errors():
-        _check_format(output, "text", "json")
+        output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
                    model=model) as kb:
-            with _progress_bar(quiet, "indexing") as hook:
-                report = kb.index(split_values([roots]) if roots else None, rebuild=rebuild, wait=wait,
-                                  progress=hook)
+            # Folders given as arguments are relative to where the command runs, as in any shell command.
+            folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
+            with _progress_bar(quiet, "indexing") as bar:
+                def hook(done: int, total: int) -> None:
+                    seen[:] = [done, total]
+                    if bar:
+                        bar(done, total)
+
+                try:
+                    report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook)
+                except KeyboardInterrupt:
+                    err.print(f"interrupted after {seen[0]} of {seen[1]} files; everything committed so far is "
+                              "kept: run the same command to resume", highlight=False, soft_wrap=True)
+                    raise typer.Exit(130) from None
+            if paths:
+                recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
             stats = kb.stats()
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
+        _completed_with_skips(report.failed)
         return
+    failed = f" ({len(report.failed)} failed)" if report.failed else ""
     typer.echo(
         f"added {len(report.added)}, updated {len(report.updated)}, removed {len(report.removed)}, "
-        f"unchanged {report.unchanged}, skipped {len(report.skipped)} | chunks written "
+        f"unchanged {report.unchanged}, skipped {len(report.skipped)}{failed} | chunks written "
         f"{report.chunks_written} (embedded {report.chunks_embedded}, reused {report.chunks_reused}) "
         f"in {report.seconds:.2f}s"
     )
@@ -232,57 +347,127 @@ def index(
     for item in report.skipped:
         typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
     typer.echo(f"index: {stats['path']} ({stats['documents']} documents, {stats['chunks']} chunks)")
+    if recorded:
+        typer.echo(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
+    _completed_with_skips(report.failed)
+
+
+def _completed_with_skips(failed: list[str]) -> None:
+    """`index`'s exit code 3: the run completed and committed, but these supported files could not be read."""
+    if failed:
+        raise typer.Exit(code=3)
 
 
 def _print_table(payload: dict[str, Any]) -> None:
-    table = Table(title=f"{payload['mode']}: {payload['question']}", show_lines=True)
+    table = Table(title=Text(f"{payload['mode']}: {payload['question']}"), show_lines=True)
     for column in ("#", "file", "loc", "score", "snippet"):
         table.add_column(column, overflow="fold")
     for row in payload["results"]:
         loc = f"p.{row['page']}" if row.get("page") else (row.get("section_path") or f"chunk {row['chunk_index']}")
-        table.add_row(str(row["final_rank"]), row["file_path"], loc, f"{row['score']:.4f}", row["snippet"])
-    Console().print(table)
+        table.add_row(str(row["final_rank"]), Text(row["file_path"], style="cyan"), Text(loc),
+                      f"{row['score']:.4f}", Text(row["snippet"]))
+    console = _stdout()
+    console.print(table)
     if not payload["results"]:
-        Console().print("no results in scope")
+        console.print("no results in scope (widen it: --user, --doc-type, --public-only, --include-archive)",
+                      markup=False, highlight=False)
 
 
-@app.command()
+def _print_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], output: str) -> None:
+    """`--format jsonl` (one JSON object a line, every field) or `csv` (a header, then `columns`)."""
+    if output == "jsonl":
+        for row in rows:
+            typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    import csv
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else _csv_cell(row[c]) for c in columns])
+    sys.stdout.flush()
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return value
+
+
+QUERY_FORMATS = ("table", "json", "jsonl", "csv")
+QUERY_CSV_COLUMNS = ("rank", "file_path", "score", "snippet", "page", "section_path", "chunk_index", "doc_type",
+                     "user_slug", "is_private", "created_at", "title", "vector_score", "lexical_score",
+                     "rerank_score", "chunk_id", "doc_id")
+
+
+@app.command(epilog="""Examples:
+  ragstead query "what did we decide about billing" --user alice
+  ragstead query "invoice runs" --lexical-only --doc-type dossier -k 3
+  ragstead query "travel policy" --json      # the JSON contract (docs/cli.md)
+  ragstead query "travel policy" --format csv > hits.csv""")
 @with_search_flags
 def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
     flags: SearchFlags,
-    output: Annotated[str, typer.Option("--format", help="json | table")] = "json",
+    output: Annotated[str, _format_opt(*QUERY_FORMATS)] = "table",
+    as_json: JsonOpt = False,
     model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
     store_spec: StoreOpt = None,
 ) -> None:
-    """Search the index and print the JSON contract (or a table with --format table)."""
+    """Search the index: a table of the best chunks (--json: the JSON contract; jsonl and csv too)."""
     with _library_errors():
-        _check_format(output, "json", "table")
+        output = _output(output, as_json, *QUERY_FORMATS)
         arguments = flags.arguments()
         with _open(root, config, db, store_spec, model=model) as kb:
             payload = kb.search(question, **arguments).to_dict()
     if output == "table":
         _print_table(payload)
+    elif output == "json":
+        _echo_json(payload)
     else:
-        typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        _print_rows([{"rank": r["final_rank"], **r} for r in payload["results"]], QUERY_CSV_COLUMNS, output)
 
 
-@app.command()
+def _ask_trailer(result: Any) -> str:
+    """The last line of `ask`'s text: who answered, or why nothing did and which knob to turn."""
+    retrieval = result.retrieval
+    gate = retrieval["min_similarity"]
+    if not result.refused:
+        return f"answered by {result.provider}"
+    if result.provider:
+        return (f"answered by {result.provider}: the {retrieval['relevant']} chunks at or above --min-similarity "
+                f"{gate} do not answer it")
+    if retrieval["relevant"]:
+        return "no answerer gave a cited answer (see the notes above)"
+    best = retrieval.get("best_similarity")
+    if best is None:
+        return ("nothing in scope was retrieved; widen the scope (--user, --doc-type, --public-only, "
+                "--include-archive) or run `ragstead index`")
+    return f"best match {best:.3f} < --min-similarity {gate}; lower it to answer from weaker matches"
+
+
+@app.command(epilog="""Examples:
+  ragstead ask "what did we decide about the billing database" --user alice
+  ragstead ask "how do we back up?" --extractive   # offline: never an LLM
+  ragstead ask "best pancake recipe" --json        # the ask JSON""")
 @with_search_flags
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     flags: SearchFlags,
-    min_similarity: Annotated[float | None, typer.Option(help="Relevance gate (cosine); below it: refuse.")] = None,
+    min_similarity: Annotated[float, typer.Option(help="Relevance gate (cosine); below it: refuse.")
+                              ] = DEFAULT_MIN_SIMILARITY,
     max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
     extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
     template: Annotated[str | None, typer.Option(help="LLM prompt template: a name (`ragstead templates`) "
-                                                      "or a .toml path.")] = None,
+                                                      "or a .toml path (default: config answer_template, "
+                                                      "else grounded).")] = None,
     remember_it: Annotated[bool, typer.Option("--remember", help="If the question states a lasting fact or "
                                                                  "preference, write it to --user's memory.")] = False,
-    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
     model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -291,7 +476,7 @@ def ask(
 ) -> None:
     """Answer from your documents only, with citations, or say that nothing relevant was found."""
     with _library_errors():
-        _check_format(output, "text", "json")
+        output = _output(output, as_json, "text", "json")
         arguments = flags.arguments()
         if remember_it and not flags.user:
             raise RagsteadError("--remember needs --user: memory belongs to one person")
@@ -302,28 +487,34 @@ def ask(
                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
                             **arguments)
     if output == "json":
-        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        _echo_json(result.to_dict())
         return
     typer.echo("" if streaming else result.text)
     for citation in result.citations:
         where = citation.locator
-        place = f"page {where['page']}" if where["page"] else where["section_path"] or where["chunk_id"][:12]
+        place = (f"page {where['page']}" if where["page"] else where["section_path"]
+                 or f"chunk {where['chunk_id'][:12]}")
         typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
     for fallback in result.fallbacks:
-        err.print(f"[yellow]note:[/] {fallback['provider']} failed ({fallback['error']}); the next answerer took over",
-                  markup=True, highlight=False)
+        err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
+                  "the next answerer took over", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
-        err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False)
+        err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
+    _say(_ask_trailer(result), dim=True)
 
 
-@app.command("remember")
+@app.command("remember", epilog="""Examples:
+  ragstead remember "I prefer the CLI over the web UI" --user alice
+  ragstead remember "Lesson learned: no deploys on Fridays" --user alice
+  ragstead remember "my password is hunter2" --user alice --dry-run""")
 def remember_cmd(
     text: Annotated[str, typer.Argument(help="A preference, stable fact or team learning to remember.")],
     user: Annotated[str, typer.Option("--user", help="Whose memory (required).")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the decision; write nothing.")] = False,
     no_index: Annotated[bool, typer.Option("--no-index", help="Write the file; leave indexing to `index`.")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
-    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -331,11 +522,11 @@ def remember_cmd(
 ) -> None:
     """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
     with _library_errors():
-        _check_format(output, "text", "json")
+        output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec) as kb:
             result = kb.remember(text, user=user, dry_run=dry_run, index=not (dry_run or no_index), wait=wait)
     if output == "json":
-        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        _echo_json(result.to_dict())
         return
     decision = result.decision
     verdict = "write" if decision.should_write else "do not write"
@@ -355,7 +546,9 @@ def _eval_ks(ks: str) -> tuple[int, ...]:
     return k_list
 
 
-@app.command("eval")
+@app.command("eval", epilog="""Examples:
+  ragstead eval --beir ../shared/datasets/scifact --split test
+  ragstead eval --cases my_cases.jsonl --user alice --k 1,5,10 --json""")
 def evaluate(
     beir: Annotated[Path | None, typer.Option("--beir", help="BEIR folder (corpus, queries, qrels/).")] = None,
     split: Annotated[str, typer.Option(help="qrels split of the BEIR folder.")] = "test",
@@ -379,6 +572,7 @@ def evaluate(
     doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Scope for --cases.")] = None,
     public_only: Annotated[bool, typer.Option("--public-only", help="Scope for --cases.")] = False,
     include_archive: Annotated[bool, typer.Option("--include-archive", help="Scope for --cases.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of the table.")] = False,
     quiet: QuietOpt = False,
     model: ModelOpt = None,
     root: RootOpt = None,
@@ -386,7 +580,9 @@ def evaluate(
     db: DbOpt = None,
     store_spec: StoreOpt = None,
 ) -> None:
-    """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run."""
+    """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run.
+
+    The full report is written to --report-json either way."""
     from datetime import UTC, datetime
 
     from ragstead.knowledge_base import MODES, EvalSettings, format_table
@@ -418,73 +614,228 @@ def evaluate(
             report_json = kb.root / "kb/rag/eval/reports" / f"eval-{stamp}.json"
         report_json.parent.mkdir(parents=True, exist_ok=True)
         report_json.write_text(json.dumps(report, indent=2))
+    if as_json:
+        _echo_json(report)
+        typer.echo(f"report: {report_json}", err=True)
+        return
     rows = format_table(report)
     table = Table(title=f"ragstead eval: {report['n_queries']} queries")
     for column in rows[0]:
-        table.add_column(column, justify="right")
+        table.add_column(Text(column), justify="right")
     for row in rows[1:]:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     Console(width=120).print(table)
     typer.echo(f"report: {report_json}")
 
 
-@app.command()
+@app.command(epilog="""Examples:
+  ragstead migrate --from sqlite --to postgresql://me@127.0.0.1:5432/kb
+  ragstead migrate --from sqlite --to chroma:kb/rag/chroma --json""")
 def migrate(
     source: Annotated[str, typer.Option("--from", help="Store to copy: sqlite:PATH, postgresql://..., chroma:...")],
     target: Annotated[str, typer.Option("--to", help="Empty store to fill: postgresql://..., chroma:..., sqlite:PATH")],
     replace: Annotated[bool, typer.Option("--replace", help="Empty the target first.")] = False,
-    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
     quiet: QuietOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Copy an index to another store, vectors included (nothing is re-embedded)."""
     with _library_errors():
-        _check_format(output, "text", "json")
+        output = _output(output, as_json, "text", "json")
         with _open(root, config, None, source) as kb, _progress_bar(quiet, "copying documents") as hook:
             report = kb.migrate(target, replace_target=replace, progress=hook)
     if output == "json":
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        _echo_json(report.to_dict())
         return
     typer.echo(f"copied {report.documents} documents, {report.chunks} chunks (vectors included) in "
                f"{report.seconds:.1f}s: {report.source['path']} -> {report.target['path']}")
 
 
-@app.command()
-def status(
-    root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None, store_spec: StoreOpt = None
+LS_FORMATS = ("table", "json", "jsonl", "csv")
+LS_CSV_COLUMNS = ("file_path", "doc_type", "user_slug", "is_private", "chunks", "indexed_at", "created_at", "title",
+                  "tags", "doc_id")
+
+
+@app.command("ls", epilog="""Examples:
+  ragstead ls
+  ragstead ls --user alice --doc-type user_kb
+  ragstead ls --public-only --no-archive
+  ragstead ls --limit 20 --offset 20 --format csv""")
+def ls(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's documents.")] = None,
+    doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Repeatable or comma-separated.")] = None,
+    public_only: Annotated[bool, typer.Option("--public-only", help="Public documents instead of private ones.")
+                           ] = False,
+    include_archive: Annotated[bool, typer.Option("--include-archive/--no-archive",
+                                                  help="List archive documents too.")] = True,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000, help="Documents to list.")] = 100,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Documents to skip (paging).")] = 0,
+    output: Annotated[str, _format_opt(*LS_FORMATS)] = "table",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
 ) -> None:
-    """Print index counts, the embedding model and the integrity check as JSON."""
+    """The documents in the index, by path: type, user, privacy, chunks and when each was indexed."""
+    with _library_errors():
+        output = _output(output, as_json, *LS_FORMATS)
+        with _open(root, config, db, store_spec) as kb:
+            docs = kb.documents(user=user, public_only=public_only, include_archive=include_archive,
+                                doc_types=split_values(doc_type), limit=limit, offset=offset)
+    if output == "json":
+        _echo_json({"documents": docs, "limit": limit, "offset": offset})
+        return
+    if output != "table":
+        _print_rows(docs, LS_CSV_COLUMNS, output)
+        return
+    console = _stdout()
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("file", "type", "user", "privacy", "chunks", "indexed"):
+        table.add_column(column, justify="right" if column == "chunks" else "left", overflow="fold")
+    for doc in docs:
+        table.add_row(Text(doc["file_path"], style="cyan"), Text(doc["doc_type"]), Text(doc["user_slug"] or "-"),
+                      "private" if doc["is_private"] else "public", str(doc.get("chunks", "")),
+                      Text(str(doc.get("indexed_at") or "-")))
+    if docs:
+        console.print(table)
+    scope = "public" if public_only else "private"
+    shown = f"{offset + 1}-{offset + len(docs)}" if docs else "none"
+    more = f"; more: --offset {offset + limit}" if len(docs) == limit else ""
+    other = "" if public_only else "; --public-only lists public ones"
+    console.print(Text(f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})",
+                       style="dim"), soft_wrap=True)
+
+
+def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """`status` for people: (label, value, color or None) rows."""
+    schema = f", schema {stats['schema_version']}" if stats.get("schema_version") is not None else ""
+    dim = f" ({stats['embed_dim']} dimensions)" if stats.get("embed_dim") else ""
+    lexical = "" if stats.get("lexical_rows") == stats.get("chunks") else f" (lexical index: {stats['lexical_rows']})"
+    rows: list[tuple[str, str, str | None]] = [
+        ("index", f"{stats['path']} ({stats.get('store', 'sqlite')}{schema})", None),
+        ("roots", ", ".join(stats["roots"]) or "-", None),
+        ("documents", str(stats["documents"]), None),
+        ("chunks", f"{stats['chunks']}{lexical}", None),
+        ("model", f"{stats.get('embed_model') or 'none yet (run `ragstead index`)'}{dim}", None),
+        ("last index", stats["last_indexed_at"] or "never (run `ragstead index`)", None),
+    ]
+    if stats.get("server_version"):
+        rows.append(("server", f"PostgreSQL {stats['server_version']}, pgvector {stats.get('pgvector_version')}",
+                     None))
+    if stats.get("collection"):
+        rows.append(("vectors", f"{stats.get('vector_rows')} in Chroma collection {stats['collection']}", None))
+    ok = stats["integrity"] == "ok"
+    rows.append(("integrity", stats["integrity"], "green" if ok else "red"))
+    loose = stats["permissions"]
+    if not loose:
+        rows.append(("permissions", "ok: private (files 0600, folders 0700)", "green"))
+    else:
+        rows.append(("permissions", f"{len(loose)} readable by others; fix: ragstead doctor --fix", "yellow"))
+        rows.extend(("", f"{p['kind']} {p['path']}: {p['mode']}, should be {p['wanted']}", "yellow") for p in loose)
+    return rows
+
+
+@app.command(epilog="""Examples:
+  ragstead status
+  ragstead status --json
+  ragstead status --store postgresql://ragstead@127.0.0.1:5432/kb""")
+def status(
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Where the index lives, its roots, counts, model, last index time, integrity check and permissions."""
     with _library_errors(), _open(root, config, db, store_spec) as kb:
-        stats = kb.status()
-    typer.echo(json.dumps(stats, indent=2))
+        stats = kb.status() | {"roots": list(kb.settings.roots), "last_indexed_at": kb.last_indexed()}
+    if as_json:
+        _echo_json(stats)
+        return
+    for label, value, color in _status_lines(stats):
+        _say(f"{label:<12} {value}", fg=color)
 
 
-@app.command()
+@app.command(epilog="""Examples:
+  ragstead doctor
+  ragstead doctor --fix
+  ragstead doctor --json""")
+def doctor(
+    fix: Annotated[bool, typer.Option("--fix", help="Take group and other permissions off what is loose.")] = False,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Check that the index and what sits beside it are private (files 0600, folders 0700); --fix tightens.
+
+    Exit code 1 if anything is still loose.
+    """
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.doctor(fix=fix)
+    if output == "json":
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        for item in report["fixed"]:
+            typer.echo(f"fixed {item['kind']} {item['path']}: {item['mode']} -> {item['wanted']}")
+        for item in report["remaining"]:
+            typer.echo(f"loose {item['kind']} {item['path']}: {item['mode']}, should be {item['wanted']}"
+                       + ("" if fix else " (ragstead doctor --fix)"))
+        if report["ok"]:
+            typer.echo("ok: the index files are private (files 0600, folders 0700)")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command(epilog="""Examples:
+  ragstead templates
+  ragstead templates --show few_shot          # the chat messages it makes
+  ragstead templates --show grounded --json   # the same, as JSON""")
 def templates(
-    show: Annotated[str | None, typer.Option(help="Print this template's messages for a demo question (JSON).")] = None,
+    show: Annotated[str | None, typer.Option(help="Print this template's messages for a demo question.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """The prompt templates `ask --template` takes (built-in names; a .toml path works too)."""
     from ragstead.knowledge_base import prompt_templates, template_preview
 
     with _library_errors():
         if show:
-            typer.echo(json.dumps(template_preview(show), indent=2, ensure_ascii=False))
+            messages = template_preview(show)
+            if as_json:
+                _echo_json(messages)
+                return
+            for message in messages:
+                _say(f"--- {message['role']} ---", bold=True)
+                typer.echo(message["content"])
             return
-        for row in prompt_templates():
-            shots = f", {row['examples']} examples" if row["examples"] else ""
-            typer.echo(f"{row['name']}{shots}: {row['description']}")
+        rows = prompt_templates()
+    if as_json:
+        _echo_json(rows)
+        return
+    for row in rows:
+        shots = f", {row['examples']} examples" if row["examples"] else ""
+        typer.echo(f"{row['name']}{shots}: {row['description']}")
 
 
-@app.command()
+@app.command(epilog="""Examples:
+  ragstead models
+  ragstead models --json""")
 def models(
-    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
 ) -> None:
     """The embedding models `--model` takes, and whether each one's package is installed."""
     from ragstead.knowledge_base import DEFAULT_MODEL, model_catalog
 
     with _library_errors():
-        _check_format(output, "text", "json")
+        output = _output(output, as_json, "text", "json")
     rows = model_catalog()
     if output == "json":
         typer.echo(json.dumps(rows, indent=2))
@@ -495,10 +846,23 @@ def models(
         typer.echo(f"{row['id']}{default}: {row['description']} [{row['package']}: {state}]")
 
 
-@app.command()
+@contextmanager
+def _packaged_sample() -> Iterator[Path]:
+    """The sample project shipped inside the package (ragstead/sample), as a folder on disk."""
+    from importlib import resources
+
+    with resources.as_file(resources.files("ragstead") / "sample") as path:
+        yield Path(path)
+
+
+@app.command(epilog="""Examples:
+  ragstead sanity              # the sample shipped with ragstead, any folder
+  ragstead sanity --sample examples/sample --out /tmp/sanity.json""")
 def sanity(
-    sample: Annotated[Path, typer.Option(help="The sample project to check against.")] = Path("examples/sample"),
+    sample: Annotated[Path | None, typer.Option(help="The sample project to check against.",
+                                                show_default="the sample shipped with ragstead")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the report.")] = Path("artifacts/sanity_output.json"),
+    as_json: Annotated[bool, typer.Option("--json", help="Also print the report JSON on stdout.")] = False,
 ) -> None:
     """The whole flow on the bundled sample (index, cited answers, refusal, privacy, memory), judged.
 
@@ -507,18 +871,21 @@ def sanity(
     from ragstead.sanity import run_sanity
 
     try:
-        if not (sample / "kb").is_dir():
-            raise RagsteadError(f"{sample} does not look like the sample project (no kb/ folder)")
-        report = run_sanity(sample)
+        with _packaged_sample() if sample is None else nullcontext(sample) as folder:
+            if not (folder / "kb").is_dir():
+                raise RagsteadError(f"{folder} does not look like the sample project (no kb/ folder)")
+            report = run_sanity(folder)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except (RagsteadError, OSError) as exc:
         raise _fail(exc) from None
     for item in report["checks"]:
         mark = "[green]ok[/]  " if item["passed"] else "[red]FAIL[/]"
-        err.print(f"{mark} {item['name']}", markup=True, highlight=False)
+        err.print(f"{mark} {escape(item['name'])}", markup=True, highlight=False)
     passed = sum(c["passed"] for c in report["checks"])
-    typer.echo(f"{passed}/{len(report['checks'])} checks passed; report: {out}")
+    typer.echo(f"{passed}/{len(report['checks'])} checks passed; report: {out}", err=as_json)
+    if as_json:
+        _echo_json(report)
     if not report["passed"]:
         raise typer.Exit(1)
 
@@ -526,10 +893,72 @@ def sanity(
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
-@app.command()
+def _bind(host: str, port: int) -> Any:
+    """A TCP socket bound to host:port, for uvicorn to serve on: a busy port or a bad host is one `error:` line
+    here, before the model loads, not uvicorn's own output later."""
+    import socket
+
+    if not 0 <= port <= 65535:
+        raise RagsteadError(f"--port must be 0-65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError):
+        raise RagsteadError(f"cannot listen on {host!r}: not an IP address or a known host name; "
+                            "pass --host 127.0.0.1, for example") from None
+    family, _, _, _, address = next((info for info in infos if info[0] == socket.AF_INET), infos[0])
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart is not blocked
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise _listen_error(exc, host, port) from None
+    return sock
+
+
+def _listen_error(exc: OSError, host: str, port: int) -> RagsteadError:
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return RagsteadError(f"port {port} on {host} is in use; pass --port N or stop the other server")
+    if exc.errno == errno.EACCES:
+        return RagsteadError(f"no permission to listen on port {port} on {host}; pass --port N (1024 or above)")
+    return RagsteadError(f"cannot listen on {host} port {port}: {exc.strerror or exc}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _banner_json(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+    """What `serve --json` prints on stdout once it accepts requests: the banner as one JSON line."""
+    stats = kb.stats()
+    return json.dumps({"url": url, "docs": f"{url}/docs", "store": kb.location,
+                       "documents": stats.get("documents", 0), "chunks": stats.get("chunks", 0),
+                       "model": kb.embedder.name, "auth": as_user is None, "as_user": as_user})
+
+
+def _banner(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+    """What `serve` prints on stderr once it accepts requests."""
+    stats = kb.stats()
+    auth = f"off: every request acts as {as_user!r}" if as_user else "on: API keys (ragstead keys add)"
+    return "\n".join([
+        f"ragstead is serving {url}",
+        f"  API docs  {url}/docs",
+        f"  store     {kb.location}",
+        f"  index     {_count(stats.get('documents', 0), 'document')}, {_count(stats.get('chunks', 0), 'chunk')}",
+        f"  model     {kb.embedder.name}",
+        f"  auth      {auth}",
+        "  stop      Ctrl+C",
+    ])
+
+
+@app.command(epilog="""Examples:
+  ragstead keys add --user alice && ragstead serve
+  ragstead serve --no-auth --as-user alice --port 0 --json  # URL as JSON""")
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port; the banner shows it).")] = 8000,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="No API keys (loopback only; needs --as-user).")] = False,
     as_user: Annotated[str | None, typer.Option("--as-user", help="With --no-auth: act as this user.")] = None,
     rate_per_minute: Annotated[int, typer.Option(help="Requests per minute per key (0: off).")] = 120,
@@ -537,13 +966,19 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(help="Largest JSON request body.")] = 1_000_000,
     max_upload_bytes: Annotated[int, typer.Option(help="Largest upload.")] = 20_000_000,
     embed_cache: Annotated[int, typer.Option(help="Query vectors kept in an LRU cache (0: off).")] = 1024,
+    log_level: Annotated[str, typer.Option("--log-level", help="warning | info (one access line per request) | "
+                                                               "debug (also the server's own messages)")] = "info",
+    as_json: Annotated[bool, typer.Option("--json", help="Once up, print the banner as one JSON line on stdout "
+                                                         "(url, port chosen, store, model) instead.")] = False,
     model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
     store_spec: StoreOpt = None,
 ) -> None:
-    """Serve the HTTP API (FastAPI + uvicorn); OpenAPI docs at /docs."""
+    """Serve the HTTP API (FastAPI + uvicorn); API docs at /docs, served locally (they work offline)."""
+    from ragstead.api.logging import LOG_LEVELS
+
     with _library_errors():
         if no_auth and host not in LOOPBACK:
             raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(LOOPBACK)}), not {host!r}")
@@ -551,18 +986,43 @@ def serve(
             raise RagsteadError("--no-auth needs --as-user SLUG: every request then acts as that user")
         if as_user and not no_auth:
             raise RagsteadError("--as-user only applies with --no-auth; with keys, the key decides the user")
-        import uvicorn
+        if log_level not in LOG_LEVELS:
+            raise RagsteadError(f"--log-level must be warning, info or debug, got {log_level!r}")
+        sock = _bind(host, port)  # before the model loads: a busy port fails at once
+        try:
+            import uvicorn
 
-        from ragstead.api import ApiConfig, create_app
+            from ragstead.api import ApiConfig, create_app
+            from ragstead.api import logging as api_logging
 
-        kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
-        api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
-                               max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
-        api = create_app(kb, api_config)
+            kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
+            api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
+                                   max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
+            api = create_app(kb, api_config)
+            bound = sock.getsockname()[1]
+            show = _banner_json if as_json else _banner
+            banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None)
+            try:
+                sock.listen(2048)  # listening now: another server that bound meanwhile fails here, not in uvicorn
+            except OSError as exc:
+                raise _listen_error(exc, host, port) from None
+        except BaseException:
+            sock.close()
+            raise
     if no_auth:
         err.print(f"[bold yellow]warning:[/] no authentication: every request acts as {as_user!r}", markup=True)
-    uvicorn.run(api, host=host, port=port, log_level="warning", timeout_keep_alive=5,
-                limit_concurrency=64, timeout_graceful_shutdown=5)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:  # accepting requests from now on
+                typer.echo(banner, err=not as_json)
+
+    server_config = uvicorn.Config(api, host=host, port=bound, log_level="debug" if log_level == "debug" else "warning",
+                                   access_log=False, timeout_keep_alive=5, limit_concurrency=64,
+                                   timeout_graceful_shutdown=5)
+    api_logging.configure(log_level)  # after uvicorn.Config, which configures logging
+    Server(server_config).run(sockets=[sock])
 
 
 keys_app = typer.Typer(no_args_is_help=True, help="Manage API keys for `ragstead serve`.")
@@ -575,11 +1035,21 @@ def _key_file(root: Path | None, config: Path | None, db: str | None):  # type: 
     return KeyFile(_open(root, config, db).api_keys_file)
 
 
-@keys_app.command("add")
+def _key_summary(record: dict[str, Any]) -> str:
+    label = f", label {record['label']!r}" if record["label"] else ""
+    return f"{record['key_id']} for {record['user_slug']} (scopes {','.join(record['scopes'])}{label})"
+
+
+@keys_app.command("add", epilog="""Examples:
+  ragstead keys add --user alice                 # the key alone on stdout
+  ragstead keys add --user bob --scopes query --label "bob's laptop"
+  ragstead keys add --user alice --json""")
 def keys_add(
     user: Annotated[str, typer.Option("--user", help="The user slug this key acts as.")],
-    scopes: Annotated[str, typer.Option(help="Comma-separated subset of: query, ask, upload, delete.")] = "",
+    scopes: Annotated[str, typer.Option(help="Comma-separated subset of: query, ask, upload, delete.",
+                                        show_default="all")] = "",
     label: Annotated[str, typer.Option(help="A note to tell keys apart.")] = "",
+    as_json: JsonOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -589,20 +1059,42 @@ def keys_add(
 
     with _library_errors():
         key, record = _key_file(root, config, db).add(user, split_values([scopes]) or SCOPES, label)
-    typer.echo(json.dumps({"key": key, **record.to_dict()}, indent=2))
+    if as_json:
+        _echo_json({"key": key, **record.to_dict()})
+        return
+    typer.echo(key)
+    typer.echo(f"created key {_key_summary(record.to_dict())}", err=True)
+    _say("this is the only time the key is shown; it cannot be shown again (only its SHA-256 is kept)",
+         err=True, fg="yellow")
 
 
-@keys_app.command("list")
-def keys_list(root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> None:
+@keys_app.command("list", epilog="""Examples:
+  ragstead keys list
+  ragstead keys list --json""")
+def keys_list(as_json: JsonOpt = False, root: RootOpt = None, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """List keys (ids, users, scopes; never the keys)."""
     with _library_errors():
-        records = _key_file(root, config, db).list()
-    typer.echo(json.dumps([r.to_dict() for r in records], indent=2))
+        records = [r.to_dict() for r in _key_file(root, config, db).list()]
+    if as_json:
+        _echo_json(records)
+        return
+    if not records:
+        typer.echo("no keys yet; create one: ragstead keys add --user SLUG")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "user", "scopes", "label", "created", "state"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(Text(r["key_id"]), Text(r["user_slug"]), Text(",".join(r["scopes"])), Text(r["label"]),
+                      Text(r["created_at"]), Text("revoked", style="red") if r["revoked"] else Text("active"))
+    _stdout().print(table)
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", epilog="""Examples:
+  ragstead keys revoke k_1a2b3c4d""")
 def keys_revoke(
     key_id: Annotated[str, typer.Argument(help="The key id (k_...).")],
+    as_json: JsonOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -610,9 +1102,38 @@ def keys_revoke(
     """Revoke a key; a running server refuses it from its next request."""
     with _library_errors():
         record = _key_file(root, config, db).revoke(key_id)
-    typer.echo(json.dumps(record.to_dict(), indent=2))
+    if as_json:
+        _echo_json(record.to_dict())
+        return
+    typer.echo(f"revoked {_key_summary(record.to_dict())}; a running server refuses it from its next request")
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
+def _usage_error_line(exc: Any) -> str:
+    """Click's usage error (unknown command or option, missing argument, bad value) as one `error:` line."""
+    message = " ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "ragstead"
+    return f"error: {message} (see `{command} --help`)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point. Usage errors are one `error:` line and exit code 2, like every other error;
+    Ctrl-C is `interrupted` and exit code 130."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="ragstead", standalone_mode=False)
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False, highlight=False)
+        code = 130
+    except Exception as exc:  # typer may ship its own click: the exception classes are matched by shape
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `ragstead` or `ragstead keys` alone: the help, shown
+            code = 2
+        elif type(exc).__name__ == "Abort":
+            err.print("error: aborted", markup=False, highlight=False)
+            code = 1
+        elif hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
+            err.print(Text(_usage_error_line(exc)), soft_wrap=True, highlight=False)
+            code = exc.exit_code
+        else:
+            raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -6,20 +6,25 @@ All paths are relative to the project root (`--root`, `RAGSTEAD_ROOT`, default: 
 
 from __future__ import annotations
 
+import getpass
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ragstead.atomic import write_text_atomically
 from ragstead.chunking import ChunkingOptions
-from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
 from ragstead.errors import ConfigError
+from ragstead.filters import USER_SLUG
 from ragstead.indexing.build import IndexingOptions
 from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.factory import StoreSpec
 
 CONFIG_FILE = "ragstead.toml"
+IGNORE_FILE = ".ragsteadignore"
 
 
 @dataclass(frozen=True)
@@ -51,8 +56,31 @@ class Settings:
     rerank_top_n: int = SearchOptions.rerank_top_n
     rerank_weight: float = SearchOptions.rerank_weight
     default_mode: str = "hybrid"
+    # Who owns the files outside the team layout (personal mode): a user slug; "" = the OS user name.
+    owner: str = ""
+    # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
+    exclude: tuple[str, ...] = ()
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
+    # What one file may cost an index run (docs/design.md, "Hostile files"); over a limit it is skipped.
+    max_file_mb: int = IndexingOptions.max_file_bytes >> 20
+    max_unzipped_mb: int = IndexingOptions.max_unzipped_bytes >> 20  # a .docx unpacked (zip central directory)
+    max_zip_ratio: float = IndexingOptions.max_zip_ratio
+    max_pdf_pages: int = IndexingOptions.max_pdf_pages
+    max_file_chars: int = IndexingOptions.max_file_chars
+    max_chunk_chars: int = ChunkingOptions.max_chunk_chars
+    file_seconds: float = IndexingOptions.file_seconds
+    follow_symlinks: str = IndexingOptions.follow_symlinks  # scope | project
+
+    @property
+    def owner_slug(self) -> str:
+        """The project owner as a user slug: `owner`, else the OS user name made a slug, else "me"."""
+        return self.owner or default_owner()
+
+    @property
+    def scope_rules(self) -> tuple[PathRule, ...]:
+        """The path rules every scope decision uses: the configured ones, then the owner's (personal mode)."""
+        return (*self.path_rules, owner_rule(self.owner_slug))
 
     @property
     def db_file(self) -> Path:
@@ -76,7 +104,8 @@ class Settings:
 
     @property
     def chunking(self) -> ChunkingOptions:
-        return ChunkingOptions(strategy=self.chunker, chunk_size=self.chunk_size, overlap=self.overlap)
+        return ChunkingOptions(strategy=self.chunker, chunk_size=self.chunk_size, overlap=self.overlap,
+                               max_chunk_chars=self.max_chunk_chars)
 
     def search_options(self, mode: str | None = None, **overrides: Any) -> SearchOptions:
         """Search options from the configured defaults; a None override keeps the configured value."""
@@ -91,8 +120,21 @@ class Settings:
     def indexing(self, roots: tuple[str, ...] | None = None) -> IndexingOptions:
         """What `index` reads and how it chunks it."""
         return IndexingOptions(root=self.root, roots=tuple(roots or self.roots), lock_file=self.lock_file,
-                               chunking=self.chunking, path_rules=self.path_rules,
-                               skip_dirs=(self.db_file.parent,))
+                               chunking=self.chunking, path_rules=self.scope_rules,
+                               skip_dirs=(self.db_file.parent,), max_file_bytes=self.max_file_mb << 20,
+                               max_unzipped_bytes=self.max_unzipped_mb << 20, max_zip_ratio=self.max_zip_ratio,
+                               max_pdf_pages=self.max_pdf_pages, max_file_chars=self.max_file_chars,
+                               file_seconds=self.file_seconds, follow_symlinks=self.follow_symlinks,
+                               exclude=(*self.exclude, *self.ignore_file_patterns()))
+
+    def ignore_file_patterns(self) -> tuple[str, ...]:
+        """The patterns of `<root>/.ragsteadignore` (gitignore syntax), if the file exists."""
+        path = self.root / IGNORE_FILE
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        except (OSError, UnicodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        return tuple(line for line in lines if line.strip() and not line.lstrip().startswith("#"))
 
     def store_spec(self) -> StoreSpec:
         """The parsed `store` setting."""
@@ -104,6 +146,16 @@ class Settings:
 
 
 _SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules")}
+
+
+def default_owner() -> str:
+    """The OS user name as a user slug (letters, digits, '.', '_', '-'), or "me"."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = ""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:64]
+    return slug if USER_SLUG.match(slug) else "me"
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -123,9 +175,23 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"config value {name}={value!r} is not a valid {type(default).__name__}") from exc
 
 
+def find_project(start: Path) -> Path:
+    """The nearest folder at or above `start` with a `ragstead.toml` or an index (as git finds its
+    repository), else `start` itself."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_FILE).is_file() or (folder / Settings.db_path).is_file():
+            return folder
+    return start
+
+
 def load_settings(root: Path | None = None, config_file: Path | None = None) -> Settings:
-    """Build settings from defaults, the config file (if any) and the environment."""
-    root = Path(root or os.environ.get("RAGSTEAD_ROOT") or ".").resolve()
+    """Build settings from defaults, the config file (if any) and the environment. The project root is
+    `root`, else $RAGSTEAD_ROOT, else the nearest project at or above the current folder."""
+    given = root or os.environ.get("RAGSTEAD_ROOT")
+    root = Path(given).resolve() if given else find_project(Path.cwd())
+    if given and not root.is_dir():
+        raise ConfigError(f"the project root {root} is not a folder; create it, or pass an existing --root")
     values: dict[str, Any] = {}
     rules = DEFAULT_PATH_RULES
     path = config_file or Path(os.environ.get("RAGSTEAD_CONFIG", root / CONFIG_FILE))
@@ -136,6 +202,8 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, OSError, UnicodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        if data and "ragstead" not in data and "path_rules" not in data:
+            raise ConfigError(f"{path} has no [ragstead] table; put the settings under a line `[ragstead]`")
         section = data.get("ragstead", {})
         unknown = set(section) - set(_SIMPLE)
         if unknown:
@@ -155,4 +223,30 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
             values[name] = _coerce(name, env)
     settings = Settings(root=root, path_rules=rules, **values)
     settings.chunking  # validates chunker sizes early  # noqa: B018
+    settings.indexing()  # and the per-file limits
+    if settings.owner and not USER_SLUG.match(settings.owner):
+        raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings
+
+
+def save_settings(root: Path, values: dict[str, Any], config_file: Path | None = None) -> Path:
+    """Write `values` into the `[ragstead]` table of the project's config file, keeping everything else in the
+    file as it was (comments and order included). Returns the file's path."""
+    import tomlkit
+
+    unknown = set(values) - set(_SIMPLE)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(_SIMPLE)}")
+    path = config_file or root / CONFIG_FILE
+    try:
+        document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    except (OSError, UnicodeError, tomlkit.exceptions.ParseError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    table = document.get("ragstead")
+    if table is None:
+        table = tomlkit.table()
+        document["ragstead"] = table
+    for key, value in values.items():
+        table[key] = list(value) if isinstance(value, tuple) else value
+    write_text_atomically(path, tomlkit.dumps(document))
+    return path

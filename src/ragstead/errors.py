@@ -39,3 +39,8 @@ class ProviderError(RagsteadError):
 
 class DocumentNotFoundError(RagsteadError):
     """No such document in the caller's scope (someone else's document answers the same way)."""
+
+
+class RagsteadWarning(UserWarning):
+    """Something was wrong and ragstead repaired it (a damaged derived index rebuilt); the CLI prints one
+    `warning:` line."""

@@ -9,11 +9,14 @@ so a long index run never holds up searches.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
 import threading
+import tomllib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,12 +33,17 @@ from ragstead.answer.base import AnswerProvider, Context
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import catalog as template_catalog
 from ragstead.answer.prompt import load_template
-from ragstead.config import Settings, load_settings
+from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
+from ragstead.chunking import ChunkingOptions
+from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings, save_settings
+from ragstead.documents.ids import fs_path
 from ragstead.documents.loaders import LOADERS, is_supported, load_document
+from ragstead.documents.metadata import derive_metadata
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import QueryVectorCache
 from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows, embedder_for
 from ragstead.errors import (
+    ConfigError,
     DocumentNotFoundError,
     InvalidQueryError,
     LoadError,
@@ -44,15 +52,17 @@ from ragstead.errors import (
 )
 from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
 from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
-from ragstead.filters import QueryFilters, clean_text, user_prefixes
+from ragstead.filters import QueryFilters, clean_text
 from ragstead.indexing.build import IndexReport, ProgressHook, TextRecord, index_paths, index_records, index_roots
 from ragstead.indexing.lock import index_lock
+from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
+from ragstead.stores import permissions
 from ragstead.stores.base import Store
-from ragstead.stores.factory import is_chroma_spec, is_postgres_url
+from ragstead.stores.factory import StoreSpec, is_chroma_spec, is_postgres_url
 from ragstead.stores.migrate import MigrationReport, copy_store
 
 Progress = ProgressHook
@@ -165,11 +175,104 @@ class KnowledgeBase:
               progress: Progress | None = None) -> IndexReport:
         """Bring the index in line with the files under `paths` (folders inside the project; default: the
         configured roots). Incremental: only new or changed files are embedded. `rebuild` re-embeds all."""
-        roots = tuple(self._relative(path) for path in paths) if paths else self.settings.roots
+        roots = self._existing_roots(paths)
+        if rebuild:
+            return self._rebuild(roots, wait, progress)
         with self._writer() as store:
-            # A rebuild re-embeds with the configured model, whatever the old index holds.
-            embedder = self._load_embedder(None if rebuild else store)
-            return index_roots(self.settings.indexing(roots), store, embedder, roots, rebuild, wait, progress)
+            self._check_chunking(store)
+            report = index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
+                                 wait, progress)
+            self._record_chunking(store)
+            return report
+
+    def _check_chunking(self, store: Store) -> None:
+        """The settings guard: an index is cut one way. New chunking settings on an existing index are refused
+        with the command that applies them, never mixed in silently."""
+        recorded, wanted = store.chunking(), self.settings.chunking.describe()
+        if recorded is None and store.embed_model() is not None:
+            # Written before the index recorded its chunking: by the defaults, unless someone passed flags.
+            recorded = ChunkingOptions().describe()
+            store.record_chunking(recorded)
+        if recorded is not None and recorded != wanted:
+            raise ConfigError(f"the index was cut with {recorded}, but the settings now say {wanted}; run "
+                              "`ragstead index --rebuild` to re-cut every document that way, or set them back")
+
+    def _record_chunking(self, store: Store) -> None:
+        if store.chunking() is None:
+            store.record_chunking(self.settings.chunking.describe())
+
+    def _existing_roots(self, paths: Sequence[str | Path] | None) -> tuple[str, ...]:
+        """The folders an index run walks, checked before anything is created: folders named in `paths` must
+        exist; of the configured roots, those that exist. No supported file under any of them, and no index
+        yet, is an error that says where it looked."""
+        if paths:
+            roots = []
+            for path in paths:
+                full = Path(path) if Path(path).is_absolute() else self.root / path
+                if not full.is_dir():
+                    raise InvalidQueryError(f"{path} is not a folder" if full.exists() else
+                                            f"no such folder: {path}; check the path (folders are relative to "
+                                            f"the project root {self.root})")
+                roots.append(self._relative(full))
+            found = tuple(dict.fromkeys(roots))
+        else:
+            found = tuple(r for r in self.settings.roots if (self.root / r).is_dir())
+        if not self.exists() and not any(self._has_supported_file(self.root / r) for r in found):
+            looked = ", ".join(found or self.settings.roots)
+            raise InvalidQueryError(
+                f"no supported files under {looked} (looked for {', '.join(SUPPORTED_SUFFIXES)}); "
+                f"pass the folder of your documents: `ragstead index PATH`")
+        return found
+
+    def _has_supported_file(self, folder: Path) -> bool:
+        own = self.settings.db_file.parent.resolve()
+        for current, folders, names in os.walk(folder):
+            folders[:] = [d for d in folders if not d.startswith(".") and (Path(current) / d).resolve() != own]
+            if any(not name.startswith(".") and is_supported(Path(name)) for name in names):
+                return True
+        return False
+
+    def record_roots(self, roots: Sequence[str]) -> tuple[str, ...] | None:
+        """Add these folders to the roots the project's config names (creating the config if there is none),
+        so a later plain `index` walks them too. Returns the new roots, or None if nothing changed."""
+        config = self.root / CONFIG_FILE
+        named: tuple[str, ...] = ()
+        if config.exists():
+            with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
+                named = tuple(tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}).get("roots", ()))
+        wanted = tuple(dict.fromkeys((*named, *roots)))
+        if wanted == named:
+            return None
+        save_settings(self.root, {"roots": wanted})
+        self.settings = self.settings.with_overrides(roots=wanted)
+        return wanted
+
+    def _rebuild(self, roots: tuple[str, ...], wait: float, progress: Progress | None) -> IndexReport:
+        """Re-embed everything with the configured model into a scratch index beside the real one, then swap
+        its documents in. A failure or Ctrl-C while embedding leaves the old index as it was, and every root
+        the old index holds is rebuilt too, so a rebuild never drops a root."""
+        with index_lock(self.settings.lock_file, wait), self._writer() as store:
+            known = {entry.root for entry in store.manifest().values()}
+            roots = tuple(dict.fromkeys((*roots, *self.settings.roots, *sorted(known))))
+            roots = tuple(r for r in roots if (self.root / r).is_dir())
+            folder = self.settings.db_file.parent
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:
+                aside = StoreSpec.parse(f"sqlite:{scratch}/ragstead.db", root=self.root, default_db=Path()).open()
+                try:
+                    embedder = self._load_embedder(None)  # the configured model, whatever the old index holds
+                    report = index_roots(self.settings.indexing(roots), aside, embedder, roots, False,
+                                         progress=progress, take_lock=False)
+                    with _interrupts_deferred():  # the swap runs to its end once it has begun
+                        store.reset()
+                        store.ensure_model(embedder.name, embedder.dim)
+                        store.record_chunking(self.settings.chunking.describe())
+                        for batch in _batches(aside.export_documents(), 50):
+                            store.apply(batch, [], [])
+                finally:
+                    aside.close()
+        report.rebuild = True
+        return report
 
     def add(self, path: str | Path, *, wait: float = 30.0) -> IndexReport:
         """Index (or re-index) exactly this file, a path inside one of the configured roots."""
@@ -191,21 +294,23 @@ class KnowledgeBase:
         if not target.resolve().is_relative_to((self.root / "kb" / "users" / user).resolve()):
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(self.root).as_posix()
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_folder(folder)
         # Hidden names: the indexer never picks up a half-written upload or a backup.
         tmp = folder / f".upload-{uuid.uuid4().hex}{target.suffix}"
         backup = folder / f".previous-{uuid.uuid4().hex}{target.suffix}"
         try:
-            with tmp.open("wb") as out:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE), "wb") as out:
                 if isinstance(data, bytes):
                     out.write(data)
                 else:
                     shutil.copyfileobj(data, out, 1 << 20)
             try:
-                load_document(tmp)  # unreadable content is refused before it replaces anything
+                # Unreadable content is refused before it replaces anything, under the project's limits.
+                load_document(tmp, self.settings.indexing().load_limits)
             except LoadError as exc:
                 raise LoadError(str(exc).replace(str(tmp), name)) from None
             with self._writer() as store, index_lock(self.settings.lock_file, wait):
+                self._check_chunking(store)
                 # A hard link keeps the old bytes while the rename swaps in the new ones, so a crash at any
                 # point leaves the old file or the new one at `target`, never neither.
                 existed = target.exists()
@@ -239,7 +344,7 @@ class KnowledgeBase:
         doc = self.document(doc_id) if doc_id is not None else self.document(path=self._relative(path or ""))
         if doc is None or (user is not None and not self._owns(user, doc)):
             raise DocumentNotFoundError("no such document")
-        (self.root / doc["file_path"]).unlink(missing_ok=True)
+        fs_path(self.root, doc["file_path"]).unlink(missing_ok=True)  # stored paths escape non-UTF-8 bytes
         self._index_files([doc["file_path"]], wait)
         return {"deleted": doc["doc_id"], "file_path": doc["file_path"]}
 
@@ -247,9 +352,13 @@ class KnowledgeBase:
         """The document is `user`'s own private document, by its stored scope and by where its file is."""
         if not doc["is_private"] or doc["user_slug"] != user:
             return False
-        prefixes = user_prefixes(user, self.settings.path_rules)
-        return doc["file_path"].startswith(tuple(prefixes)) and (self.root / doc["file_path"]).resolve().is_relative_to(
-            self.root.resolve())
+        derived = derive_metadata(doc["file_path"], None, self.settings.scope_rules)
+        inside = (self.root / doc["file_path"]).resolve().is_relative_to(self.root.resolve())
+        return derived.is_private and derived.user_slug == user and inside
+
+    def relative_path(self, path: str | Path) -> str:
+        """`path` relative to the project root (an absolute path must lie inside it)."""
+        return self._relative(path)
 
     def _relative(self, path: str | Path) -> str:
         base = self.root.resolve()
@@ -261,7 +370,10 @@ class KnowledgeBase:
 
     def _index_files(self, rels: list[str], wait: float) -> IndexReport:
         with self._writer() as store:
-            return index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
+            self._check_chunking(store)
+            report = index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
+            self._record_chunking(store)
+            return report
 
     def remember(self, text: str, *, user: str, dry_run: bool = False, index: bool = True,
                  wait: float = 30.0) -> RememberResult:
@@ -324,7 +436,7 @@ class KnowledgeBase:
         needs_model = options.mode != "lexical" or rerank
         with self._lock:
             return search(query, self.store, self.embedder if needs_model else None, filters, options,
-                          self.settings.path_rules, self.reranker() if rerank else None)
+                          self.settings.scope_rules, self.reranker() if rerank else None)
 
     def providers(self, *, extractive: bool = False, template: str | None = None) -> list[AnswerProvider]:
         """The answerer chain: the configured LLMs (environment), the extractive answerer always last."""
@@ -360,7 +472,7 @@ class KnowledgeBase:
                                  max_context_tokens, self.reranker() if rerank else None)
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
-                                     self.settings.path_rules)
+                                     self.settings.scope_rules)
         result = answer(found, contexts, ask_options.min_similarity, chain, on_text)
         if remember and user:
             result = replace(result, memory_write=self.remember(question, user=user).to_dict())
@@ -372,9 +484,25 @@ class KnowledgeBase:
             return self.store.stats()
 
     def status(self) -> dict[str, Any]:
-        """`stats()` plus the integrity check."""
+        """`stats()` plus the integrity check, and `permissions`: the index files and folders others could
+        read (looser than 0600 / 0700; empty when all is private)."""
         with self._lock:
-            return self.store.stats() | {"integrity": self.store.integrity_check()}
+            stats = self.store.stats() | {"integrity": self.store.integrity_check()}
+        return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self._private_paths())]}
+
+    def doctor(self, fix: bool = False) -> dict[str, Any]:
+        """Check that the index, its lock files, the API key file and the memory files are private (files 0600,
+        folders 0700); with `fix`, take group and other permissions off those that are not.
+        Returns {ok, loose, fixed, remaining} (each a list of {path, kind, mode, wanted})."""
+        return permissions.doctor(self._private_paths(), fix=fix)
+
+    def _private_paths(self) -> list[Path]:
+        """What `status` and `doctor` check: the index's folder (or its files), the folder of the configured
+        index file (API keys, memory lock), the index lock and every user's memory files."""
+        indexes = [f for f in (self._spec.sqlite_file, self.settings.db_file) if f is not None]
+        memory = sorted(p for name in MEMORY_FILES.values() for p in self.root.glob(f"kb/users/*/memory/{name}"))
+        files = [self.settings.lock_file, self.api_keys_file, self.settings.db_file.parent / "memory.lock", *memory]
+        return permissions.private_paths(self.root, indexes, files)
 
     def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
                   doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
@@ -406,7 +534,7 @@ class KnowledgeBase:
         settings = settings or EvalSettings(search=self.settings.search_options())
         with self._lock:
             report = run_eval(case_list, self.store, self.embedder, settings, filters or self.scope(),
-                              self.settings.path_rules, progress, self.reranker() if rerank else None)
+                              self.settings.scope_rules, progress, self.reranker() if rerank else None)
             report["run"] = {"model": self.embedder.name, "index": self.store.stats(),
                              "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
         return report
@@ -444,6 +572,39 @@ class KnowledgeBase:
             return index_records(self.settings.indexing((root,)), store, self._load_embedder(store), records,
                                  root, progress)
 
+    def last_indexed(self) -> str | None:
+        """When a document was last written to the index (the latest `indexed_at`, ISO 8601 UTC), or None
+        for an empty index. A run that changed nothing leaves it as it was."""
+        with self._lock:
+            return self.store.last_indexed_at()
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block ends, then raise it: for the few seconds of an index swap."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
 
 def is_server_or_chroma(spec: str) -> bool:
     return is_postgres_url(spec) or is_chroma_spec(spec)
@@ -463,6 +624,60 @@ def open(path: str | Path | None = None, *, embedder: Embedder | None = None,
     `roots=("notes",)`, `store="postgresql://..."`; None keeps the configured value)."""
     settings = load_settings(Path(path) if path else None, Path(config) if config else None)
     return KnowledgeBase(settings.with_overrides(**overrides), embedder=embedder, providers=providers)
+
+
+TEAM_ROOTS = ("kb", "artifacts", "docs")
+
+
+def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None = None,
+         roots: Sequence[str] | None = None, model: str | None = None, chunker: str | None = None) -> dict[str, Any]:
+    """Make `path` (created if missing) a ragstead project: its `ragstead.toml` (roots, owner, model, chunker),
+    the `.gitignore` lines that keep the index and the private folders out of git, and for the team layout
+    its folders. An existing config keeps every value not given here. Returns what was written."""
+    if layout not in ("personal", "team"):
+        raise ConfigError(f"layout must be personal or team, got {layout!r}")
+    root = Path(path).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    existing = (root / CONFIG_FILE).exists()
+    current = load_settings(root)
+    values: dict[str, Any] = {"owner": owner or current.owner or default_owner()}
+    if roots is not None or not existing:
+        values["roots"] = tuple(roots) if roots else (TEAM_ROOTS if layout == "team" else (".",))
+    if model:
+        values["model"] = model
+    if chunker:
+        values["chunker"] = chunker
+    settings = current.with_overrides(**values)
+    settings.chunking  # noqa: B018 - validates the chunker before anything is written
+    config = save_settings(root, values)
+    created = []
+    if layout == "team":
+        for folder in (f"kb/users/{settings.owner_slug}", "artifacts/dossiers", "docs/archive"):
+            if not (root / folder).exists():
+                (root / folder).mkdir(parents=True)
+                created.append(folder + "/")
+    ignored = _gitignore_boundary(root, settings, layout)
+    return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
+                                                                   for k, v in values.items()},
+            "gitignore": ignored, "created": created}
+
+
+def _gitignore_boundary(root: Path, settings: Settings, layout: str) -> list[str]:
+    """Add the lines that keep the index (and the team layout's private folders) out of git; returns the
+    lines added."""
+    index_dir = settings.db_file.parent.resolve()
+    lines = [f"/{index_dir.relative_to(root).as_posix()}/"] if index_dir.is_relative_to(root) else []
+    if layout == "team":  # private by layout: everything under kb/ and artifacts/ but the two marker files
+        lines += ["/kb/*", "!/kb/README.md", "!/kb/.gitkeep", "/artifacts/"]
+    path = root / ".gitignore"
+    present = set(path.read_text(encoding="utf-8").splitlines()) if path.exists() else set()
+    added = [line for line in lines if line not in present]
+    if added:
+        with path.open("a", encoding="utf-8") as out:
+            out.write(("" if not present else "\n") + "# ragstead: the index and private folders stay out of git\n")
+            out.write("\n".join(added) + "\n")
+    return added
 
 
 def model_catalog() -> list[dict[str, Any]]:
@@ -488,5 +703,5 @@ def template_preview(name: str) -> list[dict[str, str]]:
 
 
 __all__ = ["DEFAULT_MAX_CONTEXT_TOKENS", "DEFAULT_MIN_SIMILARITY", "DEFAULT_MODEL", "MAX_QUERY_CHARS", "MODES",
-           "EvalSettings", "KnowledgeBase", "format_table", "model_catalog", "open", "prompt_templates",
+           "EvalSettings", "KnowledgeBase", "format_table", "init", "model_catalog", "open", "prompt_templates",
            "template_preview"]

@@ -66,6 +66,7 @@ class Project:
     def __init__(self, root: Path, embedder: CountingEmbedder, store: str = "") -> None:
         self.root = root
         self.embedder = embedder
+        root.mkdir(parents=True, exist_ok=True)
         self.settings: Settings = load_settings(root).with_overrides(store=store)
         self.store = self.settings.store_spec().open()
 

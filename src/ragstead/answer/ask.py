@@ -133,6 +133,14 @@ def ask(
     return answer(found, contexts, options.min_similarity, providers, on_text)
 
 
+class Contexts(list[Context]):
+    """The chunks `gather` hands to the answerers, and `best_similarity`: the highest cosine of any retrieved
+    chunk to the question, gated out or not (None when nothing was retrieved), so a refusal can say how close
+    the best match came to `min_similarity`."""
+
+    best_similarity: float | None = None
+
+
 def gather(
     question: str,
     store: Store,
@@ -140,19 +148,21 @@ def gather(
     filters: QueryFilters,
     options: AskOptions,
     rules: tuple[PathRule, ...],
-) -> tuple[SearchResult, list[Context]]:
+) -> tuple[SearchResult, Contexts]:
     """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
     found = search(question, store, embedder, filters, options.search, rules, options.reranker)
     query_vector = found.query_vector if found.query_vector is not None else embedder.embed_query(found.question)
     missing = [hit.chunk_id for hit in found.hits if hit.vector_score is None]
     stored = store.chunk_vectors(missing)
-    contexts: list[Context] = []
+    contexts = Contexts()
     budget = options.max_context_tokens
     for hit in found.hits:
         similarity = hit.vector_score
         if similarity is None:
             vector = stored.get(hit.chunk_id)
             similarity = float(vector @ query_vector) if vector is not None else 0.0
+        if contexts.best_similarity is None or similarity > contexts.best_similarity:
+            contexts.best_similarity = similarity
         if similarity < options.min_similarity or (hit.token_estimate > budget and contexts):
             continue
         budget -= hit.token_estimate
@@ -173,7 +183,8 @@ def answer(
     base: dict[str, Any] = {
         "question": question,
         "retrieval": {"mode": found.mode, "filters": found.filters, "retrieved": len(found.hits),
-                      "relevant": len(contexts), "min_similarity": min_similarity},
+                      "relevant": len(contexts), "min_similarity": min_similarity,
+                      "best_similarity": _best_similarity(contexts)},
         # What selective memory would make of the question; `ask --remember` writes it if it says so.
         "memory": decide(question).to_dict(),
         "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}
@@ -205,6 +216,14 @@ def answer(
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
                       fallbacks=tuple(fallbacks), **base)
     return refusal(None)
+
+
+def _best_similarity(contexts: list[Context]) -> float | None:
+    """The best cosine `gather` saw (4 decimals); for a plain list of contexts, the best among them."""
+    best = getattr(contexts, "best_similarity", None)
+    if best is None and contexts:
+        best = max(c.similarity for c in contexts)
+    return None if best is None else round(best, 4)
 
 
 def _check_citations(text: str, count: int) -> tuple[str, list[int]]:

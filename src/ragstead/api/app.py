@@ -17,11 +17,13 @@ from typing import Any, Literal
 from fastapi import Depends, FastAPI, File, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
+from ragstead.api.logging import KEY_ID, AccessLog
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.errors import (
     DocumentNotFoundError,
@@ -175,7 +177,9 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         yield
         kb.close()
 
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) load their JS and CSS from this server (/static-offline-docs/),
+    # not from a CDN: the docs work offline.
+    app = FastAPIOffline(
         lifespan=lifespan,
         title="ragstead",
         version="1",
@@ -207,6 +211,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         return _error(500, "internal_error", "the server failed to handle this request; see its log")
 
     app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
+    app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
 
     def caller(request: Request) -> Caller:
         if not config.auth:
@@ -221,6 +226,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
             if record is None:
                 raise ApiError(401, "unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
             who = Caller(record.user_slug, record.scopes, record.key_id)
+            setattr(request.state, KEY_ID, record.key_id)  # for the access log (the id, never the key)
         wait = limiter.check(who.key_id if config.auth else f"ip:{request.client.host if request.client else '-'}")
         if wait:
             raise ApiError(429, "rate_limited", f"too many requests; retry in {wait}s", {"Retry-After": str(wait)})

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ragstead.atomic import write_text_atomically
+from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 
@@ -62,7 +62,7 @@ class KeyFile:
             raise ConfigError(f"cannot read the API key file {self.path}: {exc}") from exc
 
     def _save(self, keys: list[ApiKey]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folder(self.path.parent)  # 0700 when created here (the index folder, normally)
         payload = json.dumps({"keys": [{**asdict(k), "scopes": list(k.scopes)} for k in keys]}, indent=2)
         write_text_atomically(self.path, payload)  # mode 0600: only the owner may read key hashes
 

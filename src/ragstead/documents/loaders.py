@@ -1,22 +1,74 @@
 """Loaders: one function per format, each returning plain text plus what citations need.
 
-A loader raises `LoadError` (never anything else) for a file it cannot read, so the indexer can
-report it, skip it and index the rest.
+`load_document` raises `LoadError` (never anything else) for a file it cannot read, so the indexer can
+report it, skip it and index the rest: the expected cases (binary, encrypted, over a limit) with their own
+message, and any other exception a parser raises on a malformed file as "corrupt or unreadable".
+
+Every file is read under `LoadLimits` (docs/design.md, "Hostile files"): a size cap before reading, a
+decompression cap read from a zip's central directory before parsing, a page cap, a cap on the text
+extracted, and a time budget checked inside the page and paragraph loops.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
+import logging
+import os
 import re
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragstead.documents.ids import open_regular, storable_path
 from ragstead.errors import LoadError, UnsupportedFileError
 
-# Files larger than this are skipped: a knowledge base of notes and reports has no business
-# loading a multi-GB file into memory, and one such file must not take the whole run down.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """What one file may cost to read. Over any of them the file is skipped with the reason."""
+
+    max_file_bytes: int = 100 * MIB
+    max_unzipped_bytes: int = 200 * MIB  # a zip-based file (.docx) unpacked, from its central directory
+    max_zip_ratio: float = 100.0  # unpacked / packed size of a zip member (and of the whole zip)
+    max_pdf_pages: int = 2000
+    max_chars: int = 5_000_000  # text extracted from one file
+    seconds: float = 60.0  # time to read one file (and, in the indexer, to chunk it)
+
+
+# A zip member smaller than this unpacked cannot hurt, whatever its ratio (a run of blanks compresses well).
+_RATIO_FLOOR = MIB
+
+
+class Budget:
+    """The limits of reading one file, with the clock and the character count running."""
+
+    def __init__(self, limits: LoadLimits, name: str) -> None:
+        self.limits = limits
+        self.name = name
+        self.deadline = time.monotonic() + limits.seconds
+        self.chars = 0
+
+    def tick(self) -> None:
+        """Raise LoadError once the file's time budget is spent (called inside page/paragraph loops)."""
+        if time.monotonic() > self.deadline:
+            raise LoadError(f"{self.name}: took over {self.limits.seconds:g} s to read (the per-file time budget, "
+                            "file_seconds), skipped")
+
+    def add_chars(self, count: int) -> None:
+        """Count extracted text; raise LoadError past the per-file character limit."""
+        self.chars += count
+        self.check_chars(self.chars)
+
+    def check_chars(self, total: int) -> None:
+        """Raise LoadError if `total` characters is over the per-file limit (no silent truncation)."""
+        if total > self.limits.max_chars:
+            raise LoadError(f"{self.name}: over {self.limits.max_chars:,} characters of text (max_file_chars), "
+                            "skipped")
 
 
 @dataclass
@@ -29,14 +81,71 @@ class LoadedDocument:
     tags: list[str] = field(default_factory=list)
 
 
-def _decode(data: bytes, path: Path) -> str:
+# -- text ------------------------------------------------------------------------------------------------
+
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
+# Characters no prose is made of: C0/C1 controls other than whitespace, DEL, and U+FFFD (undecodable bytes).
+_SUSPECT = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd]")
+_SUSPECT_SHARE = 0.05
+_SAMPLE_CHARS = 65536
+_DETECT_BYTES = 256 * 1024
+_ASCII_RUNS = re.compile("[\x00-\x7f]+")
+
+
+def _check_text(text: str, name: str) -> str:
+    """Refuse decoded 'text' that is mostly control characters: binary data that happened to decode."""
+    if len(text) <= 3 * _SAMPLE_CHARS:
+        samples = [text]
+    else:
+        middle = len(text) // 2
+        samples = [text[:_SAMPLE_CHARS], text[middle : middle + _SAMPLE_CHARS], text[-_SAMPLE_CHARS:]]
+    for sample in samples:
+        suspect = sum(1 for _ in _SUSPECT.finditer(sample))
+        if suspect > max(_SUSPECT_SHARE * len(sample), 2):  # a stray control character or two is no verdict
+            raise LoadError(f"{name}: looks binary ({suspect} of {len(sample)} characters are control "
+                            "characters), skipped")
+    return text
+
+
+def _not_utf8(data: bytes, name: str) -> str:
+    """Text that is not valid UTF-8. UTF-8 with a few stray bytes (more valid multi-byte characters than bad
+    sequences) stays UTF-8; otherwise the 8-bit (or CJK) encoding charset-normalizer finds; LoadError when
+    nothing is plausible (binary data without NUL bytes)."""
+    from charset_normalizer import from_bytes
+
+    sample = data[:_DETECT_BYTES]
+    lenient = sample.decode("utf-8", errors="replace")
+    bad = lenient.count("\ufffd")
+    if len(_ASCII_RUNS.sub("", lenient)) - bad >= 2 * bad:
+        return data.decode("utf-8", errors="replace")
+    results = from_bytes(sample)
+    best = results.best()
+    if best is not None:
+        # Legacy Western text is the common case, and on short samples the detector's first pick is a guess
+        # among code pages that decode the same bytes: keep cp1252 whenever it is one of the candidates.
+        if "cp1252" in best.could_be_from_charset or any(r.encoding == "cp1252" for r in results):
+            return data.decode("cp1252", errors="replace")
+        return data.decode(best.encoding, errors="replace")
+    if bad <= max(2, len(lenient) // 200):  # ASCII text with a stray byte or two
+        return data.decode("utf-8", errors="replace")
+    raise LoadError(f"{name}: looks binary (no plausible text encoding), skipped")
+
+
+def _decode(data: bytes, name: str) -> str:
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _check_text(data.decode(codec), name)
+            except UnicodeDecodeError:
+                break  # a BOM-like start on data that is not UTF-16/32: judged below like any other bytes
     if b"\x00" in data[:8192]:
-        raise LoadError(f"{path}: looks binary (NUL bytes), skipped")
+        raise LoadError(f"{name}: looks binary (NUL bytes), skipped")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        # Legacy 8-bit text is common in old notes; cp1252 decodes it without losing words.
-        return data.decode("cp1252", errors="replace")
+        text = _not_utf8(data, name)
+    return _check_text(text, name)
 
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
@@ -56,54 +165,72 @@ def _front_matter_tags(text: str) -> tuple[str, list[str]]:
     return text[match.end() :], tags
 
 
-def load_text(path: Path) -> LoadedDocument:
-    """Plain text, decoded as UTF-8 (cp1252 fallback)."""
-    return LoadedDocument(text=_decode(path.read_bytes(), path))
+def _text_of(data: bytes, budget: Budget) -> str:
+    budget.check_chars(len(data) // 4)  # no encoding takes more than 4 bytes a character: over before decoding
+    text = _decode(data, budget.name)
+    budget.add_chars(len(text))
+    return text
 
 
-def load_markdown(path: Path) -> LoadedDocument:
+def load_text(data: bytes, budget: Budget) -> LoadedDocument:
+    """Plain text: UTF-8 (or UTF-16/32 with a BOM), else the encoding charset-normalizer finds."""
+    return LoadedDocument(text=_text_of(data, budget))
+
+
+def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read."""
-    body, tags = _front_matter_tags(_decode(path.read_bytes(), path))
+    body, tags = _front_matter_tags(_text_of(data, budget))
     title = next((line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
     return LoadedDocument(text=body, title=title, tags=tags)
 
 
-def load_pdf(path: Path) -> LoadedDocument:
+# -- PDF -------------------------------------------------------------------------------------------------
+
+_QUIET = logging.NullHandler()  # added once: addHandler ignores a handler the logger already has
+
+def load_pdf(data: bytes, budget: Budget) -> LoadedDocument:
     """PDF text per page with pypdf; page boundaries kept so chunks cite their page."""
     from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
 
-    try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted:
-            raise LoadError(f"{path}: PDF is encrypted, skipped")
-        parts: list[str] = []
-        starts: list[int] = []
-        offset = 0
-        for page in reader.pages:
-            page_text = (page.extract_text() or "").strip()
-            starts.append(offset)
-            parts.append(page_text)
-            offset += len(page_text) + 2  # the "\n\n" joiner
-        title = None
-        if reader.metadata is not None and reader.metadata.title:
-            title = str(reader.metadata.title)
-    except LoadError:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError) as exc:
-        raise LoadError(f"{path}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from exc
+    # pypdf logs what it repairs ("EOF marker not found"); with no handler anywhere Python would print that
+    # bare on stderr. A NullHandler keeps it out of the CLI's output; an application's own logging still sees it.
+    logging.getLogger("pypdf").addHandler(_QUIET)
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted:
+        raise LoadError(f"{budget.name}: PDF is encrypted, skipped")
+    pages = reader.pages
+    count = len(pages)
+    if count > budget.limits.max_pdf_pages:
+        raise LoadError(f"{budget.name}: {count} pages, over the {budget.limits.max_pdf_pages}-page limit "
+                        "(max_pdf_pages), skipped")
+    parts: list[str] = []
+    starts: list[int] = []
+    offset = 0
+    for page in pages:
+        budget.tick()
+        page_text = (page.extract_text() or "").strip()
+        budget.add_chars(len(page_text) + 2)
+        starts.append(offset)
+        parts.append(page_text)
+        offset += len(page_text) + 2  # the "\n\n" joiner
+    title = None
+    if reader.metadata is not None and reader.metadata.title:
+        title = str(reader.metadata.title)
     return LoadedDocument(text="\n\n".join(parts), title=title, page_starts=starts)
 
+
+# -- HTML ------------------------------------------------------------------------------------------------
 
 _BOILERPLATE_TAGS = "script, style, noscript, nav, header, footer, aside, form, iframe, svg, template"
 
 
-def load_html(path: Path) -> LoadedDocument:
+def load_html(data: bytes, budget: Budget) -> LoadedDocument:
     """Main text of an HTML page with selectolax: boilerplate elements dropped, <main>/<article> preferred."""
     from selectolax.lexbor import LexborHTMLParser
 
-    html = _decode(path.read_bytes(), path)
+    html = _decode(data, budget.name)
     tree = LexborHTMLParser(html)
+    budget.tick()
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node else None
     for node in tree.css(_BOILERPLATE_TAGS):
@@ -111,32 +238,72 @@ def load_html(path: Path) -> LoadedDocument:
     # Hidden content is not what a reader sees; indexing it invites prompt-injection payloads.
     for node in tree.css('[hidden], [aria-hidden="true"], [style*="display:none"], [style*="display: none"]'):
         node.decompose()
+    budget.tick()
     root = tree.css_first("main") or tree.css_first("article") or tree.body or tree.root
     text = root.text(separator="\n", strip=True) if root is not None else ""
+    budget.add_chars(len(text))
     text = re.sub(r"\n{3,}", "\n\n", text)
     return LoadedDocument(text=text, title=title)
 
 
-def load_docx(path: Path) -> LoadedDocument:
+# -- DOCX ------------------------------------------------------------------------------------------------
+
+def check_zip(data: bytes, budget: Budget) -> None:
+    """Refuse a zip bomb from the central directory alone, before anything is unpacked: the unpacked total,
+    each large member's ratio and the whole archive's ratio, and compression methods other than the two
+    Office writes (zipfile bounds what it unpacks by these declared sizes, so a lying header cannot get
+    more through)."""
+    limits, name = budget.limits, budget.name
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
+        raise LoadError(f"{name}: corrupt or unreadable DOCX (not a zip: {exc}), skipped") from exc
+    with archive:
+        total = packed = 0
+        for info in archive.infolist():
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise LoadError(f"{name}: zip member {info.filename!r} uses compression method "
+                                f"{info.compress_type}, which DOCX never does, skipped")
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > _RATIO_FLOOR and ratio > limits.max_zip_ratio:
+                raise LoadError(f"{name}: zip member {info.filename!r} unpacks {ratio:.0f} times its size, over the "
+                                f"{limits.max_zip_ratio:g}:1 limit (max_zip_ratio), skipped")
+            total += info.file_size
+            packed += info.compress_size
+    if total > limits.max_unzipped_bytes:
+        raise LoadError(f"{name}: unpacks to {total / MIB:.1f} MiB, over the {limits.max_unzipped_bytes / MIB:g} MiB "
+                        "limit (max_unzipped_mb), skipped")
+    if total > _RATIO_FLOOR and total > limits.max_zip_ratio * max(packed, 1):
+        raise LoadError(f"{name}: unpacks {total / max(packed, 1):.0f} times its size, over the "
+                        f"{limits.max_zip_ratio:g}:1 limit (max_zip_ratio), skipped")
+
+
+def load_docx(data: bytes, budget: Budget) -> LoadedDocument:
     """Word .docx paragraphs and table cells, in document order of paragraphs then tables."""
     import docx
-    from docx.opc.exceptions import PackageNotFoundError
 
-    try:
-        document = docx.Document(str(path))
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
-        raise LoadError(f"{path}: corrupt or unreadable DOCX ({type(exc).__name__}: {exc})") from exc
-    parts = [p.text for p in document.paragraphs if p.text.strip()]
+    check_zip(data, budget)
+    document = docx.Document(io.BytesIO(data))
+    parts: list[str] = []
+    for paragraph in document.paragraphs:
+        budget.tick()
+        text = paragraph.text
+        if text.strip():
+            budget.add_chars(len(text) + 2)
+            parts.append(text)
     for table in document.tables:
         for row in table.rows:
+            budget.tick()
             cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
             if cells:
-                parts.append(" | ".join(cells))
+                line = " | ".join(cells)
+                budget.add_chars(len(line) + 2)
+                parts.append(line)
     title = document.core_properties.title or None
     return LoadedDocument(text="\n\n".join(parts), title=title)
 
 
-LOADERS: dict[str, Callable[[Path], LoadedDocument]] = {
+LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".txt": load_text,
     ".text": load_text,
     ".md": load_markdown,
@@ -146,6 +313,7 @@ LOADERS: dict[str, Callable[[Path], LoadedDocument]] = {
     ".htm": load_html,
     ".docx": load_docx,
 }
+_KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown"}
 
 
 def is_supported(path: Path) -> bool:
@@ -153,17 +321,62 @@ def is_supported(path: Path) -> bool:
     return path.suffix.lower() in LOADERS
 
 
-def load_document(path: Path) -> LoadedDocument:
-    """Load any supported file. Raises `UnsupportedFileError` or `LoadError` with a message for the user."""
-    loader = LOADERS.get(path.suffix.lower())
-    if loader is None:
-        raise UnsupportedFileError(f"{path}: unsupported file type {path.suffix or '(none)'!r}, skipped")
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as one short line: `Type: message`, whitespace collapsed, cut at `limit` characters."""
+    message = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _read(path: Path, limits: LoadLimits, name: str) -> bytes:
+    """The file's bytes, opened only if it is a regular file and read only if it is within the size limit."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise LoadError(f"{path}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit, skipped")
-        return loader(path)
+        with os.fdopen(open_regular(path), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limits.max_file_bytes:
+                raise LoadError(f"{name}: {size / MIB:.1f} MiB, over the {limits.max_file_bytes / MIB:g} MiB "
+                                "file size limit (max_file_mb), skipped")
+            data = handle.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise LoadError(f"{name}: cannot read ({exc.strerror or exc})") from exc
+    if len(data) > limits.max_file_bytes:  # it grew while we read
+        raise LoadError(f"{name}: over the {limits.max_file_bytes / MIB:g} MiB file size limit (max_file_mb), skipped")
+    return data
+
+
+def _storable(text: str) -> str:
+    """Text any store takes: no NUL (PostgreSQL refuses it), no lone surrogate (UTF-8 encoders refuse it)."""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget | None = None) -> LoadedDocument:
+    """Load any supported file within `limits` (default: `LoadLimits()`). Raises `UnsupportedFileError` or
+    `LoadError` with a one-line message for the user, never another exception. `budget`: the indexer's own,
+    to keep one clock running over reading and chunking."""
+    name = storable_path(path)
+    suffix = path.suffix.lower()
+    loader = LOADERS.get(suffix)
+    if loader is None:
+        raise UnsupportedFileError(f"{name}: unsupported file type {storable_path(path.suffix) or '(none)'!r}, "
+                                   "skipped")
+    budget = budget or Budget(limits or LoadLimits(), name)
+    data = _read(path, budget.limits, name)
+    try:
+        loaded = loader(data, budget)
     except LoadError:
         raise
-    except (OSError, UnicodeError) as exc:
-        raise LoadError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from exc
+    except Exception as exc:  # a parser's surprise on a malformed file (never KeyboardInterrupt/SystemExit)
+        raise LoadError(f"{name}: corrupt or unreadable {_KINDS.get(suffix, 'text')} ({one_line(exc)})") from exc
+    finally:
+        del data
+    loaded.text = _storable(loaded.text)
+    if loaded.title is not None:
+        loaded.title = _storable(loaded.title)[:500].strip() or None
+    budget.check_chars(len(loaded.text))
+    budget.tick()
+    return loaded

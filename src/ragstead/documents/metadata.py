@@ -18,12 +18,14 @@ _PATH_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 @dataclass(frozen=True)
 class PathRule:
-    """Matches a root-relative POSIX path; a named group `user_slug` in the pattern captures the user."""
+    """Matches a root-relative POSIX path; a named group `user_slug` in the pattern captures the user, else
+    `user_slug` (if set) is the user of every file the rule matches."""
 
     pattern: str
     doc_type: str
     is_private: bool
     tags: tuple[str, ...] = ()
+    user_slug: str | None = None
 
     def __post_init__(self) -> None:
         if self.doc_type not in DOC_TYPES:
@@ -46,6 +48,12 @@ DEFAULT_PATH_RULES: tuple[PathRule, ...] = (
 
 # Anything no rule matches is private: a missing rule must never publish a file.
 _FALLBACK = PathRule(r"", "kb", True)
+
+
+def owner_rule(owner: str) -> PathRule:
+    """Personal mode: a file outside the team layout (kb/, artifacts/, docs/) is its project owner's private
+    note. Tried after every other rule."""
+    return PathRule(r"", "user_kb", True, user_slug=owner)
 
 
 @dataclass
@@ -80,7 +88,7 @@ def derive_metadata(
         if match:
             rule = candidate
             break
-    user_slug = None
+    user_slug = rule.user_slug
     if match is not None and "user_slug" in match.groupdict():
         user_slug = match["user_slug"] or None
     wallet = _WALLET.search(rel_path)

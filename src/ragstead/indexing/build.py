@@ -3,13 +3,18 @@
 A file is re-read only when its size or mtime changed, re-indexed only when its SHA-256 changed,
 and a chunk is embedded only when no stored chunk has the same text (content-hash cache). Each
 batch of documents is written in one transaction, so a crash loses at most the batch in flight
-and the next run picks up exactly where it stopped.
+and the next run picks up exactly where it stopped. Deleted files go in the run's first transaction.
+
+Every file goes through `prepare_file`, which turns whatever goes wrong with that one file (a corrupt
+or hostile file, a limit, a parser bug) into a one-line skip, so one bad file never stops a run. Only
+regular files are opened, and a symlink is followed only inside its own scope (`follow_symlinks`).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -17,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pathspec
 
 from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens
-from ragstead.documents.ids import file_sha256, make_chunk_id, make_doc_id, sha256_text
-from ragstead.documents.loaders import LoadedDocument, is_supported, load_document
+from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc_id, sha256_text, storable_path
+from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
 from ragstead.embeddings.base import Embedder
-from ragstead.errors import LoadError, RagsteadError
+from ragstead.errors import ConfigError, LoadError, RagsteadError
 from ragstead.indexing.lock import index_lock
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 
@@ -31,10 +37,19 @@ from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Man
 # loses little work.
 BATCH_CHUNKS = 256
 
+# `follow_symlinks`: "scope" follows a symlink only to a target under the same root with the same user and
+# privacy (path rules); "project" follows it anywhere inside the project root.
+FOLLOW_SYMLINKS = ("scope", "project")
+OUTSIDE_SCOPE = "symlink outside scope"
+_LIMITS = LoadLimits()
+
 
 @dataclass(frozen=True)
 class IndexingOptions:
-    """What an index run reads and how it cuts it (the project settings, narrowed to indexing)."""
+    """What an index run reads and how it cuts it (the project settings, narrowed to indexing).
+
+    The limits bound what one file may cost (docs/design.md, "Hostile files"); the chunk length cap is
+    `chunking.max_chunk_chars`."""
 
     root: Path
     roots: tuple[str, ...] = ("kb", "artifacts")
@@ -42,22 +57,56 @@ class IndexingOptions:
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
     path_rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES
     skip_dirs: tuple[Path, ...] = ()  # the index's own folders, never indexed
+    max_file_bytes: int = _LIMITS.max_file_bytes
+    max_unzipped_bytes: int = _LIMITS.max_unzipped_bytes
+    max_zip_ratio: float = _LIMITS.max_zip_ratio
+    max_pdf_pages: int = _LIMITS.max_pdf_pages
+    max_file_chars: int = _LIMITS.max_chars
+    file_seconds: float = _LIMITS.seconds
+    follow_symlinks: str = "scope"
+    exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
+
+    def __post_init__(self) -> None:
+        for name in ("max_file_bytes", "max_unzipped_bytes", "max_zip_ratio", "max_pdf_pages", "max_file_chars",
+                     "file_seconds"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be above 0, got {getattr(self, name)!r}")
+        if self.follow_symlinks not in FOLLOW_SYMLINKS:
+            raise ConfigError(f"follow_symlinks must be one of {FOLLOW_SYMLINKS}, got {self.follow_symlinks!r}")
+
+    @property
+    def load_limits(self) -> LoadLimits:
+        return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
+                          max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
+                          max_chars=self.max_file_chars, seconds=self.file_seconds)
 
 
 @dataclass
 class IndexReport:
-    """What an index run did. `to_dict()` is the stable JSON shape printed by `ragstead index --format json`."""
+    """What an index run did. `to_dict()` is the stable JSON shape printed by `ragstead index --format json`.
+
+    `skipped` lists every file left out, with why; `failed` the paths among them that could not be read (a
+    corrupt or hostile file, a limit, an unreadable folder), as opposed to unsupported types, empty files and
+    symlinks outside their scope."""
 
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    excluded: int = 0  # files an exclude pattern (config or .ragsteadignore) left out, on purpose
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
     seconds: float = 0.0
     rebuild: bool = False
+
+    def skip(self, path: str, reason: str, *, failed: bool) -> None:
+        """Record a skipped file (or folder) with a one-line reason."""
+        self.skipped.append({"path": path, "reason": " ".join(reason.split())})
+        if failed:
+            self.failed.append(path)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -66,6 +115,8 @@ class IndexReport:
             "removed": self.removed,
             "unchanged": self.unchanged,
             "skipped": self.skipped,
+            "failed": self.failed,
+            "excluded": self.excluded,
             "chunks_written": self.chunks_written,
             "chunks_embedded": self.chunks_embedded,
             "chunks_reused": self.chunks_reused,
@@ -75,7 +126,10 @@ class IndexReport:
 
 
 @dataclass
-class _Candidate:
+class FileCandidate:
+    """A file to (re-)index. `rel_path` is the stored, printable path (`storable_path`); `id_path` the real
+    root-relative name the doc id hashes (they differ only for a name that is not UTF-8)."""
+
     rel_path: str
     root: str
     path: Path
@@ -84,6 +138,15 @@ class _Candidate:
     file_hash: str
     is_new: bool
     loaded: LoadedDocument | None = None  # in-memory records (eval corpora) skip the file loader
+    id_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why `prepare_file` left a file out; `failed`: it could not be read (not merely nothing to index)."""
+
+    reason: str
+    failed: bool
 
 
 ProgressHook = Callable[[int, int], None]
@@ -101,30 +164,105 @@ def _check_roots(options: IndexingOptions, roots: tuple[str, ...]) -> None:
             raise RagsteadError(f"root {root!r} must be a folder inside the project root {base}")
 
 
-def _walk(options: IndexingOptions, roots: tuple[str, ...]) -> Iterator[tuple[str, Path]]:
-    """Yield (root, file) for every regular file under the roots, skipping the index's own folder,
-    hidden entries and symlinks that leave the project root."""
+def _shown(base: Path, path: str | os.PathLike[str]) -> str:
+    """A path as the report shows it: project-relative when it can be, always storable."""
+    try:
+        return storable_path(Path(path).relative_to(base).as_posix())
+    except ValueError:
+        return storable_path(path)
+
+
+def _scope(rel: str, options: IndexingOptions) -> tuple[str | None, bool]:
+    meta = derive_metadata(rel, None, options.path_rules)
+    return meta.user_slug, meta.is_private
+
+
+def _symlink_allowed(path: Path, rel: str, top: Path, base: Path, own: set[Path], options: IndexingOptions) -> bool:
+    """Whether the symlink at `path` may be followed: its final target stays inside the project ("project"),
+    or inside the same root with the same user and privacy by the path rules ("scope", the default), so a
+    link in one user's folder never turns another user's file into its own. Never into the index's folder."""
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(base) or any(target.is_relative_to(o) for o in own):
+        return False
+    if options.follow_symlinks == "project":
+        return True
+    return target.is_relative_to(top) and _scope(rel, options) == _scope(target.relative_to(base).as_posix(), options)
+
+
+def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
+          ) -> Iterator[tuple[str, Path, str, os.stat_result]]:
+    """Yield (root, file, real relative path, stat) for every regular file under the roots that a loader
+    reads, skipping hidden entries and the index's own folder. Everything else met on the way is reported as
+    skipped: unsupported types, symlinks outside their scope, symlinked folders (never followed: no loops),
+    FIFOs, sockets and devices (never opened), and folders or files that cannot be read."""
     base = options.root.resolve()
-    own = {path.resolve() for path in (*options.skip_dirs, options.lock_file.parent)}
+    own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
+    excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
     for root in roots:
         top = (base / root).resolve()
         if not top.is_dir():
             continue
-        for dirpath, dirnames, filenames in os.walk(top):
+        errors: list[OSError] = []  # os.walk's onerror: a folder it cannot list is reported, the walk goes on
+        for dirpath, dirnames, filenames in os.walk(top, onerror=errors.append):
+            _folder_errors(errors, base, report)
             current = Path(dirpath)
-            dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and (current / d).resolve() not in own
-            )
+            keep = []
+            for name in sorted(dirnames):
+                folder = current / name
+                if name.startswith(".") or Path(os.path.realpath(folder)) in own:
+                    continue
+                if excluded is not None and excluded.match_file(folder.relative_to(base).as_posix() + "/"):
+                    continue
+                if os.path.islink(folder):
+                    report.skip(_shown(base, folder), "symlinked folder, not followed", failed=False)
+                    continue
+                keep.append(name)
+            dirnames[:] = keep
             for name in sorted(filenames):
                 if name.startswith("."):
                     continue
                 path = current / name
-                if path.is_symlink() and not path.resolve().is_relative_to(base):
+                rel = path.relative_to(base).as_posix()
+                if excluded is not None and excluded.match_file(rel):
+                    report.excluded += 1
                     continue
-                yield root, path
+                info = _admit(path, rel, top, base, own, options, report)
+                if info is not None:
+                    yield root, path, rel, info
+        _folder_errors(errors, base, report)
 
 
-def _pieces(loaded: LoadedDocument, options: IndexingOptions) -> list[tuple[TextChunk, int | None]]:
+def _folder_errors(errors: list[OSError], base: Path, report: IndexReport) -> None:
+    while errors:
+        exc = errors.pop(0)
+        report.skip(_shown(base, exc.filename or "?"), f"cannot read folder: {exc.strerror or exc}", failed=True)
+
+
+def _admit(path: Path, rel: str, top: Path, base: Path, own: set[Path], options: IndexingOptions,
+           report: IndexReport) -> os.stat_result | None:
+    """The file's stat if the walk should consider it; else None, with the reason in the report."""
+    shown = storable_path(rel)
+    supported = is_supported(path)
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            if not _symlink_allowed(path, rel, top, base, own, options):
+                report.skip(shown, OUTSIDE_SCOPE, failed=False)
+                return None
+            info = os.stat(path)
+    except OSError as exc:  # a symlink loop (ELOOP), a file gone or unreadable
+        report.skip(shown, f"cannot read: {exc.strerror or exc}", failed=supported)
+        return None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open, a device never ends
+        report.skip(shown, "not a regular file", failed=supported)
+        return None
+    if not supported:
+        report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
+        return None
+    return info
+
+
+def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) -> list[tuple[TextChunk, int | None]]:
     """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
     if not loaded.page_starts:
         return [(piece, None) for piece in chunk_text(loaded.text, options.chunking)]
@@ -132,6 +270,7 @@ def _pieces(loaded: LoadedDocument, options: IndexingOptions) -> list[tuple[Text
     bounds = [*loaded.page_starts, len(loaded.text) + 2]
     words_before = 0
     for number, (start, end) in enumerate(itertools.pairwise(bounds), start=1):
+        budget.tick()
         page_text = loaded.text[start : end - 2]
         for piece in chunk_text(page_text, options.chunking):
             piece.index = len(out)
@@ -144,12 +283,31 @@ def _pieces(loaded: LoadedDocument, options: IndexingOptions) -> list[tuple[Text
     return out
 
 
-def _prepare(candidate: _Candidate, options: IndexingOptions) -> DocumentWrite:
-    loaded = candidate.loaded or load_document(candidate.path)
+def prepare_file(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrite | Skip:
+    """The per-file step of every index run: load, chunk and build the records of one file, within the
+    options' limits. Returns the write (vectors still empty) or a `Skip` with a one-line reason; nothing the
+    file holds can make it raise (KeyboardInterrupt and SystemExit still stop the run)."""
+    try:
+        return _prepare(candidate, options)
+    except LoadError as exc:
+        return Skip(_reason(str(exc), storable_path(candidate.path)), failed=True)
+    except Exception as exc:  # a bug a hostile file found: this file is skipped, the run goes on
+        return Skip(f"failed ({one_line(exc)})", failed=True)
+
+
+def _reason(message: str, name: str) -> str:
+    """A loader's message as a report reason: the report names the file already, and says it was skipped."""
+    message = message.removeprefix(f"{name}: ").removesuffix(", skipped")
+    return " ".join(message.split())
+
+
+def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrite | Skip:
+    budget = Budget(options.load_limits, storable_path(candidate.path))
+    loaded = candidate.loaded or load_document(candidate.path, budget=budget)
     meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
-    doc_id = make_doc_id(candidate.rel_path, candidate.file_hash)
+    doc_id = make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash)
     chunks = []
-    for piece, page in _pieces(loaded, options):
+    for piece, page in _pieces(loaded, options, budget):
         text_hash = sha256_text(piece.text)
         chunks.append(
             ChunkRecord(
@@ -166,8 +324,9 @@ def _prepare(candidate: _Candidate, options: IndexingOptions) -> DocumentWrite:
                 token_estimate=estimate_tokens(piece.text),
             )
         )
+    budget.tick()
     if not chunks:
-        raise LoadError(f"{candidate.rel_path}: no text to index (empty or image-only), skipped")
+        return Skip("no text to index (empty or image-only)", failed=False)
     document = DocumentRecord(
         doc_id=doc_id,
         file_path=candidate.rel_path,
@@ -212,26 +371,31 @@ def index_roots(
     rebuild: bool = False,
     wait_seconds: float = 0.0,
     progress: ProgressHook | None = None,
+    *,
+    take_lock: bool = True,
 ) -> IndexReport:
-    """Bring the index in line with the files under `roots`; see the module docstring."""
+    """Bring the index in line with the files under `roots`; see the module docstring. `rebuild` empties the
+    store first (the KnowledgeBase builds aside instead, so a failed rebuild loses nothing).
+    `take_lock=False`: the caller already holds the index lock."""
     roots = tuple(roots or options.roots)
     _check_roots(options, roots)
     started = time.perf_counter()
     report = IndexReport(rebuild=rebuild)
-    with index_lock(options.lock_file, wait_seconds):
+    with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         if rebuild:
             store.reset()
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
         seen: set[str] = set()
-        todo: list[_Candidate] = []
+        todo: list[FileCandidate] = []
         touches: list[DocumentRecord] = []
-        base = options.root.resolve()
-        for root, path in _walk(options, roots):
-            rel = path.relative_to(base).as_posix()
-            if is_supported(path):
-                seen.add(rel)
-            _consider(root, path, rel, manifest, report, todo, touches)
+        for root, path, rel, info in _walk(options, roots, report):
+            shown = storable_path(rel)
+            if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
+                report.skip(shown, "another file's name reads the same once escaped", failed=True)
+                continue
+            if _consider(root, path, rel, info, manifest, report, todo, touches, options):
+                seen.add(shown)
         removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
 
         _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
@@ -243,30 +407,38 @@ def _consider(
     root: str,
     path: Path,
     rel: str,
+    info: os.stat_result,
     manifest: dict[str, ManifestEntry],
     report: IndexReport,
-    todo: list[_Candidate],
+    todo: list[FileCandidate],
     touches: list[DocumentRecord],
-) -> None:
-    """Sort one file into skipped, unchanged (maybe with fresh stat) or to-do, by stat, then hash."""
-    if not is_supported(path):
-        report.skipped.append({"path": rel, "reason": f"unsupported file type {path.suffix or '(none)'!r}"})
-        return
+    options: IndexingOptions,
+) -> bool:
+    """Sort one regular, supported file into skipped, unchanged (maybe with fresh stat) or to-do, by stat, then
+    hash. True when the file stays in the index (unchanged or to do); a skipped file's old entry goes."""
+    # Stored and shown: the escaped name, so no lone surrogate reaches SQLite or JSON. It still leads back to the
+    # file: every walk maps real names to it (the manifest's key), fs_path() maps it back for index_paths,
+    # and the doc id hashes the real bytes (`id_path`).
+    shown = storable_path(rel)
+    if info.st_size > options.max_file_bytes:
+        report.skip(shown, f"{info.st_size / (1 << 20):.1f} MiB, over the {options.max_file_bytes / (1 << 20):g} "
+                           "MiB file size limit (max_file_mb)", failed=True)
+        return False
+    known = manifest.get(shown)
+    if known and known.size == info.st_size and known.mtime == info.st_mtime:
+        report.unchanged += 1
+        return True
     try:
-        stat = path.stat()
-        known = manifest.get(rel)
-        if known and known.size == stat.st_size and known.mtime == stat.st_mtime:
-            report.unchanged += 1
-            return
         file_hash = file_sha256(path)
     except OSError as exc:
-        report.skipped.append({"path": rel, "reason": f"cannot read: {exc.strerror or exc}"})
-        return
+        report.skip(shown, f"cannot read: {exc.strerror or exc}", failed=True)
+        return False
     if known and known.file_hash == file_hash:
         report.unchanged += 1
-        touches.append(_touch_record(known, rel, stat.st_size, stat.st_mtime))
-        return
-    todo.append(_Candidate(rel, root, path, stat.st_size, stat.st_mtime, file_hash, known is None))
+        touches.append(_touch_record(known, shown, info.st_size, info.st_mtime))
+        return True
+    todo.append(FileCandidate(shown, root, path, info.st_size, info.st_mtime, file_hash, known is None, id_path=rel))
+    return True
 
 
 def index_paths(
@@ -282,6 +454,7 @@ def index_paths(
 
     The path-level twin of `index_roots` for callers that know what changed (an upload, a delete):
     a path whose file exists is indexed as `index_roots` would; a path whose file is gone is removed.
+    A path may be given as stored (escaped, see `storable_path`) or as the real name.
     Nothing else under the roots is looked at. `take_lock=False`: the caller already holds the index lock.
     """
     base = options.root.resolve()
@@ -289,29 +462,39 @@ def index_paths(
     report = IndexReport()
     resolved: list[tuple[str, Path, str]] = []
     for rel in paths:
-        path = (base / rel).resolve()
+        path = Path(os.path.realpath(fs_path(base, rel)))  # realpath: a symlink loop does not raise
         root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
-            raise RagsteadError(f"{rel!r} is not under a configured root ({', '.join(options.roots)})")
+            raise RagsteadError(f"{storable_path(rel)!r} is not under a configured root ({', '.join(options.roots)})")
         resolved.append((root, path, path.relative_to(base).as_posix()))
     with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
-        todo: list[_Candidate] = []
+        todo: list[FileCandidate] = []
         touches: list[DocumentRecord] = []
         removed: list[str] = []
         for root, path, rel in resolved:
-            if path.is_file():
-                _consider(root, path, rel, manifest, report, todo, touches)
-            elif rel in manifest:
-                removed.append(rel)
+            shown = storable_path(rel)
+            try:
+                info = os.stat(path)
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and is_supported(path):
+                if _consider(root, path, rel, info, manifest, report, todo, touches, options):
+                    continue
+            elif info is not None and not stat.S_ISREG(info.st_mode):
+                report.skip(shown, "not a regular file", failed=True)
+            elif info is not None:
+                report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
+            if shown in manifest:
+                removed.append(shown)
         _write(todo, removed, touches, manifest, options, store, embedder, report, progress=None)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _write(
-    todo: list[_Candidate],
+    todo: list[FileCandidate],
     removed: list[str],
     touches: list[DocumentRecord],
     manifest: dict[str, ManifestEntry],
@@ -322,33 +505,54 @@ def _write(
     progress: ProgressHook | None,
 ) -> None:
     """Prepare, embed and write candidates in batches of ~BATCH_CHUNKS chunks, one transaction each.
-    Removals go in the last transaction, after the writes, so a renamed file's vectors are reused."""
+
+    Deleted files go first, in a transaction of their own, so a run that keeps being interrupted cannot keep
+    them searchable. A renamed file (a candidate with the content hash of a removed path) is the exception:
+    its old path goes in the transaction that writes the new one, after the batch read the old chunks'
+    vectors from the cache, so a rename is atomic and re-embeds nothing. Candidates are prepared renames
+    first, and a file that fails and was indexed before loses its stale chunks in the last transaction."""
+    by_hash: dict[str, list[str]] = {}
+    for path in removed:
+        entry = manifest.get(path)
+        if entry is not None:
+            by_hash.setdefault(entry.file_hash, []).append(path)
+    wanted = {c.file_hash for c in todo}
+    paired = {h: paths for h, paths in by_hash.items() if h in wanted}
+    gone = [p for h, paths in by_hash.items() if h not in paired for p in paths]
+    if gone or touches:
+        store.apply([], gone, touches)
+    todo = sorted(todo, key=lambda c: c.file_hash not in paired)  # stable: renames first, walk order kept
+
     batch: list[DocumentWrite] = []
-    failed: list[str] = []
+    removals: list[str] = []
+    stale: list[str] = []
 
     def flush(final: bool) -> None:
-        nonlocal batch, touches
+        nonlocal batch, removals
         _embed(batch, store, embedder, report)
-        store.apply(batch, (removed + failed) if final else [], touches)
+        store.apply(batch, removals + (stale if final else []), [])
         for write in batch:
             path = write.document.file_path
             (report.added if manifest.get(path) is None else report.updated).append(path)
             report.chunks_written += len(write.chunks)
-        batch, touches = [], []
+        batch, removals = [], []
 
     for done, candidate in enumerate(todo, start=1):
-        try:
-            batch.append(_prepare(candidate, options))
-        except LoadError as exc:
-            report.skipped.append({"path": candidate.rel_path, "reason": str(exc)})
+        outcome = prepare_file(candidate, options)
+        removals += paired.pop(candidate.file_hash, [])
+        if isinstance(outcome, Skip):
+            report.skip(candidate.rel_path, outcome.reason, failed=outcome.failed)
             if not candidate.is_new:
-                failed.append(candidate.rel_path)  # stale content of a now-unreadable file goes
+                stale.append(candidate.rel_path)  # stale content of a now-unreadable file goes
+        else:
+            batch.append(outcome)
         if progress:
             progress(done, len(todo))
         if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
             flush(final=False)
+    removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
-    report.removed = sorted(set(removed) | set(failed))
+    report.removed = sorted(set(removed) | set(stale))
 
 
 @dataclass
@@ -378,7 +582,7 @@ def index_records(
     with index_lock(options.lock_file):
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
-        todo: list[_Candidate] = []
+        todo: list[FileCandidate] = []
         seen: set[str] = set()
         for record in records:
             rel = f"{root}/{record.key}"
@@ -390,7 +594,7 @@ def index_records(
                 report.unchanged += 1
                 continue
             loaded = LoadedDocument(text=body, title=record.title)
-            todo.append(_Candidate(rel, root, Path(rel), len(body), 0.0, content_hash, known is None, loaded))
+            todo.append(FileCandidate(rel, root, Path(rel), len(body), 0.0, content_hash, known is None, loaded))
         removed = sorted(p for p, entry in manifest.items() if entry.root == root and p not in seen)
         _write(todo, removed, [], manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started

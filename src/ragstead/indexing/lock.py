@@ -12,14 +12,15 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
 from ragstead.errors import IndexLockedError
 
 
 @contextmanager
 def index_lock(path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
     """Hold the index lock; raise IndexLockedError if another run holds it after `wait_seconds`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path))
+    make_private_folder(path.parent)
+    lock = FileLock(str(path), mode=PRIVATE_FILE_MODE)
     try:
         lock.acquire(timeout=wait_seconds)
     except Timeout as exc:

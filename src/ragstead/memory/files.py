@@ -18,7 +18,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ragstead.atomic import write_text_atomically
+from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.errors import IndexLockedError, RagsteadError
 from ragstead.filters import USER_SLUG
 from ragstead.memory.decision import MemoryDecision, decide
@@ -92,10 +92,10 @@ def remember(
     if dry_run:
         return RememberResult(decision, False, rel, False, "dry run: would be written")
     path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    make_private_folder(path.parent)  # the user's memory: readable by the owner only
+    make_private_folder(lock_dir)
     try:
-        with FileLock(str(lock_dir / "memory.lock"), timeout=wait_seconds):
+        with FileLock(str(lock_dir / "memory.lock"), timeout=wait_seconds, mode=PRIVATE_FILE_MODE):
             old = path.read_text(encoding="utf-8") if path.is_file() else _HEADERS[decision.target].format(user=user)
             if _key(decision.summary) in {_key(s) for s in _entries(old)}:
                 return RememberResult(decision, False, rel, False, "already remembered; not written again")

@@ -159,9 +159,9 @@ def search(
     options.validate()
     if not isinstance(question, str):
         raise InvalidQueryError(f"the question must be text, got {type(question).__name__}")
-    question = clean_text(question)
     if not question.strip():
         raise InvalidQueryError("the question is empty")
+    question = clean_text(question)  # a question of control characters only is valid and finds nothing
     if len(question) > MAX_QUERY_CHARS:
         raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
     timings: dict[str, float] = {}

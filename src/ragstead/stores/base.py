@@ -83,6 +83,14 @@ class Store(Protocol):
         """The name of the model the index was built with, or None for an index without one (one meta read)."""
         ...
 
+    def chunking(self) -> str | None:
+        """How the index's text was cut (the settings guard's record), or None for an index without one."""
+        ...
+
+    def record_chunking(self, chunking: str) -> None:
+        """Record how the index's text is cut."""
+        ...
+
     def reset(self) -> None:
         """Remove every document, chunk and vector (for --rebuild)."""
         ...
@@ -136,6 +144,10 @@ class Store(Protocol):
 
     def integrity_check(self) -> str:
         """'ok', or what is inconsistent (for `ragstead status`)."""
+        ...
+
+    def last_indexed_at(self) -> str | None:
+        """The latest `indexed_at` of any document (ISO 8601 UTC), or None when there are none."""
         ...
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -20,6 +20,8 @@ import numpy as np
 
 from ragstead.errors import ConfigError, RagsteadError
 from ragstead.filters import QueryFilters
+from ragstead.stores.permissions import make_private_folder, tighten
+from ragstead.stores.redaction import redact
 from ragstead.stores.sqlite import SqliteStore, best_positions
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
@@ -54,7 +56,7 @@ class ChromaLocation:
         try:
             exact_rows = int(options.get("exact_rows", [EXACT_SCOPE_ROWS])[0])
         except ValueError:
-            raise ConfigError(f"exact_rows in {spec!r} must be a whole number") from None
+            raise ConfigError(f"exact_rows in {redact(spec)!r} must be a whole number") from None
         if head.startswith("chroma:"):
             folder = head.removeprefix("chroma:").strip()
             if not folder:
@@ -65,9 +67,9 @@ class ChromaLocation:
             parts = urlsplit(head)
             port = parts.port or (443 if parts.scheme == "chroma+https" else 8000)
         except ValueError as exc:
-            raise ConfigError(f"bad Chroma server URL {spec!r}: {exc}") from None
+            raise ConfigError(f"bad Chroma server URL {redact(spec)!r}: {redact(str(exc), spec)}") from None
         if not parts.hostname:
-            raise ConfigError(f"bad Chroma server URL {spec!r}: use chroma+http://host:port")
+            raise ConfigError(f"bad Chroma server URL {redact(spec)!r}: use chroma+http://host:port")
         db = options.get("db")
         return cls(sqlite_file=Path(resolve(db[0])) if db else default_db, host=parts.hostname, port=port,
                    ssl=parts.scheme == "chroma+https", exact_scope_rows=exact_rows)
@@ -128,7 +130,8 @@ def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, creat
 class ChromaStore(SqliteStore):
     """`Store` whose vector search runs in Chroma; everything else is the embedded store's."""
 
-    def __init__(self, location: ChromaLocation) -> None:
+    def __init__(self, location: ChromaLocation, *, project_root: Path | None = None,
+                 private_folders: Sequence[Path] = ()) -> None:
         try:
             import chromadb
             import httpx  # a dependency of chromadb: the HTTP client's transport errors
@@ -137,13 +140,17 @@ class ChromaStore(SqliteStore):
             raise RagsteadError(
                 f"the Chroma store needs chromadb ({exc.name} is missing): pip install 'ragstead[chroma]'"
             ) from exc
-        super().__init__(location.sqlite_file)
         self.location = location
+        super().__init__(location.sqlite_file, project_root=project_root, private_folders=private_folders)
         self._chroma_errors = (chromadb.errors.ChromaError, ValueError, OSError, httpx.HTTPError)
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         with self._chroma("connect to"):
             if location.persist_dir is not None:
+                make_private_folder(location.persist_dir)
+                fresh = not (location.persist_dir / "chroma.sqlite3").exists()
                 self._client = chromadb.PersistentClient(path=str(location.persist_dir), settings=chroma_settings)
+                if fresh:  # Chroma made chroma.sqlite3 0644 whatever the umask; its -journal copies the mode
+                    tighten([location.persist_dir])
             else:
                 self._client = chromadb.HttpClient(host=location.host or "localhost", port=location.port or 8000,
                                                    ssl=location.ssl, settings=chroma_settings)
@@ -155,13 +162,21 @@ class ChromaStore(SqliteStore):
 
     # -- plumbing ---------------------------------------------------------------------------------
 
+    def _private_paths(self) -> list[Path]:
+        """The SQLite side's, and Chroma's folder (its database and one folder of HNSW files per
+        collection, written with the umask's mode: tightened after each write)."""
+        own = super()._private_paths()
+        return own if self.location.persist_dir is None else [*own, self.location.persist_dir]
+
     @contextmanager
     def _chroma(self, action: str) -> Iterator[None]:
         """Turn a Chroma or connection failure into one clear error naming the store."""
         try:
             yield
         except self._chroma_errors as exc:
-            raise RagsteadError(f"cannot {action} the Chroma store {self.location.describe()}: {exc}") from exc
+            raise RagsteadError(
+                f"cannot {action} the Chroma store {redact(self.location.describe())}: {redact(str(exc))}"
+            ) from exc
 
     def _open_collection(self) -> Any:
         """The index's collection, created on first use (cosine = inner product: vectors are unit length)."""

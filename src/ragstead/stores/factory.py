@@ -17,6 +17,9 @@ from pathlib import Path
 
 from ragstead.errors import ConfigError, RagsteadError
 from ragstead.stores.base import Store
+from ragstead.stores.redaction import redact
+
+__all__ = ["STORE_KINDS", "StoreSpec", "is_chroma_spec", "is_postgres_url", "open_store", "redact"]
 
 STORE_KINDS = ("'sqlite', 'sqlite:PATH', 'postgresql://user@host:port/dbname', 'chroma:PATH' or "
                "'chroma+http://host:port'")
@@ -36,36 +39,41 @@ def is_chroma_spec(spec: str) -> bool:
 class StoreSpec:
     """A parsed store setting: which backend, where its SQLite file is (if it has one), and the raw spec.
 
-    `raw` may hold a password: print `describe()`, never `raw`.
+    `raw` may hold a password: print `describe()`, never `raw`. Anything else that embeds a setting or a
+    driver's message about one goes through `redact()` (stores/redaction.py, the one place that masks).
     """
 
     kind: str  # sqlite | postgresql | chroma
     raw: str
     sqlite_file: Path | None
     root: Path
+    # The folder of the configured index file (`--db`): the project's lock files and API keys live there,
+    # so a store that writes on disk keeps it private too (stores/permissions.py).
+    index_folder: Path | None = None
 
     @classmethod
     def parse(cls, spec: str, *, root: Path, default_db: Path) -> StoreSpec:
         """Parse a store setting; relative paths resolve against `root`. A malformed one is a ConfigError."""
         spec = (spec or "").strip()
+        folder = default_db.parent if default_db.name else None
         if is_postgres_url(spec):
-            return cls("postgresql", spec, None, root)
+            return cls("postgresql", spec, None, root, folder)
         if is_chroma_spec(spec):
             location = _chroma_location(spec, root, default_db)
-            return cls("chroma", spec, location.sqlite_file, root)
+            return cls("chroma", spec, location.sqlite_file, root, folder)
         if spec in ("", "sqlite"):
-            return cls("sqlite", spec, default_db, root)
+            return cls("sqlite", spec, default_db, root, folder)
         if spec.startswith("sqlite:") and spec.removeprefix("sqlite:").strip():
-            return cls("sqlite", spec, _resolve(root, spec.removeprefix("sqlite:").strip()), root)
+            return cls("sqlite", spec, _resolve(root, spec.removeprefix("sqlite:").strip()), root, folder)
         raise ConfigError(f"unknown store {redact(spec)!r}; use {STORE_KINDS}")
 
     def describe(self) -> str:
-        """Where the index lives, safe to print (no password)."""
+        """Where the index lives, safe to print (no password, no secret parameter)."""
         if self.kind == "postgresql":
             return redact(self.raw)
         if self.kind == "chroma":
-            return _chroma_location(self.raw, self.root, self.sqlite_file or Path()).describe()
-        return str(self.sqlite_file)
+            return redact(_chroma_location(self.raw, self.root, self.sqlite_file or Path()).describe())
+        return redact(str(self.sqlite_file))
 
     def same_place(self, other: StoreSpec) -> bool:
         """Both name one store, or share its SQLite file."""
@@ -89,13 +97,6 @@ def _resolve(root: Path, value: str) -> Path:
     return path if path.is_absolute() else root / path
 
 
-def redact(spec: str) -> str:
-    """The store setting without any password, for output and errors."""
-    from ragstead.stores.postgres import redact as redact_url
-
-    return redact_url(spec)
-
-
 def _chroma_location(spec: str, root: Path, default_db: Path):  # type: ignore[no-untyped-def]
     from ragstead.stores.chroma import ChromaLocation
 
@@ -106,7 +107,7 @@ def _open_sqlite(spec: StoreSpec) -> Store:
     from ragstead.stores.sqlite import SqliteStore
 
     assert spec.sqlite_file is not None
-    return SqliteStore(spec.sqlite_file)
+    return SqliteStore(spec.sqlite_file, project_root=spec.root, private_folders=_private_folders(spec))
 
 
 def _open_postgres(spec: StoreSpec) -> Store:
@@ -118,7 +119,12 @@ def _open_postgres(spec: StoreSpec) -> Store:
 def _open_chroma(spec: StoreSpec) -> Store:
     from ragstead.stores.chroma import ChromaStore
 
-    return ChromaStore(_chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()))
+    return ChromaStore(_chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()), project_root=spec.root,
+                       private_folders=_private_folders(spec))
+
+
+def _private_folders(spec: StoreSpec) -> tuple[Path, ...]:
+    return () if spec.index_folder is None else (spec.index_folder,)
 
 
 _BACKENDS: dict[str, Callable[[StoreSpec], Store]] = {

@@ -6,16 +6,20 @@ generation it reflects (docs/design.md, "Lexical search on tantivy").
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import tantivy
 
-from ragstead.errors import LexicalIndexBusyError, RagsteadError
+from ragstead.errors import LexicalIndexBusyError, RagsteadError, RagsteadWarning
 from ragstead.filters import QueryFilters
+from ragstead.stores.permissions import make_private_folder, tighten
 
 ANALYZER = "ragstead_en"
 # Key 0 is never a chunk id (SQLite AUTOINCREMENT starts at 1): it names the generation marker.
@@ -104,21 +108,38 @@ class LexicalIndex:
         self.schema = _schema()
         self._analyzer = analyzer or text_analyzer()
         try:
-            if directory is None:
-                self._index = tantivy.Index(self.schema)
-            else:
-                directory.mkdir(parents=True, exist_ok=True)
-                self._index = (
-                    tantivy.Index.open(str(directory))
-                    if tantivy.Index.exists(str(directory))
-                    else tantivy.Index(self.schema, str(directory))
-                )
-            self._index.register_tokenizer(ANALYZER, self._analyzer)
-            self._index.reload()
+            self._open()
         except ValueError as exc:
-            raise RagsteadError(f"cannot open the lexical index {directory}: {exc}") from exc
+            if directory is None:
+                raise RagsteadError(f"cannot open the lexical index: {exc}") from exc
+            # The lexical index is derived from SQLite: a damaged one is set aside and rebuilt, not fatal.
+            aside = directory.with_name(f"{directory.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+            with contextlib.suppress(FileNotFoundError):  # another process moved it first
+                directory.rename(aside)
+            warnings.warn(RagsteadWarning(
+                f"the lexical index {directory} was damaged ({str(exc).splitlines()[0][:160]}); moved it to "
+                f"{aside.name} and rebuilding it from the index"), stacklevel=2)
+            try:
+                self._open()
+            except ValueError as again:
+                raise RagsteadError(f"cannot open the lexical index {directory}: {again}") from again
         self._writer: tantivy.IndexWriter | None = None
         self._uncommitted = False
+
+    def _open(self) -> None:
+        directory = self.directory
+        if directory is None:
+            self._index = tantivy.Index(self.schema)
+        else:
+            make_private_folder(directory)  # 0700; tantivy's own files get the umask's mode: see release()
+            if tantivy.Index.exists(str(directory)):
+                self._index = tantivy.Index.open(str(directory))
+            else:
+                self._index = tantivy.Index(self.schema, str(directory))
+                tighten([directory])  # its .tantivy-meta.lock
+        self._index.register_tokenizer(ANALYZER, self._analyzer)
+        self._index.reload()
+        self.generation()  # reads the segments: a truncated or missing one fails here, not in a query
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -240,6 +261,8 @@ class LexicalIndex:
                 writer.rollback()  # (only then: a rollback also cancels the merges the commit scheduled)
                 self._uncommitted = False
             writer.wait_merging_threads()
+            if self.directory is not None:  # commits and merges wrote segment and lock files: owner only
+                tighten([self.directory])
 
     def write(self, generation: int, delete_keys: list[int], rows: list[LexicalRow]) -> None:
         """Apply one store write: delete chunk ids, add rows, record `generation`; one atomic commit."""

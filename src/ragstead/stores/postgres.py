@@ -6,11 +6,10 @@ store (docs/design.md, "PostgreSQL").
 from __future__ import annotations
 
 import json
-import re
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from ragstead.stores.base import (
     check_same_model,
 )
 from ragstead.stores.postgres_migrations import LATEST, SCHEMA, migrate
+from ragstead.stores.redaction import redact
 
 # pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
 WRITE_LOCK = 0x7261677772697465
@@ -41,20 +41,35 @@ _CHUNK_INSERT = (
     "page", "section_path", "token_estimate", "file_path", "doc_type", "is_private", "user_slug", "created_at",
     "embedding",
 )
+# The driver's and the pool's loggers. The pool logs from its worker threads when a server is unreachable or
+# goes away ("error connecting in 'pool-1': ...", "discarding closed connection: ..."); with no logging
+# configured, Python would print those on stderr beside the command's one `error:` line.
+DRIVER_LOGGERS = ("psycopg", "psycopg.pool", "psycopg_pool", "psycopg_pool.sched")
+# Settings opened in this process: the log filter masks their secrets wherever a driver message repeats them.
+_OPENED: set[str] = set()
 
 
+class _RedactingFilter(logging.Filter):
+    """Rewrites each driver log record through `redact`, so an application that does collect these logs
+    never gets a password from them."""
 
-def redact(url: str) -> str:
-    """The URL without its password, for output and error messages (also when the URL is malformed)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # e.g. an unclosed '['
-        return mask_passwords(url)
-    if password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc[-1]}"))
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = redact(record.getMessage())
+        for spec in list(_OPENED):
+            message = redact(message, spec)
+        record.msg, record.args = message, None
+        return True
+
+
+def quiet_driver_logs() -> None:
+    """Keep the driver's and the pool's log lines off stderr (a NullHandler stops Python's last-resort
+    printing; an application's own handlers still get them) and mask secrets in them. Idempotent."""
+    for name in DRIVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactingFilter) for f in logger.filters):
+            logger.addFilter(_RedactingFilter())
+        if name in ("psycopg", "psycopg_pool") and not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
 
 
 def _import_driver() -> tuple[Any, Any, Any]:
@@ -67,6 +82,7 @@ def _import_driver() -> tuple[Any, Any, Any]:
             f"the PostgreSQL store needs psycopg, psycopg-pool and pgvector ({exc.name} is missing): "
             "pip install 'ragstead[postgres]'"
         ) from exc
+    quiet_driver_logs()
     return psycopg, register_vector, ConnectionPool
 
 
@@ -78,11 +94,12 @@ class PostgresStore:
         self.url = url
         self.path = redact(url)
         self._psycopg = psycopg
+        _OPENED.add(url)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
                 migrate(conn)
         except psycopg.Error as exc:
-            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc, url)}") from None
 
         def configure(conn: Any) -> None:
             conn.execute(f"SET search_path TO {SCHEMA}, public")
@@ -96,7 +113,8 @@ class PostgresStore:
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except Exception as exc:
-            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+            self._pool.close()
+            raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc, url)}") from None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -107,7 +125,7 @@ class PostgresStore:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except self._psycopg.Error as exc:
-            raise RagsteadError(f"PostgreSQL store {self.path}: {_first_line(exc)}") from exc
+            raise RagsteadError(f"PostgreSQL store {self.path}: {_first_line(exc, self.url)}") from None
 
     def _rows(self, sql: str, params: Any = None, binary: bool = False) -> list[tuple[Any, ...]]:
         with self._transaction() as conn:
@@ -140,6 +158,17 @@ class PostgresStore:
         """The model the index was built with, or None (read from meta, no counting)."""
         with self._transaction() as conn:
             return self._meta(conn, "embed_model")
+
+    def chunking(self) -> str | None:
+        """The chunking the index was built with (as `record_chunking` wrote it), or None."""
+        with self._transaction() as conn:
+            return self._meta(conn, "chunking")
+
+    def record_chunking(self, chunking: str) -> None:
+        """Record how the index's text was cut (the settings guard compares it on every write)."""
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('chunking', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (chunking,))
 
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
@@ -447,6 +476,11 @@ class PostgresStore:
             "path": self.path,
         }
 
+    def last_indexed_at(self) -> str | None:
+        """The latest `indexed_at` of any document, or None when there are none."""
+        with self._transaction() as conn:
+            return conn.execute("SELECT max(indexed_at) FROM documents").fetchone()[0]
+
     def integrity_check(self) -> str:
         """'ok' when the schema is current, the indexes are valid and every chunk row is complete."""
         with self._transaction() as conn:
@@ -485,17 +519,8 @@ def _array(vector: Any) -> np.ndarray:
     return np.asarray(vector.to_numpy(), dtype=np.float32)
 
 
-# user:password@ inside any URL, and password=... in a key/value DSN.
-_URL_PASSWORD = re.compile(r"(\w+://[^/:@\s\"']*:)[^@\s\"']*@")
-_DSN_PASSWORD = re.compile(r"password=\S+")
-
-
-def mask_passwords(text: str) -> str:
-    """`text` with every password of a connection URL or DSN in it replaced by ***."""
-    return _DSN_PASSWORD.sub("password=***", _URL_PASSWORD.sub(r"\1***@", text))
-
-
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, url: str) -> str:
+    """The first line of a driver error, with every secret of `url` masked (libpq repeats a malformed URI,
+    a DSN or the misparsed tail of a password in its messages)."""
     text = str(exc).strip() or type(exc).__name__
-    # libpq repeats a malformed URI or the DSN in its messages; never echo a password.
-    return mask_passwords(text.splitlines()[0])
+    return redact(text.splitlines()[0], url)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,14 @@ from ragstead.stores.base import (
     check_same_model,
 )
 from ragstead.stores.lexical_index import LexicalIndex, LexicalRow
+from ragstead.stores.permissions import (
+    companion_paths,
+    create_private_file,
+    index_paths,
+    make_private_folder,
+    tighten,
+)
+from ragstead.stores.redaction import redact
 
 SCHEMA_VERSION = 3
 # Eligible-row sets kept per filter scope (each up to 8 bytes x chunks).
@@ -108,17 +117,27 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
 class SqliteStore:
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, project_root: Path | None = None,
+                 private_folders: Sequence[Path] = ()) -> None:
+        """`project_root`: the project the index belongs to; when given, the index's folder (unless it is the
+        project root or above it, see permissions.own_folder) is kept private whole, lock files included;
+        `private_folders`: the project's index folder, whose lock files and API keys are kept private too
+        when this index lives elsewhere (permissions.companion_paths)."""
         self.path = Path(path)
+        self._project_root = project_root
+        self._private_folders = tuple(private_folders)
         in_memory = str(path) == ":memory:"
+        created = False
         if not in_memory:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Private from the first byte: a 0700 folder, and a 0600 file whose mode SQLite copies to its
+            # -wal, -shm and -journal files whenever it creates them (docs/stores.md, "Private on disk").
+            try:
+                make_private_folder(self.path.parent)
+                created = create_private_file(self.path)
+            except OSError as exc:
+                raise RagsteadError(f"cannot open index {path}: {exc}") from exc
+        self._db = self._connect(str(path))
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
             self._check_schema_version()
         except sqlite3.DatabaseError as exc:
             raise RagsteadError(f"cannot open index {path}: {exc}") from exc
@@ -129,6 +148,45 @@ class SqliteStore:
         self._generation = 0
         self._eligible_cache: OrderedDict[QueryFilters, np.ndarray] = OrderedDict()
         self._eligible_version: tuple[int, int] | None = None
+        if created:
+            self._secure()
+
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        """Open the database and create its schema. Switching a new file to WAL takes an exclusive lock that
+        SQLite's busy timeout does not wait for, so processes opening one new index at once take turns here."""
+        deadline = time.monotonic() + 30
+        while True:
+            db = None
+            try:
+                db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA foreign_keys=ON")
+                db.executescript(_SCHEMA)
+                return db
+            except sqlite3.OperationalError as exc:
+                if db is not None:
+                    db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise RagsteadError(f"cannot open index {path}: {exc}") from exc
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                if db is not None:
+                    db.close()
+                raise RagsteadError(f"cannot open index {path}: {exc}") from exc
+
+    def _private_paths(self) -> list[Path]:
+        """The files and folders this store keeps at 0600 / 0700 (permissions.index_paths)."""
+        return [] if self.lexical_path is None else index_paths(self.path, self._project_root)
+
+    def _secure(self) -> None:
+        """Tighten what the last write created: tantivy's segment and lock files, lock files beside the
+        index. Existing files that someone loosened are tightened too; `ragstead status` reports them
+        in between."""
+        tighten(self._private_paths())
+        if self.lexical_path is not None:
+            tighten([p for f in self._private_folders for p in companion_paths(f, self._project_root)], walk=False)
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -161,6 +219,14 @@ class SqliteStore:
         """The model the index was built with, or None (read from meta, no counting)."""
         return self._meta("embed_model")
 
+    def chunking(self) -> str | None:
+        """The chunking the index was built with (as `record_chunking` wrote it), or None."""
+        return self._meta("chunking")
+
+    def record_chunking(self, chunking: str) -> None:
+        """Record how the index's text was cut (the settings guard compares it on every write)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('chunking', ?)", (chunking,))
+
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
         stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
@@ -186,6 +252,7 @@ class SqliteStore:
             self._derived_write(generation, None, [])
         finally:
             self._lexical.release()
+            self._secure()
 
     # -- manifest and cache -----------------------------------------------------------------------
 
@@ -299,6 +366,7 @@ class SqliteStore:
                 self._derived_write(generation, deleted, [row.key for row in added])
         finally:
             self._lexical.release()
+            self._secure()
 
     def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int]) -> None:
         """Bring an index derived from SQLite (besides the lexical one) up to `generation` after a write that
@@ -351,6 +419,7 @@ class SqliteStore:
                     repair()
             finally:
                 self._lexical.release()
+                self._secure()
             version = self._version()
         return version
 
@@ -521,8 +590,12 @@ class SqliteStore:
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "schema_version": SCHEMA_VERSION,
-            "path": str(self.path),
+            "path": redact(str(self.path)),
         }
+
+    def last_indexed_at(self) -> str | None:
+        """The latest `indexed_at` of any document, or None when there are none."""
+        return self._db.execute("SELECT MAX(indexed_at) FROM documents").fetchone()[0]
 
     def integrity_check(self) -> str:
         """SQLite's integrity check, then the lexical index against it; 'ok' when both agree."""

@@ -1,0 +1,199 @@
+"""The CLI follows the conventions people know, checked on the real command in subprocesses: --version, -h,
+one-line usage errors, human output by default with the same --json / --format everywhere, `ls`, `status`,
+an `ask` that says how it answered, and `sanity` from any folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from helpers.project import OFFLINE_ENV, write_files
+from ragstead import __version__
+from ragstead.answer.base import REFUSAL
+
+# A narrow terminal width: nothing may wrap, whatever the width.
+ENV = {**OFFLINE_ENV, "COLUMNS": "40"}
+QUERY_KEYS = {"question", "k", "mode", "filters", "model", "params", "results", "timings_ms"}
+FILES = {
+    "kb/users/alice/2025-03-01-db.md": "# Decision\n\nWe migrate billing to PostgreSQL 16 in March.",
+    "kb/users/alice/standup.txt": "Standup: the search latency regression came from a missing index.",
+    "kb/users/bob/notes.md": "Bob likes trains and billing spreadsheets.",
+    "docs/faq.md": "Public FAQ about installing the client.",
+}
+
+
+def ragstead(*args: str, root: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    extra = ["--root", str(root)] if root is not None else []
+    return subprocess.run([sys.executable, "-m", "ragstead", *args, *extra], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("conventions")
+    write_files(root, FILES)
+    indexed = ragstead("index", "--roots", "kb,docs", "-q", root=root)
+    assert indexed.returncode == 0, indexed.stderr
+    return root
+
+
+def test_version():
+    result = ragstead("--version")
+    assert result.returncode == 0 and result.stdout == f"ragstead {__version__}\n"
+
+
+@pytest.mark.parametrize("command", [("query",), ("keys", "add"), ("ls",)])
+def test_dash_h_is_help_with_examples(command):
+    result = ragstead(*command, "-h")
+    assert result.returncode == 0, result.stderr
+    assert "Usage: ragstead " + " ".join(command) in result.stdout and "Examples:" in result.stdout
+
+
+def test_help_shows_defaults():
+    result = subprocess.run([sys.executable, "-m", "ragstead", "ask", "--help"], capture_output=True, text=True,
+                            env={**OFFLINE_ENV, "COLUMNS": "200"}, timeout=120)
+    assert "[default: 0.428]" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("querry", "billing"), "No such command 'querry'"),
+        (("query", "billing", "--kk", "3"), "No such option: --kk"),
+        (("query", "billing", "--k", "three"), "Invalid value for '--k'"),
+        (("query",), "Missing argument"),
+        (("keys", "addd"), "No such command 'addd'"),
+        (("ls", "--limit", "0"), "Invalid value for '--limit'"),
+    ],
+)
+def test_a_usage_error_is_one_error_line_with_a_hint(args, says):
+    result = ragstead(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and says in lines[0]
+    command = "ragstead keys" if args[0] == "keys" else "ragstead" if args[0] == "querry" else f"ragstead {args[0]}"
+    assert lines[0].endswith(f"(see `{command} --help`)")
+
+
+def test_query_prints_a_table_by_default_and_the_json_contract_with_json(project):
+    table = ragstead("query", "billing PostgreSQL", "--user", "alice", "-k", "2", root=project)
+    assert table.returncode == 0, table.stderr
+    assert "kb/users/alice/2025-03-01-db.md" in table.stdout and "snippet" in table.stdout
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(table.stdout)
+    as_json = json.loads(ragstead("query", "billing PostgreSQL", "--user", "alice", "-k", "2", "--json",
+                                  root=project).stdout)
+    as_format = json.loads(ragstead("query", "billing PostgreSQL", "--user", "alice", "-k", "2", "--format", "json",
+                                    root=project).stdout)
+    assert set(as_json) == QUERY_KEYS and as_json["k"] == 2 and as_json["filters"]["user_slug"] == "alice"
+    assert as_json["results"][0]["file_path"] == "kb/users/alice/2025-03-01-db.md"
+    assert {k: v for k, v in as_json.items() if k != "timings_ms"} == {
+        k: v for k, v in as_format.items() if k != "timings_ms"}
+
+
+def test_query_jsonl_and_csv(project):
+    jsonl = ragstead("query", "billing", "--user", "alice", "--format", "jsonl", root=project)
+    rows = [json.loads(line) for line in jsonl.stdout.splitlines()]
+    assert rows and [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    assert all(r["user_slug"] == "alice" for r in rows)
+    table = list(csv.reader(io.StringIO(ragstead("query", "billing", "--user", "alice", "--format", "csv",
+                                                 root=project).stdout)))
+    assert table[0][:4] == ["rank", "file_path", "score", "snippet"]
+    assert [row[1] for row in table[1:]] == [r["file_path"] for r in rows]
+    both = ragstead("query", "billing", "--json", "--format", "csv", root=project)
+    assert both.returncode == 2 and both.stderr.startswith("error: --json and --format csv")
+
+
+def test_status_is_human_by_default_and_json_with_json(project):
+    human = ragstead("status", root=project)
+    assert human.returncode == 0, human.stderr
+    labels = {line.split()[0] for line in human.stdout.splitlines() if line.strip()}
+    assert {"index", "roots", "documents", "chunks", "model", "last", "integrity", "permissions"} <= labels
+    assert any(line.split() == ["documents", "4"] for line in human.stdout.splitlines())
+    assert any(line.split() == ["integrity", "ok"] for line in human.stdout.splitlines())
+    status = json.loads(ragstead("status", "--json", root=project).stdout)
+    assert status["documents"] == 4 and status["integrity"] == "ok" and status["permissions"] == []
+    assert status["roots"] == ["kb", "artifacts"] and status["last_indexed_at"].endswith("Z")
+    assert f"last index   {status['last_indexed_at']}" in human.stdout
+
+
+def test_ls_lists_documents_with_filters_as_a_table_and_as_json(project):
+    table = ragstead("ls", "--user", "alice", root=project)
+    assert table.returncode == 0, table.stderr
+    assert "kb/users/alice/2025-03-01-db.md" in table.stdout and "kb/users/alice/standup.txt" in table.stdout
+    assert "bob" not in table.stdout and "docs/faq.md" not in table.stdout
+    assert "2 documents" in table.stdout
+    listed = json.loads(ragstead("ls", "--user", "alice", "--json", root=project).stdout)
+    assert [d["file_path"] for d in listed["documents"]] == ["kb/users/alice/2025-03-01-db.md",
+                                                             "kb/users/alice/standup.txt"]
+    assert all(d["chunks"] == 1 and d["indexed_at"] and d["is_private"] for d in listed["documents"])
+    assert (listed["limit"], listed["offset"]) == (100, 0)
+    public = json.loads(ragstead("ls", "--public-only", "--format", "json", root=project).stdout)
+    assert [d["file_path"] for d in public["documents"]] == ["docs/faq.md"]
+    paged = ragstead("ls", "--limit", "1", "--offset", "1", "--format", "jsonl", root=project)
+    assert len(paged.stdout.splitlines()) == 1
+
+
+def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(project):
+    answered = ragstead("ask", "Where do we migrate billing?", "--user", "alice", "--extractive", root=project)
+    assert answered.returncode == 0, answered.stderr
+    lines = answered.stdout.strip().splitlines()
+    assert lines[-1] == "answered by extractive" and lines[1].startswith("[1] kb/users/alice/2025-03-01-db.md")
+    refused = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive", root=project)
+    sentence, knob = refused.stdout.strip().splitlines()
+    assert sentence == REFUSAL
+    payload = json.loads(ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
+                                  "--json", root=project).stdout)
+    best = payload["retrieval"]["best_similarity"]
+    assert payload["refused"] and best < payload["retrieval"]["min_similarity"] == 0.428
+    assert knob == f"best match {best:.3f} < --min-similarity 0.428; lower it to answer from weaker matches"
+    lowered = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
+                       "--min-similarity", str(round(best - 0.01, 3)), root=project)
+    assert lowered.stdout.strip().splitlines()[-1] == "answered by extractive"
+
+
+def test_keys_add_prints_the_key_alone_and_says_it_is_shown_once(project):
+    added = ragstead("keys", "add", "--user", "alice", root=project)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("rsk_") and len(added.stdout.splitlines()) == 1
+    assert "cannot be shown again" in added.stderr
+    listed = ragstead("keys", "list", root=project)
+    assert "alice" in listed.stdout and added.stdout.strip() not in listed.stdout
+    assert json.loads(ragstead("keys", "list", "--json", root=project).stdout)[0]["user_slug"] == "alice"
+
+
+def test_sanity_runs_from_any_folder_on_the_packaged_sample(tmp_path):
+    result = ragstead("sanity", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "artifacts" / "sanity_output.json").read_text())
+    assert report["passed"] and report["index"]
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
+    write_files(tmp_path, FILES)
+    assert ragstead("index", "-q", root=tmp_path).returncode == 0
+    with FileLock(str(tmp_path / "kb/rag/index.lock")):  # `remember` waits for it, then is interrupted
+        proc = subprocess.Popen([sys.executable, "-m", "ragstead", "remember", "I prefer tea over coffee.",
+                                 "--user", "alice", "--root", str(tmp_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=ENV)
+        memory = tmp_path / "kb/users/alice/memory/USER_MEMORY.md"
+        deadline = time.monotonic() + 120
+        while not memory.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGINT)
+        out, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == ""
+    assert errors == "interrupted\n"
