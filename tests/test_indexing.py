@@ -223,3 +223,18 @@ def test_new_chunking_settings_on_an_existing_index_are_refused_with_the_command
     assert project.store.stats()["chunks"] > 3  # a.md is cut in 200-word windows now
     with pytest.raises(ConfigError):
         KnowledgeBase(project.settings, embedder=project.embedder).index(["kb"])  # and the old settings refused
+
+
+def test_progress_counts_chunks_and_ends_at_the_total(make_project):
+    from ragstead import KnowledgeBase
+
+    files = {f"kb/n{i}.md": " ".join(f"w{i}x{j}" for j in range(60 + 400 * (i % 3))) for i in range(45)}
+    project = make_project(files)
+    calls: list[tuple[int, int]] = []
+    kb = KnowledgeBase(project.settings, embedder=project.embedder)
+    report = kb.index(["kb"], progress=lambda done, total: calls.append((done, total)))
+    assert calls, "no progress reported"
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and all(d <= t for d, t in calls)
+    assert calls[-1] == (report.chunks_written, report.chunks_written)  # the estimate is exact at the end
+    assert len({d for d in done}) > 2  # it moves while the run embeds, not only at the end

@@ -162,3 +162,15 @@ def test_exclude_patterns_and_ragsteadignore_leave_files_out(tmp_path, fake_embe
     kb = KnowledgeBase(load_settings(tmp_path), embedder=fake_embedder)
     assert "notes/keep.md" in kb.index().removed
     kb.close()
+
+
+def test_init_then_index_then_ask_from_the_cli(tmp_path):
+    out = _cli(tmp_path, "init", "notes", "--owner", "sam")
+    assert out.returncode == 0, out.stderr
+    notes = tmp_path / "notes"
+    (notes / "deploys.md").write_text("# Deploys\n\nWe agreed: no Friday deploys.\n")
+    indexed = _cli(notes, "index")
+    assert indexed.returncode == 0 and "+ deploys.md" in indexed.stdout
+    assert "ragstead.toml" not in indexed.stdout + indexed.stderr  # the project's own config is not a document
+    answer = _cli(notes, "ask", "What did we decide about Friday deploys?", "--user", "sam")
+    assert answer.returncode == 0 and "no Friday deploys" in answer.stdout and "deploys.md" in answer.stdout

@@ -261,10 +261,15 @@ def _progress_bar(quiet: bool, label: str) -> Iterator[Callable[..., None] | Non
     if not _show_progress(quiet):
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TimeRemainingColumn
 
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:.1f} chunks/s" if task.speed else "")
+
+    # Counted in chunks, the unit that costs time: done/total, the rate, and the time left.
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as progress:
+                  Rate(), TimeRemainingColumn(), console=err, transient=True) as progress:
         task = progress.add_task(label, total=None)
 
         def update(*args: Any) -> None:
@@ -272,6 +277,45 @@ def _progress_bar(quiet: bool, label: str) -> Iterator[Callable[..., None] | Non
             progress.update(task, completed=done, total=total, description=stage[0] if stage else label)
 
         yield update
+
+
+@app.command()
+def init(
+    path: Annotated[Path, typer.Argument(help="The project folder (created if missing).")] = Path("."),
+    layout: Annotated[str, typer.Option("--layout", help="personal: every file of the folder is the owner's; "
+                                                         "team: kb/users/<slug>/, artifacts/, docs/.")] = "personal",
+    owner: Annotated[str | None, typer.Option("--owner", help="Who owns the files outside the team layout "
+                                                              "(default: your user name).")] = None,
+    roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to index (default: the "
+                                                              "whole folder; team: kb,artifacts,docs).")] = None,
+    model: ModelOpt = None,
+    chunker: Annotated[str | None, typer.Option("--chunker", help="words | sentences | markdown")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a folder a ragstead project: ragstead.toml (roots, owner, model, chunker), the .gitignore lines
+    that keep the index and private folders out of git, and for the team layout its folders.
+
+    Examples:
+
+        ragstead init ~/notes && cd ~/notes && ragstead index
+        ragstead init team-kb --layout team --owner alice
+    """
+    from ragstead.knowledge_base import init as init_project
+
+    with _library_errors():
+        report = init_project(path, layout=layout, owner=owner, roots=split_values([roots]) if roots else None,
+                              model=model, chunker=chunker)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    typer.echo(f"initialised {report['root']}: {report['config']}")
+    for key, value in report["settings"].items():
+        typer.echo(f"  {key} = {', '.join(value) if isinstance(value, list) else value}")
+    for line in report["gitignore"]:
+        typer.echo(f"  .gitignore += {line}")
+    for folder in report["created"]:
+        typer.echo(f"  created {folder}")
+    typer.echo(f"next: cd {path} && ragstead index")
 
 
 @app.command()
@@ -324,8 +368,8 @@ def index(
                 try:
                     report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook)
                 except KeyboardInterrupt:
-                    err.print(f"interrupted after {seen[0]} of {seen[1]} files; everything committed so far is "
-                              "kept: run the same command to resume", highlight=False, soft_wrap=True)
+                    err.print(f"interrupted after {seen[0]} of about {seen[1]} chunks; everything committed so far "
+                              "is kept: run the same command to resume", highlight=False, soft_wrap=True)
                     raise typer.Exit(130) from None
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])

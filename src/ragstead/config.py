@@ -121,7 +121,8 @@ class Settings:
         """What `index` reads and how it chunks it."""
         return IndexingOptions(root=self.root, roots=tuple(roots or self.roots), lock_file=self.lock_file,
                                chunking=self.chunking, path_rules=self.scope_rules,
-                               skip_dirs=(self.db_file.parent,), max_file_bytes=self.max_file_mb << 20,
+                               skip_dirs=(self.db_file.parent,), skip_files=(self.root / CONFIG_FILE,),
+                               max_file_bytes=self.max_file_mb << 20,
                                max_unzipped_bytes=self.max_unzipped_mb << 20, max_zip_ratio=self.max_zip_ratio,
                                max_pdf_pages=self.max_pdf_pages, max_file_chars=self.max_file_chars,
                                file_seconds=self.file_seconds, follow_symlinks=self.follow_symlinks,

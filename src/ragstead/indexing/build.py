@@ -57,6 +57,7 @@ class IndexingOptions:
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
     path_rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES
     skip_dirs: tuple[Path, ...] = ()  # the index's own folders, never indexed
+    skip_files: tuple[Path, ...] = ()  # the project's own files (its config), never indexed nor reported
     max_file_bytes: int = _LIMITS.max_file_bytes
     max_unzipped_bytes: int = _LIMITS.max_unzipped_bytes
     max_zip_ratio: float = _LIMITS.max_zip_ratio
@@ -198,6 +199,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
     base = options.root.resolve()
     own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
     excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
+    own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
     for root in roots:
         top = (base / root).resolve()
         if not top.is_dir():
@@ -222,6 +224,8 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if name.startswith("."):
                     continue
                 path = current / name
+                if path in own_files:
+                    continue
                 rel = path.relative_to(base).as_posix()
                 if excluded is not None and excluded.match_file(rel):
                     report.excluded += 1
@@ -345,8 +349,10 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
     return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32))
 
 
-def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report: IndexReport) -> None:
-    """Fill each write's vectors, embedding only texts with no cached vector (deduplicated in-batch)."""
+def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report: IndexReport,
+           on_chunks: Callable[[int], None] | None = None) -> None:
+    """Fill each write's vectors, embedding only texts with no cached vector (deduplicated in-batch).
+    `on_chunks(n)` hears of every chunk given a vector, a slice at a time, so progress moves while it embeds."""
     hashes = [c.text_hash for w in writes for c in w.chunks]
     cached = store.cached_vectors(hashes)
     missing: dict[str, str] = {}
@@ -354,13 +360,22 @@ def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report
         for chunk in write.chunks:
             if chunk.text_hash not in cached:
                 missing.setdefault(chunk.text_hash, chunk.text)
-    if missing:
-        vectors = embedder.embed_documents(list(missing.values()))
-        cached.update(zip(missing.keys(), vectors, strict=True))
+    if on_chunks:
+        on_chunks(len(hashes) - len(missing))
+    texts = list(missing.values())
+    for start in range(0, len(texts), EMBED_SLICE):
+        part = embedder.embed_documents(texts[start : start + EMBED_SLICE])
+        cached.update(zip(list(missing)[start : start + EMBED_SLICE], part, strict=True))
+        if on_chunks:
+            on_chunks(len(part))
     report.chunks_embedded += len(missing)
     report.chunks_reused += len(hashes) - len(missing)
     for write in writes:
         write.vectors = np.stack([cached[c.text_hash] for c in write.chunks]).astype(np.float32)
+
+
+# Texts per embedder call: small enough that progress moves every few seconds, large enough to sort by length.
+EMBED_SLICE = 32
 
 
 def index_roots(
@@ -527,9 +542,20 @@ def _write(
     removals: list[str] = []
     stale: list[str] = []
 
+    # Progress is counted in chunks (what costs time), out of an estimate that scales the chunks prepared so
+    # far by the bytes still to read; it is exact once every file is prepared.
+    total_bytes = max(1, sum(c.size for c in todo))
+    counts = {"done": 0, "chunks": 0, "bytes": 0}
+
+    def report_progress(embedded: int = 0) -> None:
+        counts["done"] += embedded
+        if progress:
+            estimate = round(counts["chunks"] * total_bytes / max(1, counts["bytes"]))
+            progress(counts["done"], max(counts["done"], counts["chunks"], estimate))
+
     def flush(final: bool) -> None:
         nonlocal batch, removals
-        _embed(batch, store, embedder, report)
+        _embed(batch, store, embedder, report, report_progress)
         store.apply(batch, removals + (stale if final else []), [])
         for write in batch:
             path = write.document.file_path
@@ -537,7 +563,7 @@ def _write(
             report.chunks_written += len(write.chunks)
         batch, removals = [], []
 
-    for done, candidate in enumerate(todo, start=1):
+    for candidate in todo:
         outcome = prepare_file(candidate, options)
         removals += paired.pop(candidate.file_hash, [])
         if isinstance(outcome, Skip):
@@ -546,8 +572,9 @@ def _write(
                 stale.append(candidate.rel_path)  # stale content of a now-unreadable file goes
         else:
             batch.append(outcome)
-        if progress:
-            progress(done, len(todo))
+            counts["chunks"] += len(outcome.chunks)
+        counts["bytes"] += candidate.size
+        report_progress()
         if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
             flush(final=False)
     removals += [p for paths in paired.values() for p in paths]
