@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory.
+| lexical | ensemble | scaling | memory | drift.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -17,7 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
-                                           "lexical", "ensemble", "scaling", "memory"])
+                                           "lexical", "ensemble", "scaling", "memory", "drift"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -69,6 +69,10 @@ def main() -> None:
 
         models_main(args.dataset, [m for m in args.models.split(",") if m], args.part != "speed",
                     args.part != "quality")
+    if args.what in ("drift", "all"):
+        from bench.lexical_drift import main as drift_main
+
+        drift_main(args.dataset)
     if args.what in ("memory", "all"):
         from bench.embed_memory import main as memory_main
 

@@ -158,3 +158,60 @@ def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_
     assert len(warnings) == 1 and "Traceback" not in out.stderr
     assert "kb/users/ann/b.md" in out.stdout
     project.store = SqliteStore(project.settings.db_file)
+
+
+def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_project, tmp_path):
+    """Deleted chunks count in tantivy's BM25 statistics until a rebuild: the store settles them."""
+    import random
+
+    from ragstead import KnowledgeBase
+    from ragstead.config import load_settings
+
+    rng = random.Random(4)
+    words = "heron osprey kestrel survey nest migration billing ledger invoice storm river marsh".split()
+    files = {f"kb/users/ann/n{i}.md": " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
+             for i in range(60)}
+    project = make_project(files)
+    kb = KnowledgeBase(project.settings, embedder=project.embedder)
+    kb.index(["kb"])
+    for round_ in range(3):  # rewrite a few notes, delete a few, add a few
+        for i in rng.sample(range(60), 8):
+            path = project.root / f"kb/users/ann/n{i}.md"
+            if path.exists():
+                path.write_text(" ".join(rng.choice(words) for _ in range(rng.randint(20, 120))))
+        for i in rng.sample(range(60), 3):
+            (project.root / f"kb/users/ann/n{i}.md").unlink(missing_ok=True)
+        project.write({f"kb/users/ann/new{round_}.md": "heron heron marsh survey"})
+        kb.index(["kb"])
+    queries = ["heron survey", "osprey nest", "billing ledger invoice", "storm river", "marsh kestrel migration"]
+    incremental = {q: lexical_paths(project, q, store=kb.store, user_slug="ann")[:8] for q in queries}
+    clean_root = tmp_path / "clean"
+    for path in (project.root / "kb").rglob("*.md"):
+        target = clean_root / path.relative_to(project.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    clean = KnowledgeBase(load_settings(clean_root), embedder=project.embedder)
+    clean.index(["kb"])
+    rebuilt = {q: lexical_paths(project, q, store=clean.store, user_slug="ann")[:8] for q in queries}
+    assert incremental == rebuilt
+    kb.close()
+    clean.close()
+
+
+def test_a_damaged_embedded_chroma_store_is_set_aside_and_refilled_with_one_warning(make_project, cli):
+    project = make_project({"kb/users/ann/a.md": "notes on the heron migration",
+                            "kb/users/ann/b.md": "the osprey nest survived the storm"},
+                           store="chroma:kb/rag/chroma?exact_rows=0")
+    project.index()
+    project.store.close()
+    folder = project.root / "kb/rag/chroma"
+    (folder / "chroma.sqlite3").write_bytes(b"not a database at all")
+    out = cli(project, "query", "osprey storm", "--vector", "--json", "--user", "ann",
+              "--store", "chroma:kb/rag/chroma?exact_rows=0")
+    assert [line for line in out.stderr.splitlines() if line.startswith("warning:")], out.stderr
+    assert "Traceback" not in out.stderr and "kb/users/ann/b.md" in out.stdout
+    assert (folder / "ragstead.db").exists()  # ragstead's SQLite side stayed where it was
+    assert [p for p in folder.parent.iterdir() if p.name.startswith("chroma.damaged-")]
+    status = cli(project, "status", "--json", "--store", "chroma:kb/rag/chroma?exact_rows=0")
+    assert '"integrity": "ok"' in status.stdout
+    project.store = project.settings.store_spec().open()

@@ -174,3 +174,4 @@ def test_init_then_index_then_ask_from_the_cli(tmp_path):
     assert "ragstead.toml" not in indexed.stdout + indexed.stderr  # the project's own config is not a document
     answer = _cli(notes, "ask", "What did we decide about Friday deploys?", "--user", "sam")
     assert answer.returncode == 0 and "no Friday deploys" in answer.stdout and "deploys.md" in answer.stdout
+    assert "[1] deploys.md (Deploys):" in answer.stdout  # the citation names the heading, not a chunk id

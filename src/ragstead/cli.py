@@ -536,7 +536,7 @@ def ask(
     typer.echo("" if streaming else result.text)
     for citation in result.citations:
         where = citation.locator
-        place = (f"page {where['page']}" if where["page"] else where["section_path"]
+        place = (f"page {where['page']}" if where["page"] else where["section_path"] or where.get("heading")
                  or f"chunk {where['chunk_id'][:12]}")
         typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
     for fallback in result.fallbacks:

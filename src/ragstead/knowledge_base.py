@@ -183,6 +183,7 @@ class KnowledgeBase:
             report = index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
                                  wait, progress)
             self._record_chunking(store)
+            store.settle_lexical()
             return report
 
     def _check_chunking(self, store: Store) -> None:
@@ -329,6 +330,7 @@ class KnowledgeBase:
                         target.unlink(missing_ok=True)
                     index_paths(self.settings.indexing(), store, embedder, [rel], take_lock=False)
                     raise
+                store.settle_lexical()
         finally:
             tmp.unlink(missing_ok=True)
             backup.unlink(missing_ok=True)
@@ -373,6 +375,7 @@ class KnowledgeBase:
             self._check_chunking(store)
             report = index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
             self._record_chunking(store)
+            store.settle_lexical()
             return report
 
     def remember(self, text: str, *, user: str, dry_run: bool = False, index: bool = True,

@@ -114,8 +114,15 @@ class Answer:
         return data
 
 
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+
+
 def _locator(hit: Hit) -> dict[str, Any]:
-    return {"page": hit.page, "section_path": hit.section_path, "chunk_id": hit.chunk_id}
+    """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
+    recognises: the first markdown heading in the chunk, else the document's title."""
+    found = _HEADING.search(hit.text)
+    heading = found.group(1).strip() if found else hit.title
+    return {"page": hit.page, "section_path": hit.section_path, "heading": heading or None, "chunk_id": hit.chunk_id}
 
 
 def ask(

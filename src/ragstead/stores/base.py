@@ -83,6 +83,11 @@ class Store(Protocol):
         """The name of the model the index was built with, or None for an index without one (one meta read)."""
         ...
 
+    def settle_lexical(self) -> bool:
+        """After writes that deleted chunks: make keyword statistics equal a clean build's again (or as the
+        store's policy allows); True if it did work."""
+        ...
+
     def chunking(self) -> str | None:
         """How the index's text was cut (the settings guard's record), or None for an index without one."""
         ...

@@ -7,7 +7,10 @@ in step with it like the lexical index (docs/design.md, "Chroma"; spec options: 
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
-from ragstead.errors import ConfigError, RagsteadError
+from ragstead.errors import ConfigError, RagsteadError, RagsteadWarning
 from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
@@ -147,10 +150,17 @@ class ChromaStore(SqliteStore):
         with self._chroma("connect to"):
             if location.persist_dir is not None:
                 make_private_folder(location.persist_dir)
-                fresh = not (location.persist_dir / "chroma.sqlite3").exists()
-                self._client = chromadb.PersistentClient(path=str(location.persist_dir), settings=chroma_settings)
-                if fresh:  # Chroma made chroma.sqlite3 0644 whatever the umask; its -journal copies the mode
-                    tighten([location.persist_dir])
+                try:
+                    self._client = self._persistent_client(chromadb, chroma_settings)
+                except self._chroma_errors as exc:
+                    # Chroma's files are derived from the SQLite side: set them aside and start again; the
+                    # first search or write refills the collection from the stored vectors.
+                    aside = self._set_aside_chroma_files()
+                    warnings.warn(RagsteadWarning(
+                        f"the Chroma store in {location.persist_dir} was damaged ({str(exc).splitlines()[0][:160]});"
+                        f" moved its files to {aside.name} and rebuilding it from the index"), stacklevel=2)
+                    chromadb.api.client.SharedSystemClient.clear_system_cache()  # it keeps the failed one
+                    self._client = self._persistent_client(chromadb, chroma_settings)
             else:
                 self._client = chromadb.HttpClient(host=location.host or "localhost", port=location.port or 8000,
                                                    ssl=location.ssl, settings=chroma_settings)
@@ -161,6 +171,27 @@ class ChromaStore(SqliteStore):
         self._counted: tuple[tuple[int, int], int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    def _persistent_client(self, chromadb: Any, chroma_settings: Any) -> Any:
+        folder = self.location.persist_dir
+        assert folder is not None
+        fresh = not (folder / "chroma.sqlite3").exists()
+        client = chromadb.PersistentClient(path=str(folder), settings=chroma_settings)
+        if fresh:  # Chroma made chroma.sqlite3 0644 whatever the umask; its -journal copies the mode
+            tighten([folder])
+        return client
+
+    def _set_aside_chroma_files(self) -> Path:
+        """Move Chroma's own files (not ragstead's SQLite side, which shares the folder) to a sibling folder."""
+        folder = self.location.persist_dir
+        assert folder is not None
+        aside = folder.with_name(f"{folder.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        make_private_folder(aside)
+        ours = self.location.sqlite_file.name
+        for entry in folder.iterdir():
+            if not entry.name.startswith(ours) and not entry.name.startswith(f"{Path(ours).stem}.tantivy"):
+                entry.rename(aside / entry.name)
+        return aside
 
     def _private_paths(self) -> list[Path]:
         """The SQLite side's, and Chroma's folder (its database and one folder of HNSW files per

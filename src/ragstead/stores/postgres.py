@@ -159,6 +159,10 @@ class PostgresStore:
         with self._transaction() as conn:
             return self._meta(conn, "embed_model")
 
+    def settle_lexical(self) -> bool:
+        """Nothing to do: BM25 statistics here are kept exact by every write (migration 2)."""
+        return False
+
     def chunking(self) -> str | None:
         """The chunking the index was built with (as `record_chunking` wrote it), or None."""
         with self._transaction() as conn:

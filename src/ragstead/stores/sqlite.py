@@ -39,6 +39,10 @@ from ragstead.stores.permissions import (
 from ragstead.stores.redaction import redact
 
 SCHEMA_VERSION = 3
+# settle_lexical: exact BM25 statistics up to this many chunks (a rebuild takes ~0.1 ms a chunk: 5 s here);
+# above it, a rebuild once deletions reach this share (docs/design.md, "Exact lexical statistics").
+EXACT_LEXICAL_ROWS = 50_000
+LEXICAL_DRIFT_SHARE = 0.05
 # Eligible-row sets kept per filter scope (each up to 8 bytes x chunks).
 ELIGIBLE_CACHE_SIZE = 8
 
@@ -46,6 +50,9 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- Bumped by every write transaction; the lexical index records the value it reflects.
 INSERT OR IGNORE INTO meta VALUES ('lexical_generation', '0');
+-- Chunks deleted from the lexical index since it was last built whole: they still count in its BM25
+-- statistics until a rebuild (settle_lexical).
+INSERT OR IGNORE INTO meta VALUES ('lexical_deleted', '0');
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
     file_path TEXT NOT NULL UNIQUE,
@@ -242,6 +249,7 @@ class SqliteStore:
                 self._db.execute("DELETE FROM doc_tags")
                 self._db.execute("DELETE FROM documents")
                 self._db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
+                self._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_deleted'")
                 generation = self._bump_generation()
                 self._db.execute("COMMIT")
             except BaseException:
@@ -353,6 +361,9 @@ class SqliteStore:
                         (doc.size, doc.mtime, doc.file_path),
                     )
                 generation = self._bump_generation() if (deleted or added) else None
+                if deleted:
+                    self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'lexical_deleted'",
+                                     (len(deleted),))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -391,6 +402,25 @@ class SqliteStore:
             )
         finally:
             self._db.execute("COMMIT")
+        self._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_deleted'")
+
+    def settle_lexical(self) -> bool:
+        """Make the lexical index's BM25 statistics exact again after deletions (deleted chunks count in them
+        until a rebuild): rebuild it from SQLite when it has deletions and holds at most EXACT_LEXICAL_ROWS
+        chunks, or when deletions reach LEXICAL_DRIFT_SHARE of it. Returns whether it rebuilt."""
+        deleted = int(self._meta("lexical_deleted") or 0)
+        if not deleted or self.lexical_path is None:
+            return False
+        live = int(self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        if live > EXACT_LEXICAL_ROWS and deleted < live * LEXICAL_DRIFT_SHARE:
+            return False
+        self._lexical.acquire()
+        try:
+            self._rebuild_lexical()
+        finally:
+            self._lexical.release()
+            self._secure()
+        return True
 
     def _lexical_in_step(self) -> None:
         """Make the lexical index reflect SQLite's latest commit before a lexical search (see `_in_step`)."""
