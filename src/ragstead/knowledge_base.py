@@ -257,7 +257,7 @@ class KnowledgeBase:
             roots = tuple(dict.fromkeys((*roots, *self.settings.roots, *sorted(known))))
             roots = tuple(r for r in roots if (self.root / r).is_dir())
             folder = self.settings.db_file.parent
-            folder.mkdir(parents=True, exist_ok=True)
+            make_private_folder(folder)
             with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:
                 aside = StoreSpec.parse(f"sqlite:{scratch}/ragstead.db", root=self.root, default_db=Path()).open()
                 try:
