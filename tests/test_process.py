@@ -193,7 +193,7 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
 
 
 def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_root(tmp_path):
-    files = big_corpus(60)
+    files = big_corpus(120)  # about 6 s of embedding: the interrupt lands well inside it
     files["docs/faq.md"] = "Public FAQ: the ledger is append-only."
     write_files(tmp_path, files)
     db = tmp_path / "kb/rag/ragstead.db"
