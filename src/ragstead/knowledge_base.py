@@ -178,13 +178,19 @@ class KnowledgeBase:
         roots = self._existing_roots(paths)
         if rebuild:
             return self._rebuild(roots, wait, progress)
-        with self._writer() as store:
-            self._check_chunking(store)
-            report = index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
-                                 wait, progress)
-            self._record_chunking(store)
-            store.settle_lexical()
-            return report
+        with self._writer() as store, self._guarded(store):
+            return index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
+                               wait, progress)
+
+    @contextmanager
+    def _guarded(self, store: Store) -> Iterator[None]:
+        """Every write: the settings guard before it; after it, the chunking recorded (a new index) and the
+        lexical statistics settled (deleted chunks no longer count in BM25)."""
+        self._check_chunking(store)
+        yield
+        if store.chunking() is None:
+            store.record_chunking(self.settings.chunking.describe())
+        store.settle_lexical()
 
     def _check_chunking(self, store: Store) -> None:
         """The settings guard: an index is cut one way. New chunking settings on an existing index are refused
@@ -198,10 +204,6 @@ class KnowledgeBase:
             raise ConfigError(f"the index was cut with {recorded}, but the settings now say {wanted}; run "
                               "`ragstead index --rebuild` to re-cut every document that way, or set them back")
 
-    def _record_chunking(self, store: Store) -> None:
-        if store.chunking() is None:
-            store.record_chunking(self.settings.chunking.describe())
-
     def _existing_roots(self, paths: Sequence[str | Path] | None) -> tuple[str, ...]:
         """The folders an index run walks, checked before anything is created: folders named in `paths` must
         exist; of the configured roots, those that exist. No supported file under any of them, and no index
@@ -214,7 +216,7 @@ class KnowledgeBase:
                     raise InvalidQueryError(f"{path} is not a folder" if full.exists() else
                                             f"no such folder: {path}; check the path (folders are relative to "
                                             f"the project root {self.root})")
-                roots.append(self._relative(full))
+                roots.append(self.relative_path(full))
             found = tuple(dict.fromkeys(roots))
         else:
             found = tuple(r for r in self.settings.roots if (self.root / r).is_dir())
@@ -277,7 +279,7 @@ class KnowledgeBase:
 
     def add(self, path: str | Path, *, wait: float = 30.0) -> IndexReport:
         """Index (or re-index) exactly this file, a path inside one of the configured roots."""
-        return self._index_files([self._relative(path)], wait)
+        return self._index_files([self.relative_path(path)], wait)
 
     def upload(self, name: str, data: BinaryIO | bytes, *, user: str, wait: float = 30.0) -> tuple[str, dict[str, Any]]:
         """Store a file as `kb/users/<user>/uploads/<name>` and index it, all or nothing: the bytes are parsed
@@ -295,6 +297,7 @@ class KnowledgeBase:
         if not target.resolve().is_relative_to((self.root / "kb" / "users" / user).resolve()):
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(self.root).as_posix()
+        options = self.settings.indexing()
         make_private_folder(folder)
         # Hidden names: the indexer never picks up a half-written upload or a backup.
         tmp = folder / f".upload-{uuid.uuid4().hex}{target.suffix}"
@@ -307,11 +310,10 @@ class KnowledgeBase:
                     shutil.copyfileobj(data, out, 1 << 20)
             try:
                 # Unreadable content is refused before it replaces anything, under the project's limits.
-                load_document(tmp, self.settings.indexing().load_limits)
+                load_document(tmp, options.load_limits)
             except LoadError as exc:
                 raise LoadError(str(exc).replace(str(tmp), name)) from None
-            with self._writer() as store, index_lock(self.settings.lock_file, wait):
-                self._check_chunking(store)
+            with self._writer() as store, index_lock(self.settings.lock_file, wait), self._guarded(store):
                 # A hard link keeps the old bytes while the rename swaps in the new ones, so a crash at any
                 # point leaves the old file or the new one at `target`, never neither.
                 existed = target.exists()
@@ -320,7 +322,7 @@ class KnowledgeBase:
                 os.replace(tmp, target)
                 embedder = self._load_embedder(store)
                 try:
-                    report = index_paths(self.settings.indexing(), store, embedder, [rel], take_lock=False)
+                    report = index_paths(options, store, embedder, [rel], take_lock=False)
                     if report.skipped:  # reasons name files by absolute path: never show the server's
                         raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
                 except BaseException:
@@ -328,9 +330,8 @@ class KnowledgeBase:
                         os.replace(backup, target)
                     else:
                         target.unlink(missing_ok=True)
-                    index_paths(self.settings.indexing(), store, embedder, [rel], take_lock=False)
+                    index_paths(options, store, embedder, [rel], take_lock=False)
                     raise
-                store.settle_lexical()
         finally:
             tmp.unlink(missing_ok=True)
             backup.unlink(missing_ok=True)
@@ -343,7 +344,7 @@ class KnowledgeBase:
         user's own private document can be deleted; anything else answers exactly like a missing one."""
         if (path is None) == (doc_id is None):
             raise InvalidQueryError("give a path or a doc_id")
-        doc = self.document(doc_id) if doc_id is not None else self.document(path=self._relative(path or ""))
+        doc = self.document(doc_id) if doc_id is not None else self.document(path=self.relative_path(path or ""))
         if doc is None or (user is not None and not self._owns(user, doc)):
             raise DocumentNotFoundError("no such document")
         fs_path(self.root, doc["file_path"]).unlink(missing_ok=True)  # stored paths escape non-UTF-8 bytes
@@ -360,9 +361,6 @@ class KnowledgeBase:
 
     def relative_path(self, path: str | Path) -> str:
         """`path` relative to the project root (an absolute path must lie inside it)."""
-        return self._relative(path)
-
-    def _relative(self, path: str | Path) -> str:
         base = self.root.resolve()
         full = Path(path) if Path(path).is_absolute() else base / path
         try:
@@ -371,12 +369,8 @@ class KnowledgeBase:
             raise RagsteadError(f"{path} is not inside the project root {base}") from None
 
     def _index_files(self, rels: list[str], wait: float) -> IndexReport:
-        with self._writer() as store:
-            self._check_chunking(store)
-            report = index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
-            self._record_chunking(store)
-            store.settle_lexical()
-            return report
+        with self._writer() as store, self._guarded(store):
+            return index_paths(self.settings.indexing(), store, self._load_embedder(store), rels, wait)
 
     def remember(self, text: str, *, user: str, dry_run: bool = False, index: bool = True,
                  wait: float = 30.0) -> RememberResult:

@@ -362,10 +362,10 @@ def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report
                 missing.setdefault(chunk.text_hash, chunk.text)
     if on_chunks:
         on_chunks(len(hashes) - len(missing))
-    texts = list(missing.values())
+    keys, texts = list(missing), list(missing.values())
     for start in range(0, len(texts), EMBED_SLICE):
         part = embedder.embed_documents(texts[start : start + EMBED_SLICE])
-        cached.update(zip(list(missing)[start : start + EMBED_SLICE], part, strict=True))
+        cached.update(zip(keys[start : start + EMBED_SLICE], part, strict=True))
         if on_chunks:
             on_chunks(len(part))
     report.chunks_embedded += len(missing)
