@@ -13,7 +13,12 @@ PRIVATE_FOLDER_MODE = 0o700
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: readers see the old file or the new one, never half of either.
+    """Replace `path` with `text` (UTF-8), as `write_bytes_atomically` does."""
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: readers see the old file or the new one, never half of either.
 
     The temporary file comes from `mkstemp` (a unique name, mode 0600 whatever the umask, hidden with a
     leading dot so the indexer skips it), is fsynced before the rename, and is removed if anything fails.
@@ -22,8 +27,8 @@ def write_text_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, PRIVATE_FILE_MODE)  # mkstemp asks for 0600, but a umask such as 0o277 would take more away
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

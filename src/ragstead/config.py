@@ -28,6 +28,15 @@ IGNORE_FILE = ".ragsteadignore"
 
 
 @dataclass(frozen=True)
+class Target:
+    """A named knowledge base `ragstead ingest --targets NAME` writes to: its project root and store spec."""
+
+    name: str
+    root: str
+    store: str = ""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every tunable in one place. Field names are the config-file keys (`[ragstead]` table)."""
 
@@ -61,6 +70,8 @@ class Settings:
     # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
     exclude: tuple[str, ...] = ()
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
+    # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
+    tools: tuple[str, ...] = ()
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
     # What one file may cost an index run (docs/design.md, "Hostile files"); over a limit it is skipped.
     max_file_mb: int = IndexingOptions.max_file_bytes >> 20
@@ -71,6 +82,14 @@ class Settings:
     max_chunk_chars: int = ChunkingOptions.max_chunk_chars
     file_seconds: float = IndexingOptions.file_seconds
     follow_symlinks: str = IndexingOptions.follow_symlinks  # scope | project
+    # `ragstead ingest`: network limits per source, and the server's SSRF guard (docs/ingest.md).
+    fetch_connect_seconds: float = 10.0
+    fetch_read_seconds: float = 30.0
+    fetch_max_mb: int = 50
+    allow_private_urls: bool = False  # POST /v1/ingest may fetch loopback/private addresses (the CLI always may)
+    auto_tags: bool = True  # tag ingested sources (an LLM provider if configured, else local keyphrases)
+    # Other knowledge bases `ingest --targets` writes to: `[targets.NAME]` tables with `root` and `store`.
+    targets: tuple[Target, ...] = ()
 
     @property
     def owner_slug(self) -> str:
@@ -146,7 +165,8 @@ class Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
-_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules")}
+_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules", "targets")}
+_TARGET_NAME = USER_SLUG
 
 
 def default_owner() -> str:
@@ -218,6 +238,7 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"bad [[path_rules]] entry in {path}: {exc}") from exc
         rules = custom + DEFAULT_PATH_RULES
+        values["targets"] = _targets(data.get("targets", {}), path)
     for name in _SIMPLE:
         env = os.environ.get(f"RAGSTEAD_{name.upper()}")
         if env is not None:
@@ -228,6 +249,22 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings
+
+
+def _targets(table: Any, path: Path) -> tuple[Target, ...]:
+    """The `[targets.NAME]` tables: each needs a `root` (relative paths: to the project root); `store` optional."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"[targets] in {path} must be tables: [targets.NAME] with root = \"...\"")
+    out = []
+    for name, entry in table.items():
+        if not _TARGET_NAME.match(name) or not isinstance(entry, dict) or not isinstance(entry.get("root"), str):
+            raise ConfigError(f"bad [targets.{name}] in {path}: a target needs a name of letters, digits, '.', '_', "
+                              "'-' and a root = \"path\"")
+        unknown = set(entry) - {"root", "store"}
+        if unknown:
+            raise ConfigError(f"unknown key(s) {sorted(unknown)} in [targets.{name}] of {path}; known: root, store")
+        out.append(Target(name, entry["root"], str(entry.get("store", ""))))
+    return tuple(out)
 
 
 def save_settings(root: Path, values: dict[str, Any], config_file: Path | None = None) -> Path:

@@ -12,7 +12,9 @@ extracted, and a time budget checked inside the page and paragraph loops.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
+import json
 import logging
 import os
 import re
@@ -21,8 +23,10 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ragstead.documents.ids import open_regular, storable_path
+from ragstead.documents.sources import from_front_matter, read_sidecar
 from ragstead.errors import LoadError, UnsupportedFileError
 
 MIB = 1 << 20
@@ -79,6 +83,7 @@ class LoadedDocument:
     title: str | None = None
     page_starts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    source: dict[str, Any] | None = None  # an ingested document's origin (documents/sources.py)
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -149,20 +154,30 @@ def _decode(data: bytes, name: str) -> str:
 
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
-_TAGS_LINE = re.compile(r"^tags\s*:\s*(.+)$", re.MULTILINE)
+_FIELD_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$", re.MULTILINE)
 
 
-def _front_matter_tags(text: str) -> tuple[str, list[str]]:
-    """Strip YAML front matter; return (body, tags). Only `tags: [a, b]` or `tags: a, b` is read."""
+def _scalar(raw: str) -> str:
+    """A one-line front matter value: a JSON/YAML double-quoted string (what `ragstead ingest` writes), else
+    the text without surrounding quotes."""
+    if raw.startswith('"'):
+        with contextlib.suppress(ValueError):
+            value = json.loads(raw)
+            if isinstance(value, str):
+                return value
+    return raw.strip("'\"")
+
+
+def _front_matter(text: str) -> tuple[str, dict[str, str], list[str]]:
+    """Strip YAML front matter; return (body, its one-line `key: value` fields, tags). Tags are read from
+    `tags: [a, b]` or `tags: a, b`; nested YAML is not read (no YAML parser runs on untrusted files)."""
     match = _FRONT_MATTER.match(text)
     if not match:
-        return text, []
-    tags: list[str] = []
-    line = _TAGS_LINE.search(match.group(1))
-    if line:
-        raw = line.group(1).strip().strip("[]")
-        tags = [t.strip().strip("'\"").lower() for t in raw.split(",") if t.strip().strip("'\"")]
-    return text[match.end() :], tags
+        return text, {}, []
+    fields = {key.lower(): value for key, value in _FIELD_LINE.findall(match.group(1))}
+    raw = fields.pop("tags", "").strip().strip("[]")
+    tags = [_scalar(t.strip()).lower() for t in raw.split(",") if _scalar(t.strip())]
+    return text[match.end() :], {key: _scalar(value) for key, value in fields.items()}, tags
 
 
 def _text_of(data: bytes, budget: Budget) -> str:
@@ -179,9 +194,10 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read."""
-    body, tags = _front_matter_tags(_text_of(data, budget))
-    title = next((line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
-    return LoadedDocument(text=body, title=title, tags=tags)
+    body, fields, tags = _front_matter(_text_of(data, budget))
+    title = fields.get("title") or next(
+        (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
+    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields))
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -375,6 +391,10 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
     finally:
         del data
     loaded.text = _storable(loaded.text)
+    if loaded.source is None:  # an ingested file archived as fetched keeps its source in a sidecar
+        loaded.source, tags, title = read_sidecar(path)
+        loaded.tags = sorted({*loaded.tags, *tags})
+        loaded.title = title or loaded.title
     if loaded.title is not None:
         loaded.title = _storable(loaded.title)[:500].strip() or None
     budget.check_chars(len(loaded.text))

@@ -45,3 +45,27 @@ class QueryVectorCache:
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self.inner.embed_documents(texts)
+
+
+class PassageMemo:
+    """An `Embedder` that embeds each passage text once while it lives: `ingest --targets a,b` stores one
+    source in several knowledge bases with the same model, and only the first pays for the vectors."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self._vectors: dict[str, np.ndarray] = {}
+        self.embedded = 0  # passages the model actually embedded
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vector in zip(missing, self.inner.embed_documents(missing), strict=True):
+                self._vectors[text] = vector
+            self.embedded += len(missing)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([self._vectors[t] for t in texts]).astype(np.float32)

@@ -16,7 +16,7 @@ import itertools
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,19 +190,46 @@ def _symlink_allowed(path: Path, rel: str, top: Path, base: Path, own: set[Path]
     return target.is_relative_to(top) and _scope(rel, options) == _scope(target.relative_to(base).as_posix(), options)
 
 
+@dataclass(frozen=True)
+class Within:
+    """Project-relative paths a run is narrowed to (watch mode: what just changed). A file is held when it is
+    one of them or lies under one; a folder is walked when it holds some or leads to some."""
+
+    paths: frozenset[str]
+    ancestors: frozenset[str]
+
+    @classmethod
+    def of(cls, paths: Iterable[str]) -> Within:
+        clean = {p.strip("/") for p in paths}
+        clean = {"" if p == "." else p for p in clean} | {storable_path(p) for p in clean if p not in ("", ".")}
+        ancestors = {"/".join(p.split("/")[:i]) for p in clean for i in range(1, p.count("/") + 1)}
+        return cls(frozenset(clean), frozenset(ancestors))
+
+    def holds(self, rel: str) -> bool:
+        if "" in self.paths or rel in self.paths:
+            return True
+        parts = rel.split("/")
+        return any("/".join(parts[:i]) in self.paths for i in range(1, len(parts)))
+
+    def leads_to(self, folder: str) -> bool:
+        return folder in ("", ".") or folder in self.ancestors or self.holds(folder)
+
+
 def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
-          ) -> Iterator[tuple[str, Path, str, os.stat_result]]:
+          within: Within | None = None) -> Iterator[tuple[str, Path, str, os.stat_result]]:
     """Yield (root, file, real relative path, stat) for every regular file under the roots that a loader
     reads, skipping hidden entries and the index's own folder. Everything else met on the way is reported as
     skipped: unsupported types, symlinks outside their scope, symlinked folders (never followed: no loops),
-    FIFOs, sockets and devices (never opened), and folders or files that cannot be read."""
+    FIFOs, sockets and devices (never opened), and folders or files that cannot be read.
+    `within`: only these paths (and what lies under them) are visited; every other rule stays the same."""
     base = options.root.resolve()
     own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
     excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
     own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
     for root in roots:
         top = (base / root).resolve()
-        if not top.is_dir():
+        if not top.is_dir() or (within is not None and top.is_relative_to(base)
+                                and not within.leads_to(top.relative_to(base).as_posix())):
             continue
         errors: list[OSError] = []  # os.walk's onerror: a folder it cannot list is reported, the walk goes on
         for dirpath, dirnames, filenames in os.walk(top, onerror=errors.append):
@@ -214,6 +241,8 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if name.startswith(".") or Path(os.path.realpath(folder)) in own:
                     continue
                 if excluded is not None and excluded.match_file(folder.relative_to(base).as_posix() + "/"):
+                    continue
+                if within is not None and not within.leads_to(folder.relative_to(base).as_posix()):
                     continue
                 if os.path.islink(folder):
                     report.skip(_shown(base, folder), "symlinked folder, not followed", failed=False)
@@ -227,6 +256,8 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if path in own_files:
                     continue
                 rel = path.relative_to(base).as_posix()
+                if within is not None and not within.holds(rel):
+                    continue
                 if excluded is not None and excluded.match_file(rel):
                     report.excluded += 1
                     continue
@@ -345,6 +376,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
         created_at=meta.created_at,
         title=loaded.title,
         tags=sorted(set(meta.tags) | set(loaded.tags)),
+        source=loaded.source,
     )
     return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32))
 
@@ -388,10 +420,12 @@ def index_roots(
     progress: ProgressHook | None = None,
     *,
     take_lock: bool = True,
+    within: Within | None = None,
 ) -> IndexReport:
     """Bring the index in line with the files under `roots`; see the module docstring. `rebuild` empties the
     store first (the KnowledgeBase builds aside instead, so a failed rebuild loses nothing).
-    `take_lock=False`: the caller already holds the index lock."""
+    `take_lock=False`: the caller already holds the index lock. `within`: only these paths under the roots
+    are looked at (watch mode), by the same rules."""
     roots = tuple(roots or options.roots)
     _check_roots(options, roots)
     started = time.perf_counter()
@@ -401,21 +435,41 @@ def index_roots(
             store.reset()
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
-        seen: set[str] = set()
-        todo: list[FileCandidate] = []
-        touches: list[DocumentRecord] = []
-        for root, path, rel, info in _walk(options, roots, report):
-            shown = storable_path(rel)
-            if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
-                report.skip(shown, "another file's name reads the same once escaped", failed=True)
-                continue
-            if _consider(root, path, rel, info, manifest, report, todo, touches, options):
-                seen.add(shown)
-        removed = sorted(p for p, entry in manifest.items() if entry.root in roots and p not in seen)
-
-        _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
+        diff = diff_roots(options, roots, manifest, report, within)
+        _write(diff.todo, diff.removed, diff.touches, manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class RootsDiff:
+    """How the files under some roots differ from the manifest: files to (re-)index, manifest entries to
+    refresh (same bytes, new mtime) and stored paths whose file is gone or now left out (see the report's
+    skips for why)."""
+
+    todo: list[FileCandidate]
+    touches: list[DocumentRecord]
+    removed: list[str]
+
+
+def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry],
+               report: IndexReport, within: Within | None = None) -> RootsDiff:
+    """The comparison every index run makes (by size and mtime, then SHA-256), without writing anything: what
+    `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted."""
+    _check_roots(options, roots)
+    seen: set[str] = set()
+    todo: list[FileCandidate] = []
+    touches: list[DocumentRecord] = []
+    for root, path, rel, info in _walk(options, roots, report, within):
+        shown = storable_path(rel)
+        if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
+            report.skip(shown, "another file's name reads the same once escaped", failed=True)
+            continue
+        if _consider(root, path, rel, info, manifest, report, todo, touches, options):
+            seen.add(shown)
+    removed = sorted(p for p, entry in manifest.items()
+                     if entry.root in roots and p not in seen and (within is None or within.holds(p)))
+    return RootsDiff(todo, touches, removed)
 
 
 def _consider(
@@ -464,6 +518,7 @@ def index_paths(
     wait_seconds: float = 0.0,
     *,
     take_lock: bool = True,
+    progress: ProgressHook | None = None,
 ) -> IndexReport:
     """Index or remove exactly these files (project-relative paths under a configured root).
 
@@ -503,7 +558,7 @@ def index_paths(
                 report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
             if shown in manifest:
                 removed.append(shown)
-        _write(todo, removed, touches, manifest, options, store, embedder, report, progress=None)
+        _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
 

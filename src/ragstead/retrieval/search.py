@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.documents.metadata import PathRule
+from ragstead.documents.sources import citation_link
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text
@@ -36,6 +37,7 @@ class SearchOptions:
     fusion_weight: float = 0.5  # convex: share of the vector side
     rerank_top_n: int = 30  # candidates a reranker (if one is given to search) re-orders
     rerank_weight: float = 0.5  # final = min-max(first-stage score) + weight * min-max(rerank score)
+    dedup_sources: bool = False  # keep only the best chunk of each document (a source)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -113,6 +115,12 @@ class Hit:
     score: float | None = None
     rerank_score: float | None = None
     final_rank: int = 0
+    # Ingested documents only: where it came from (url, type, fetched_at, author, published_at, ...), its URL,
+    # and the link a citation opens (for a video, at the chunk's start time, `video_time` seconds).
+    source: dict[str, Any] | None = None
+    source_url: str | None = None
+    link: str | None = None
+    video_time: int | None = None
 
     def to_dict(self, include_text: bool = False) -> dict[str, Any]:
         """The documented JSON of one result; the full chunk `text` only when asked for."""
@@ -208,14 +216,23 @@ def search(
     rows = store.fetch_chunks(order, filters)
     wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
     results: list[dict[str, Any]] = []
+    sources: set[str] = set()
     for rowid in order:
         row = rows.get(rowid)
         if row is None or not filters.admits(row["file_path"], rules):
             continue  # the SQL filter decides scope; the path backstop only ever removes
+        if options.dedup_sources and reranker is None:
+            if row["doc_id"] in sources:
+                continue  # a lower chunk of a document already listed
+            sources.add(row["doc_id"])
         v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
+        link, video_time = citation_link(row.get("source"), row["section_path"])
         row.update(
             snippet=snippet(row["text"]),
             tags=tuple(row["tags"]),
+            source_url=(row.get("source") or {}).get("url"),
+            link=link,
+            video_time=video_time,
             vector_rank=v[0] if v else None,
             vector_score=round(v[1], 6) if v else None,
             dense_distance=round(1.0 - v[1], 6) if v else None,
@@ -232,7 +249,10 @@ def search(
     timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
     if reranker is not None and results:
         t0 = time.perf_counter()
-        results = rerank_head(question, query_vector, results, reranker, options)[: options.k]
+        results = rerank_head(question, query_vector, results, reranker, options)
+        if options.dedup_sources:  # the reranked order decides which chunk of a document stays
+            results = [r for n, r in enumerate(results) if r["doc_id"] not in {x["doc_id"] for x in results[:n]}]
+        results = results[: options.k]
         timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
     hits = tuple(Hit(**row, final_rank=rank) for rank, row in enumerate(results, start=1))
     return SearchResult(

@@ -29,6 +29,9 @@ class DocumentRecord:
     created_at: str | None
     title: str | None
     tags: list[str] = field(default_factory=list)
+    # Where an ingested document came from (`ragstead ingest`): url, type, key (the dedup key), fetched_at,
+    # author, published_at, site_name, content_hash. None for a plain file.
+    source: dict[str, Any] | None = None
 
 
 @dataclass
@@ -139,6 +142,21 @@ class Store(Protocol):
         """One document's fields (as in list_documents) by id or by path, or None."""
         ...
 
+    def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
+                        chunk_id: str | None = None) -> list[dict[str, Any]]:
+        """Every chunk of one document (by id, or the document holding `chunk_id`), in order, with the columns
+        of `fetch_chunks` (no `id`), filtered in SQL: [] when there is no such document or the filters do not
+        admit it."""
+        ...
+
+    def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
+        """Tags of the documents the filters admit -> how many carry each, most used first."""
+        ...
+
+    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+        """The documents ingested from the source with this dedup key (`source["key"]`), as in list_documents."""
+        ...
+
     def stats(self) -> dict[str, Any]:
         """Counts and model info."""
         ...
@@ -165,11 +183,11 @@ class Store(Protocol):
 CHUNK_SELECT = (
     "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
     "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
-    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash, d.root"
+    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash, d.root, d.source"
 )
 DOCUMENT_SELECT = (
     "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
-    "c.title, c.tags, c.indexed_at, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks"
+    "c.title, c.tags, c.source, c.indexed_at, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks"
 )
 
 
@@ -192,7 +210,7 @@ def check_same_model(
 
 
 DOCUMENT_FIELDS = ("doc_id", "file_path", "root", "file_hash", "size", "mtime", "doc_type", "is_private", "user_slug",
-                   "proxy_wallet", "created_at", "title", "tags")
+                   "proxy_wallet", "created_at", "title", "tags", "source")
 CHUNK_FIELDS = ("doc_id", "chunk_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start",
                 "char_end", "page", "section_path", "token_estimate")
 
@@ -207,7 +225,7 @@ def assemble_writes(
         by_doc[row[0]].append((ChunkRecord(*row[1:]), vector))
     writes = []
     for row in documents:
-        record = DocumentRecord(*row[:12], tags=list(row[12]))
+        record = DocumentRecord(*row[:12], tags=list(row[12]), source=row[13] or None)
         record.is_private = bool(record.is_private)
         found = by_doc[record.doc_id]
         matrix = np.vstack([v for _, v in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)

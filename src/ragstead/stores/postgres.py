@@ -261,11 +261,12 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
-                "user_slug, proxy_wallet, created_at, title, tags) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb)",
+                "user_slug, proxy_wallet, created_at, title, tags, source) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb,%s::jsonb)",
                 [
                     (d.doc_id, d.file_path, d.root, d.file_hash, d.size, d.mtime, d.doc_type, d.is_private,
-                     d.user_slug, d.proxy_wallet, d.created_at, d.title, json.dumps(d.tags))
+                     d.user_slug, d.proxy_wallet, d.created_at, d.title, json.dumps(d.tags),
+                     json.dumps(d.source) if d.source else None)
                     for d in (w.document for w in writes)
                 ],
             )
@@ -392,6 +393,33 @@ class PostgresStore:
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         found = self._documents(f"c.{column} = %s", [value])
         return found[0] if found else None
+
+    def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
+        where, params = filters.to_sql("c", "%s")
+        rows = self._rows(
+            f"SELECT t.tag, COUNT(*) AS n FROM doc_tags t JOIN documents c ON c.doc_id = t.doc_id WHERE {where} "
+            "GROUP BY t.tag ORDER BY n DESC, t.tag", params)
+        return {tag: count for tag, count in rows}
+
+    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+        """The documents ingested from the source with this dedup key (an index on source->>'key')."""
+        return self._documents("c.source->>'key' = %s ORDER BY c.file_path", [key])
+
+    def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
+                        chunk_id: str | None = None) -> list[dict[str, Any]]:
+        """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
+        if chunk_id is not None:
+            found = self._rows("SELECT doc_id FROM chunks WHERE chunk_id = %s", (chunk_id,))
+            if not found:
+                return []
+            doc_id = found[0][0]
+        where, params = filters.to_sql("c", "%s")
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE c.doc_id = %s AND {where} ORDER BY c.chunk_index", (doc_id, *params))
+            names = [d.name for d in cursor.description]
+            return [{k: v for k, v in zip(names, row, strict=True) if k != "id"} for row in cursor]
 
     # -- migration --------------------------------------------------------------------------------
 

@@ -85,6 +85,14 @@ INSERT INTO meta SELECT 'lexical_chunks', count(*)::text FROM chunks;
 INSERT INTO meta SELECT 'lexical_length_sum', coalesce(sum(length(tsv)), 0)::text FROM chunks;
 """,
     ),
+    (
+        3,
+        "where an ingested document came from, with its dedup key indexed",
+        """
+ALTER TABLE documents ADD COLUMN source jsonb;
+CREATE INDEX documents_source_key ON documents ((source->>'key'));
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

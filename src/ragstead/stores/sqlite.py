@@ -38,7 +38,7 @@ from ragstead.stores.permissions import (
 )
 from ragstead.stores.redaction import redact
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # settle_lexical: exact BM25 statistics up to this many chunks (a rebuild takes ~0.1 ms a chunk: 5 s here);
 # above it, a rebuild once deletions reach this share (docs/design.md, "Exact lexical statistics").
 EXACT_LEXICAL_ROWS = 50_000
@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS documents (
     created_at TEXT,
     title TEXT,
     tags TEXT NOT NULL DEFAULT '[]',
+    source TEXT,
     indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
 CREATE TABLE IF NOT EXISTS doc_tags (
@@ -118,6 +119,7 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
     record = dict(zip([d[0] for d in cursor.description], row, strict=True))
     record["is_private"] = bool(record["is_private"])
     record["tags"] = json.loads(record["tags"])
+    record["source"] = json.loads(record["source"]) if record.get("source") else None
     return record
 
 
@@ -205,11 +207,19 @@ class SqliteStore:
         version = self._meta("schema_version")
         if version is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(version) == 3:  # v4 added where an ingested document came from; nothing else changed
+            self._db.execute("BEGIN IMMEDIATE")
+            if "source" not in {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}:
+                self._db.execute("ALTER TABLE documents ADD COLUMN source TEXT")
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            self._db.execute("COMMIT")
         elif int(version) != SCHEMA_VERSION:
             raise RagsteadError(
                 f"index {self.path} has schema version {version}, this ragstead needs {SCHEMA_VERSION}; "
                 "delete the file and run `ragstead index` to rebuild it"
             )
+        # `ragstead ingest`'s dedup looks documents up by their source's key.
+        self._db.execute("CREATE INDEX IF NOT EXISTS documents_source_key ON documents(json_extract(source, '$.key'))")
 
     def ensure_model(self, model: str, dim: int) -> None:
         """Record the model of an empty index; refuse to mix models in one index."""
@@ -311,10 +321,10 @@ class SqliteStore:
         doc = write.document
         self._db.execute(
             "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
-            "user_slug, proxy_wallet, created_at, title, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "user_slug, proxy_wallet, created_at, title, tags, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (doc.doc_id, doc.file_path, doc.root, doc.file_hash, doc.size, doc.mtime, doc.doc_type,
              int(doc.is_private), doc.user_slug, doc.proxy_wallet, doc.created_at, doc.title,
-             json.dumps(doc.tags)),
+             json.dumps(doc.tags), json.dumps(doc.source) if doc.source else None),
         )
         self._db.executemany(
             "INSERT INTO doc_tags (doc_id, tag) VALUES (?, ?)", [(doc.doc_id, t) for t in set(doc.tags)]
@@ -551,6 +561,7 @@ class SqliteStore:
             record = dict(zip(names, row, strict=True))
             record["is_private"] = bool(record["is_private"])
             record["tags"] = json.loads(record["tags"])
+            record["source"] = json.loads(record["source"]) if record["source"] else None
             out[record.pop("id")] = record
         return out
 
@@ -582,12 +593,49 @@ class SqliteStore:
         row = cursor.fetchone()
         return _document_dict(cursor, row) if row else None
 
+    def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
+        where, params = filters.to_sql("c")
+        rows = self._db.execute(
+            f"SELECT t.tag, COUNT(*) AS n FROM doc_tags t JOIN documents c ON c.doc_id = t.doc_id WHERE {where} "
+            "GROUP BY t.tag ORDER BY n DESC, t.tag", params)
+        return {tag: count for tag, count in rows}
+
+    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+        """The documents ingested from the source with this dedup key (an index on the key)."""
+        cursor = self._db.execute(
+            f"SELECT {DOCUMENT_SELECT} FROM documents c WHERE json_extract(c.source, '$.key') = ? "
+            "ORDER BY c.file_path", (key,))
+        return [_document_dict(cursor, row) for row in cursor]
+
+    def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
+                        chunk_id: str | None = None) -> list[dict[str, Any]]:
+        """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
+        if chunk_id is not None:
+            row = self._db.execute("SELECT doc_id FROM chunks WHERE chunk_id = ?", (chunk_id,)).fetchone()
+            if row is None:
+                return []
+            doc_id = row[0]
+        where, params = filters.to_sql("c")
+        cursor = self._db.execute(
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            f"WHERE c.doc_id = ? AND {where} ORDER BY c.chunk_index", [doc_id, *params])
+        names = [d[0] for d in cursor.description]
+        out = []
+        for row in cursor:
+            record = dict(zip(names, row, strict=True))
+            record.pop("id")
+            record["is_private"] = bool(record["is_private"])
+            record["tags"] = json.loads(record["tags"])
+            record["source"] = json.loads(record["source"]) if record.get("source") else None
+            out.append(record)
+        return out
+
     def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
         """Every document with its chunks and vectors, `batch_size` documents at a time, in path order."""
         after = ""
         while True:
             documents = [
-                (*row[:12], json.loads(row[12]))
+                (*row[:12], json.loads(row[12]), json.loads(row[13]) if row[13] else None)
                 for row in self._db.execute(
                     f"SELECT {', '.join(DOCUMENT_FIELDS)} FROM documents WHERE file_path > ? "
                     "ORDER BY file_path LIMIT ?",

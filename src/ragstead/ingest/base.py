@@ -1,0 +1,100 @@
+"""What every fetcher returns, and the one error type of a source that could not be ingested."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from ragstead.errors import RagsteadError
+
+# The archive's folder per kind of source: …/ingested/{SourceType}/{YYYY-MM}/…
+SOURCE_TYPES = ("Article", "PDF", "Text", "Video", "Post", "Dossier")
+
+
+class SourceError(RagsteadError):
+    """A source that cannot be ingested. The message is the one-line reason the report shows after
+    `failed: ` ("HTTP 404", "no transcript for this video", ...)."""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass
+class Extracted:
+    """One source, fetched and extracted, ready to be archived and indexed.
+
+    `body` is what the archive file holds: markdown text for pages, videos and posts (the metadata goes into
+    its front matter), the bytes as fetched for PDFs and plain text (the metadata goes into a sidecar).
+    """
+
+    source_type: str  # one of SOURCE_TYPES
+    source_id: str  # short and stable: a video or post id, else a hash of the normalized URL
+    url: str  # the normalized URL (the dedup key is derived from it)
+    body: str | bytes
+    ext: str  # "md" | "pdf" | "txt"
+    title: str | None = None
+    canonical_url: str | None = None
+    author: str | None = None
+    published_at: str | None = None  # ISO 8601 date or datetime
+    site_name: str | None = None
+    fetched_at: str = field(default_factory=utc_now)
+    tags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.source_type not in SOURCE_TYPES:
+            raise ValueError(f"unknown source type {self.source_type!r}")
+
+    def text(self) -> str:
+        """The text the auto-tagger reads (markdown, or the bytes decoded leniently)."""
+        return self.body if isinstance(self.body, str) else self.body.decode("utf-8", "replace")
+
+
+# The default cap on one fetched body (the issue's 50 MB); a larger response is refused while streaming.
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+
+
+def read_capped(response: httpx.Response, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The body of a streamed response, refused as soon as it passes `max_bytes` (never buffered beyond it)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap (fetch_max_mb)")
+    body = bytearray()
+    for piece in response.iter_bytes():
+        body += piece
+        if len(body) > max_bytes:
+            raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap (fetch_max_mb)")
+    return bytes(body)
+
+
+def http_failure(exc: httpx.HTTPError) -> SourceError:
+    """A transport failure (DNS, refused, TLS, timeout, redirect loop) as a SourceError with a one-line reason,
+    worded like `fetch.fetch`'s."""
+    try:
+        host = exc.request.url.host or "the server"
+    except RuntimeError:  # an error raised before any request existed
+        host = "the server"
+    text = " ".join(str(exc).split())[:160]
+    lowered = text.lower()
+    if isinstance(exc, httpx.TooManyRedirects):
+        reason = "too many redirects (a redirect loop?)"
+    elif isinstance(exc, httpx.ConnectTimeout):
+        reason = f"could not connect to {host} in time"
+    elif isinstance(exc, httpx.TimeoutException):
+        reason = f"{host} sent no data in time (read timeout)"
+    elif isinstance(exc, httpx.UnsupportedProtocol):
+        reason = f"unsupported URL ({text or 'no scheme'})"
+    elif any(s in lowered for s in ("name or service not known", "nodename nor servname", "name resolution",
+                                    "no address associated", "errno -2", "errno -3")):
+        reason = f"DNS lookup failed for {host}"
+    elif "refused" in lowered:
+        reason = f"connection refused by {host}"
+    elif "ssl" in lowered or "certificate" in lowered or "tls" in lowered:
+        reason = f"TLS error with {host} ({text})"
+    else:
+        reason = f"fetch failed ({type(exc).__name__}: {text or 'no detail'})"
+    return SourceError(reason)

@@ -1,0 +1,222 @@
+"""One `ingest` call: parse each source, skip what every target has already (no network, no embedding), fetch
+and extract the rest once, tag once, and store in each target. A source that fails is reported with its
+reason and the others go on; a target that fails does not undo the others."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from ragstead.errors import RagsteadError
+from ragstead.ingest.archive import content_hash, source_fields
+from ragstead.ingest.base import Extracted, SourceError
+from ragstead.ingest.fetch import FetchOptions, fetch, make_client
+from ragstead.ingest.posts import fetch_post
+from ragstead.ingest.tagging import Tagging, normalize_tag
+from ragstead.ingest.urls import Source, parse_source
+from ragstead.ingest.web import as_download, extract, extract_html, sniff
+from ragstead.ingest.youtube import fetch_youtube
+
+STATUSES = ("added", "updated", "unchanged", "duplicate", "failed")
+_LOCAL_KINDS = {".pdf": "pdf", ".txt": "text", ".text": "text", ".md": "text", ".markdown": "text",
+                ".html": "html", ".htm": "html", ".docx": "docx"}
+
+
+class IngestTarget(Protocol):
+    """A knowledge base an ingest call writes to (KnowledgeBase implements it)."""
+
+    name: str
+
+    def documents_from_source(self, key: str) -> list[dict[str, Any]]: ...
+
+    def existing_tags(self) -> list[str]: ...
+
+    def store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
+                        replaces: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+@dataclass
+class SourceResult:
+    """What happened to one source: a status per target, and the overall one (the best of them)."""
+
+    source: str
+    status: str
+    reason: str | None = None
+    kind: str | None = None
+    url: str | None = None
+    title: str | None = None
+    doc_id: str | None = None
+    file_path: str | None = None
+    tags: list[str] = field(default_factory=list)
+    tagging: dict[str, Any] | None = None
+    targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def line(self) -> str:
+        """The report line: `added`, `duplicate`, ... or `failed: reason`."""
+        return f"failed: {self.reason}" if self.status == "failed" else self.status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "status": self.status, "reason": self.reason, "kind": self.kind,
+                "url": self.url, "title": self.title, "doc_id": self.doc_id, "file_path": self.file_path,
+                "tags": self.tags, "tagging": self.tagging, "targets": self.targets}
+
+
+@dataclass
+class IngestReport:
+    results: list[SourceResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SourceResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(r.status == status for r in self.results) for status in STATUSES}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"results": [r.to_dict() for r in self.results], "counts": self.counts(), "ok": not self.failed}
+
+
+def read_local(source: Source, max_bytes: int) -> Extracted:
+    """A local file as a source: PDFs, text and documents archived as they are, HTML extracted like a page."""
+    path = Path(source.url)
+    kind = _LOCAL_KINDS.get(path.suffix.lower())
+    if kind is None:
+        raise SourceError(f"unsupported file type {path.suffix or '(none)'!r} (ingest takes {', '.join(_LOCAL_KINDS)})")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise SourceError(f"file over the {max_bytes >> 20} MB cap (fetch_max_mb)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read the file ({exc.strerror or exc})") from None
+    from ragstead.ingest.fetch import Fetched
+
+    fetched = Fetched(path.as_uri(), 200, "", data)
+    url = path.as_uri()
+    if kind == "html":
+        return extract_html(fetched, url, source.source_id)
+    if kind == "pdf" and sniff(fetched) != "pdf":
+        raise SourceError("not a PDF (the bytes do not start with %PDF-)")
+    extracted = as_download(fetched, url, source.source_id, "pdf" if kind == "pdf" else "text")
+    extracted.ext = path.suffix.lower().lstrip(".")
+    extracted.title = path.stem
+    return extracted
+
+
+def fetch_extracted(source: Source, client: httpx.Client, options: FetchOptions) -> Extracted:
+    """Fetch and extract one source (SourceError with the reason on any failure)."""
+    if source.kind == "file":
+        return read_local(source, options.max_bytes)
+    if source.kind == "video":
+        return fetch_youtube(source.url, client)
+    if source.kind == "post":
+        return fetch_post(source.url, client)
+    return extract(fetch(client, source.url, options), source.url, source.source_id)
+
+
+def merge_tags(given: Sequence[str], tagging: Tagging | None) -> list[str]:
+    tags = [t for t in (normalize_tag(x) for x in given) if t]
+    return list(dict.fromkeys([*tags, *(tagging.tags if tagging else [])]))
+
+
+def ingest_sources(
+    sources: Sequence[str],
+    targets: Sequence[IngestTarget],
+    *,
+    tags: Sequence[str] = (),
+    refresh: bool = False,
+    fetch_options: FetchOptions = FetchOptions(),
+    transport: httpx.BaseTransport | None = None,
+    tagger: Callable[[str, list[str]], Tagging] | None = None,
+    root: Path | None = None,
+    on_result: Callable[[SourceResult], None] | None = None,
+    database: Callable[[Source, SourceResult], None] | None = None,
+    urls_only: bool = False,
+) -> IngestReport:
+    """Ingest each source into every target. `tagger(text, existing_tags)` auto-tags (None: only `tags`);
+    `database(source, result)` handles an analytics source (rows rendered as dossiers) and fills `result`.
+    `urls_only`: only http(s) URLs (a server never reads its own files or databases for a client)."""
+    report = IngestReport()
+    given_tags = [t for t in tags if t.strip()]
+    bad = [t for t in given_tags if not normalize_tag(t)]
+    with make_client(fetch_options, transport) as client:
+        for given in sources:
+            result = _one(given, targets, client, given_tags, bad, refresh, fetch_options, tagger,
+                          None if urls_only else root, database, urls_only)
+            report.results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return report
+
+
+def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags: list[str], bad_tags: list[str],
+         refresh: bool, options: FetchOptions, tagger: Callable[[str, list[str]], Tagging] | None,
+         root: Path | None, database: Callable[[Source, SourceResult], None] | None,
+         urls_only: bool) -> SourceResult:
+    result = SourceResult(source=given, status="failed")
+    try:
+        if bad_tags:
+            raise SourceError(f"invalid tag {bad_tags[0]!r} (tags are 1-40 letters, digits, '-', '.', '_')")
+        if urls_only and not given.strip().lower().startswith(("http://", "https://")):
+            raise SourceError("only http(s) URLs can be ingested through the server")
+        source = parse_source(given, root=root)
+        result.kind, result.url = source.kind, source.url
+        if source.kind == "database":
+            if database is None:
+                raise SourceError("an analytics source needs --query (ragstead ingest clickhouse://… --query …)")
+            result.url = None  # the database URL may hold a password: never echoed
+            database(source, result)
+            return result
+        known = {target.name: target.documents_from_source(source.key) for target in targets}
+        if not refresh and all(known.values()):
+            first = next(iter(known.values()))[0]
+            result.status, result.doc_id, result.file_path = "duplicate", first["doc_id"], first["file_path"]
+            result.title, result.tags = first.get("title"), list(first.get("tags") or [])
+            result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]} for name, docs in known.items()}
+            return result
+        extracted = fetch_extracted(source, client, options)
+    except SourceError as exc:
+        result.reason = str(exc)
+        return result
+    result.title = extracted.title
+    fields = source_fields(extracted, source.key)
+    new_hash = content_hash(extracted)
+    tagging = None
+    if tagger is not None:
+        tagging = tagger(extracted.text(), targets[0].existing_tags() if targets else [])
+        result.tagging = tagging.to_dict()
+    extracted.tags = result.tags = merge_tags(tags, tagging)
+    for target in targets:
+        existing = known[target.name]
+        if existing and not refresh:
+            result.targets[target.name] = {"status": "duplicate", "doc_id": existing[0]["doc_id"]}
+            continue
+        if existing and all((d.get("source") or {}).get("content_hash") == new_hash for d in existing):
+            result.targets[target.name] = {"status": "unchanged", "doc_id": existing[0]["doc_id"]}
+            continue
+        try:
+            doc = target.store_extracted(extracted, fields, result.tags, existing)
+        except RagsteadError as exc:
+            result.targets[target.name] = {"status": "failed", "reason": _one_line(exc)}
+            continue
+        result.targets[target.name] = {"status": "updated" if existing else "added", "doc_id": doc.get("doc_id"),
+                                       "file_path": doc.get("file_path")}
+    ok = [t for t in result.targets.values() if t["status"] != "failed"]
+    if not ok:
+        result.reason = "; ".join(f"{name}: {t['reason']}" for name, t in result.targets.items()) or "no target"
+        return result
+    order = ("updated", "added", "unchanged", "duplicate")
+    result.status = min((t["status"] for t in ok), key=order.index)
+    best = next(t for t in ok if t["status"] == result.status)
+    result.doc_id, result.file_path = best.get("doc_id"), best.get("file_path")
+    return result
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
