@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory | drift.
+| lexical | ensemble | scaling | memory | drift | ingest | tagging.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -17,7 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
-                                           "lexical", "ensemble", "scaling", "memory", "drift"])
+                                           "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -95,6 +95,14 @@ def main() -> None:
 
         stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset, args.queries,
                     args.output or "store_latency")
+    if args.what in ("ingest", "all"):
+        from bench.ingest_throughput import main as ingest_main
+
+        ingest_main()
+    if args.what in ("tagging", "all"):
+        from bench.tagging_threshold import main as tagging_main
+
+        tagging_main()
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 

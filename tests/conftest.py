@@ -141,3 +141,90 @@ def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
         return result
 
     return run
+
+
+CLICKHOUSE_PASSWORD = "Ch-s3cret/pa55@word"  # URL-special characters on purpose: they must be quoted, then scrubbed
+
+
+@pytest.fixture(scope="session")
+def clickhouse_server():  # type: ignore[no-untyped-def]
+    """A real ClickHouse server (Debian's `clickhouse-server`, installed by .ci/run) on 127.0.0.1, on free ports,
+    with a throwaway data folder, for the whole session. Users: `default` (no password) and `analyst`
+    (CLICKHOUSE_PASSWORD), both loopback only. Yields {"host", "port", "user", "password"}.
+
+    Skipped where the binary is missing, except under CI (CI=true), where that is a failure: CI must run it.
+    """
+    import os
+    import socket
+    import time
+    import urllib.request
+
+    binary = shutil.which("clickhouse-server") or shutil.which("clickhouse-server", path="/usr/sbin:/usr/bin")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("clickhouse-server is not installed: .ci/run installs Debian's clickhouse-server")
+        pytest.skip("clickhouse-server is not installed (apt-get install clickhouse-server)")
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    http_port, tcp_port = free_port(), free_port()
+    base = Path(tempfile.mkdtemp(prefix="ragstead-test-clickhouse-"))
+    for sub in ("data", "tmp", "user_files", "format_schemas", "log"):
+        (base / sub).mkdir()
+    (base / "users.xml").write_text(f"""<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>1000000000</max_memory_usage></default></profiles>
+  <users>
+    <default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>
+      <quota>default</quota></default>
+    <analyst><password>{CLICKHOUSE_PASSWORD}</password><networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile><quota>default</quota></analyst>
+  </users>
+  <quotas><default></default></quotas>
+</yandex>
+""")
+    (base / "config.xml").write_text(f"""<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>{base}/log/server.log</log><errorlog>{base}/log/error.log</errorlog></logger>
+  <http_port>{http_port}</http_port>
+  <tcp_port>{tcp_port}</tcp_port>
+  <listen_host>127.0.0.1</listen_host>
+  <path>{base}/data/</path>
+  <tmp_path>{base}/tmp/</tmp_path>
+  <user_files_path>{base}/user_files/</user_files_path>
+  <format_schema_path>{base}/format_schemas/</format_schema_path>
+  <users_config>{base}/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>67108864</mark_cache_size>
+  <max_concurrent_queries>16</max_concurrent_queries>
+</yandex>
+""")
+    log = (base / "stdout.log").open("wb")
+    process = subprocess.Popen([binary, f"--config-file={base / 'config.xml'}"], stdout=log, stderr=subprocess.STDOUT,
+                               cwd=base)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{http_port}/ping", timeout=1).read().startswith(b"Ok"):
+                break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            errors = (base / "log" / "error.log").read_text() if (base / "log" / "error.log").exists() else ""
+            raise RuntimeError(f"clickhouse-server did not start: {(base / 'stdout.log').read_text()[-1500:]}"
+                               f"{errors[-1500:]}")
+        time.sleep(0.2)
+    yield {"host": "127.0.0.1", "port": http_port, "user": "analyst", "password": CLICKHOUSE_PASSWORD}
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+    log.close()
+    shutil.rmtree(base, ignore_errors=True)

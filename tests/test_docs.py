@@ -56,7 +56,8 @@ def test_the_python_tour_in_the_readme_runs(tmp_path):
     assert lines[1].startswith("1 kb/users/alice/2025-03-14-database-decision.md")
     assert "PostgreSQL 16" in result.stdout and "[1]" in result.stdout
     assert "['kb/users/alice/2025-03-14-database-decision.md']" in lines
-    assert lines[-1] == "True"
+    assert lines[-3] == "True"
+    assert lines[-2] == "added" and lines[-1] == "True"  # the ingested page, found with its URL
 
 
 def test_there_are_commands_to_document():

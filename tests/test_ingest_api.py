@@ -57,7 +57,7 @@ def public_dns(monkeypatch) -> None:
 
 
 def test_ingest_goes_to_the_callers_tree_and_only_they_find_it(api, monkeypatch):
-    project, tokens, client = api
+    _, tokens, client = api
     public_dns(monkeypatch)
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=ARTICLE_HTML,
                                                                    headers={"content-type": "text/html"}))

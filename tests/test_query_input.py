@@ -107,3 +107,12 @@ def test_invalid_utf8_in_ask_and_in_a_tag_is_no_traceback(project_root):
     assert json.loads(controls.stdout.decode("utf-8"))["results"] == []
     blank = _run(project_root, b"query", b"   ", b"--user", b"alice")
     assert blank.returncode == 2 and blank.stderr.decode("utf-8").startswith("error: the question is empty")
+
+
+@pytest.mark.parametrize("slug", ["alice\n", "alice\r\n", "../alice", "alice/bob", "", "a" * 129])
+def test_a_user_slug_with_a_trailing_newline_or_a_path_is_refused(slug):
+    from ragstead.errors import InvalidQueryError
+    from ragstead.filters import QueryFilters
+
+    with pytest.raises(InvalidQueryError):
+        QueryFilters.build(slug)

@@ -22,11 +22,13 @@ from ragstead.errors import (
     ModelMismatchError,
     ProviderError,
     RagsteadError,
+    ToolError,
 )
 from ragstead.filters import QueryFilters
 from ragstead.indexing.build import IndexReport
 from ragstead.knowledge_base import KnowledgeBase, init, open
 from ragstead.memory.files import RememberResult
+from ragstead.retrieval.passages import Passage
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
 from ragstead.stores.base import Store
@@ -47,6 +49,7 @@ __all__ = [
     "KnowledgeBase",
     "LoadError",
     "ModelMismatchError",
+    "Passage",
     "ProviderError",
     "QueryFilters",
     "RagsteadError",
@@ -56,6 +59,7 @@ __all__ = [
     "SearchResult",
     "Settings",
     "Store",
+    "ToolError",
     "__version__",
     "init",
     "open",

@@ -203,14 +203,12 @@ def _heading_title(rest: str) -> str:
     return (body.rstrip(" \t#") or body[:1]).strip()
 
 
-@_capped
-def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
-    """Split at ATX headings, keep the heading breadcrumb as `section_path`."""
+def _sections(text: str) -> list[tuple[int, int, str | None]]:
+    """(start, end, heading breadcrumb) of each stretch of markdown between ATX headings, in order."""
     headings = list(_HEADING.finditer(text))
     bounds = [(0, None)] + [(h.start(), h) for h in headings]
     stack: list[tuple[int, str]] = []
-    chunks: list[TextChunk] = []
-    word_starts = [m.start() for m in _WORD.finditer(text)]
+    out = []
     for n, (start, heading) in enumerate(bounds):
         end = bounds[n + 1][0] if n + 1 < len(bounds) else len(text)
         if heading is not None:
@@ -218,10 +216,29 @@ def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, _heading_title(heading.group(2))))
+        out.append((start, end, " > ".join(title for _, title in stack) or None))
+    return out
+
+
+def fill_section_paths(text: str, chunks: list[TextChunk]) -> None:
+    """Give chunks of a markdown document cut by another strategy the breadcrumb of the section they start
+    in, so citations name the section (and a transcript chunk its `## m:ss` start time)."""
+    sections = _sections(text)
+    starts = [start for start, _, _ in sections]
+    for chunk in chunks:
+        if chunk.section_path is None:
+            chunk.section_path = sections[max(0, bisect.bisect_right(starts, chunk.char_start) - 1)][2]
+
+
+@_capped
+def chunk_markdown(text: str, options: ChunkingOptions) -> list[TextChunk]:
+    """Split at ATX headings, keep the heading breadcrumb as `section_path`."""
+    chunks: list[TextChunk] = []
+    word_starts = [m.start() for m in _WORD.finditer(text)]
+    for start, end, path in _sections(text):
         section = text[start:end]
         if not section.strip():
             continue
-        path = " > ".join(title for _, title in stack) or None
         base_word = _word_index_at(word_starts, start)
         for t, sw, ew, cs, ce in _word_windows(section, options.chunk_size, options.overlap, start, base_word):
             chunks.append(TextChunk(len(chunks), t, sw, ew, cs, ce, section_path=path))

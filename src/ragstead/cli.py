@@ -125,6 +125,7 @@ class SearchFlags:
     fusion_weight: float | None = None
     rerank: bool = False
     rerank_top_n: int | None = None
+    dedup_sources: bool = False
 
     def chosen_mode(self) -> str | None:
         chosen = [m for m, on in (("hybrid", self.hybrid), ("lexical", self.lexical_only), ("vector", self.vector))
@@ -144,7 +145,8 @@ class SearchFlags:
                 "include_archive": self.include_archive, "date_from": self.date_from, "date_to": self.date_to,
                 "tags": split_values(self.tag), "rerank": self.rerank, "top_k_vector": self.top_k_vector,
                 "top_k_lexical": self.top_k_lexical, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
-                "rrf_k": self.rrf_k, "rerank_top_n": self.rerank_top_n}
+                "rrf_k": self.rrf_k, "rerank_top_n": self.rerank_top_n,
+                "dedup_sources": self.dedup_sources or None}
 
 
 def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL) -> inspect.Parameter:
@@ -175,6 +177,7 @@ _SEARCH_PARAMETERS = [
                                                          "default: config, 0.5)."),
     _option(False, bool, "--rerank", help="Re-rank the top candidates (sentence max-sim)."),
     _option(None, int | None, "--rerank-top-n", help="Candidates --rerank re-orders (default: config, 30)."),
+    _option(False, bool, "--dedup-sources", help="Keep only the best chunk of each document (source)."),
 ]
 
 
@@ -510,6 +513,9 @@ def ask(
                                                       "else grounded).")] = None,
     remember_it: Annotated[bool, typer.Option("--remember", help="If the question states a lasting fact or "
                                                                  "preference, write it to --user's memory.")] = False,
+    tools: Annotated[list[str] | None, typer.Option("--tools", help="Tools the LLM answerer may call: weather "
+                                                                    "(Open-Meteo); repeatable or comma-separated "
+                                                                    "(default: config tools, none).")] = None,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -524,12 +530,14 @@ def ask(
         arguments = flags.arguments()
         if remember_it and not flags.user:
             raise RagsteadError("--remember needs --user: memory belongs to one person")
+        if tools and extractive:
+            raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
         streaming = output == "text" and sys.stdout.isatty()
         with _open(root, config, db, store_spec, model=model) as kb:
             result = kb.ask(question, min_similarity=min_similarity, max_context_tokens=max_context_tokens,
                             extractive=extractive, template=template, remember=remember_it,
                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
-                            **arguments)
+                            tools=split_values(tools) if tools else None, **arguments)
     if output == "json":
         _echo_json(result.to_dict())
         return
@@ -540,11 +548,100 @@ def ask(
                  or f"chunk {where['chunk_id'][:12]}")
         typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
     for fallback in result.fallbacks:
+        after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
+                 else "the next answerer took over")
         err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
-                  "the next answerer took over", markup=True, highlight=False, soft_wrap=True)
+                  f"{after}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)
+
+
+@app.command(epilog="""Examples:
+  ragstead ingest https://example.com/article --tags reading
+  ragstead ingest https://youtu.be/VIDEO_ID https://x.com/user/status/123 ~/Downloads/paper.pdf
+  ragstead ingest https://example.com/article --refresh --json
+  ragstead ingest "clickhouse://user@localhost:8123/analytics" --query "SELECT * FROM wallets" --group-by user_slug""")
+def ingest(
+    sources: Annotated[list[str], typer.Argument(
+        help="URLs (web pages, PDFs, text, YouTube videos, tweets), local files, or one analytics database URL "
+             "(clickhouse://, postgresql://, sqlite:///) with --query.", show_default=False)],
+    tags: Annotated[str | None, typer.Option("--tags", help="Comma-separated tags for every source.")] = None,
+    targets: Annotated[str | None, typer.Option("--targets", help="Comma-separated knowledge bases to store in: "
+                                                                 "`default` (this project) and [targets.NAME] "
+                                                                 "of ragstead.toml.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Whose private tree the sources go to (default: "
+                                                           "the project owner).")] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Re-fetch sources already ingested; replace the "
+                                                           "stored copy if the content changed.")] = False,
+    no_auto_tags: Annotated[bool, typer.Option("--no-auto-tags", help="Only the --tags given, no automatic "
+                                                                     "tags.")] = False,
+    query: Annotated[str | None, typer.Option("--query", help="Analytics source: the SELECT whose rows become "
+                                                             "dossiers.")] = None,
+    template: Annotated[Path | None, typer.Option("--template", help="Analytics source: a Jinja2 dossier "
+                                                                    "template (default: built in).")] = None,
+    group_by: Annotated[str | None, typer.Option("--group-by", help="Analytics source: one dossier per value of "
+                                                                   "this column (default: one per row).")] = None,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Fetch, archive and index web pages, PDFs, videos, posts and analytics rows. One line per source:
+    added | updated | unchanged | duplicate | failed: reason. Exit code 3: some sources failed (the others
+    were ingested)."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+
+        def show(result: Any) -> None:
+            if output == "text":
+                title = f"  ({result.title})" if result.title and result.status != "failed" else ""
+                typer.echo(f"{result.line}  {result.source}{title}")
+
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.ingest(sources, tags=split_values([tags] if tags else []),
+                               targets=split_values([targets] if targets else []), user=user, refresh=refresh,
+                               auto_tags=False if no_auto_tags else None, query=query,
+                               template=template.resolve() if template else None,
+                               group_by=group_by, wait=wait, on_result=show)
+    if output == "json":
+        _echo_json(report.to_dict())
+    else:
+        counts = report.counts()
+        typer.echo(", ".join(f"{n} {status}" for status, n in counts.items() if n) or "nothing to ingest")
+    if report.failed:
+        raise typer.Exit(code=3)
+
+
+@app.command(epilog="""Examples:
+  ragstead tags
+  ragstead tags --user alice --json""")
+def tags(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's documents (and public ones "
+                                                           "with --public-only).")] = None,
+    public_only: Annotated[bool, typer.Option("--public-only", help="Only public documents.")] = False,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """List the tags of the indexed documents with how many documents carry each (filter with --tag)."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            counts = kb.tags(user=user, public_only=public_only)
+    if output == "json":
+        _echo_json({"tags": [{"tag": tag, "documents": n} for tag, n in counts.items()]})
+        return
+    if not counts:
+        typer.echo("no tags yet (ragstead ingest URL --tags a,b, or `tags:` in a markdown file's front matter)")
+    for tag, n in counts.items():
+        typer.echo(f"{n:>6}  {tag}")
 
 
 @app.command("remember", epilog="""Examples:
@@ -1014,6 +1111,8 @@ def serve(
                                                                "debug (also the server's own messages)")] = "info",
     as_json: Annotated[bool, typer.Option("--json", help="Once up, print the banner as one JSON line on stdout "
                                                          "(url, port chosen, store, model) instead.")] = False,
+    watch_folders: Annotated[bool, typer.Option("--watch", help="Also keep the index following the configured "
+                                                                "roots, as `ragstead watch` does.")] = False,
     model: ModelOpt = None,
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -1066,7 +1165,325 @@ def serve(
                                    access_log=False, timeout_keep_alive=5, limit_concurrency=64,
                                    timeout_graceful_shutdown=5)
     api_logging.configure(log_level)  # after uvicorn.Config, which configures logging
-    Server(server_config).run(sockets=[sock])
+    stop_watching = _follow_in_background(kb) if watch_folders else None
+    try:
+        Server(server_config).run(sockets=[sock])
+    finally:
+        if stop_watching is not None:
+            stop_watching()
+
+
+@app.command("mcp", epilog="""Examples:
+  ragstead mcp --user alice                      # stdio: what Claude Desktop, Cursor and other clients start
+  ragstead mcp --user alice --allow-write        # also the ingest and remember tools
+  ragstead mcp --user alice --http --port 8765   # streamable HTTP at http://127.0.0.1:8765/mcp""")
+def mcp_cmd(
+    user: Annotated[str | None, typer.Option("--user", help="Whose private documents the client reaches "
+                                                            "(default: the project owner).")] = None,
+    public_only: Annotated[bool, typer.Option("--public-only", help="Serve public documents instead of the "
+                                                                    "user's private ones.")] = False,
+    include_archive: Annotated[bool, typer.Option("--include-archive", help="Let clients reach archived "
+                                                                            "documents too.")] = False,
+    allow_write: Annotated[bool, typer.Option("--allow-write", help="Add the write tools: ingest (URLs) and "
+                                                                    "remember.")] = False,
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio "
+                                                      "(loopback only: there is no authentication).")] = False,
+    host: Annotated[str, typer.Option(help="With --http: the loopback interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --http: TCP port (0: any free port).")] = 8765,
+    log_level: Annotated[str, typer.Option("--log-level", help="warning | info | debug (logs go to stderr)")
+                         ] = "warning",
+    model: ModelOpt = None,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Serve the knowledge base to agents over the Model Context Protocol (stdio, or streamable HTTP).
+
+    The scope is fixed here: tool arguments can narrow it, never widen it. stdout carries only the protocol.
+    """
+    import logging
+
+    with _library_errors():
+        levels = {"warning": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
+        if log_level not in levels:
+            raise RagsteadError(f"--log-level must be warning, info or debug, got {log_level!r}")
+        if http and host not in LOOPBACK:
+            raise RagsteadError(f"--http serves without authentication, so only on loopback "
+                                f"({', '.join(LOOPBACK)}), not {host!r}")
+        logging.basicConfig(stream=sys.stderr, level=levels[log_level],
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        sock = _bind(host, port) if http else None  # a busy port fails before the model loads
+        try:
+            try:
+                from ragstead.mcp_server import McpScope, http_app, run_stdio
+            except ImportError as exc:
+                raise RagsteadError(f"the MCP server needs the mcp package ({exc.name or exc}): "
+                                    "pip install 'ragstead[mcp]'") from None
+
+            kb = _open(root, config, db, store_spec, model=model)
+            scope = McpScope(user or kb.settings.owner_slug, public_only, include_archive, allow_write)
+            kb.scope(user=scope.user)  # a valid slug, or one error line
+            if not kb.exists():
+                if not allow_write:
+                    raise RagsteadError(f"no index at {kb.location} yet; run `ragstead index` first (or start "
+                                        "with --allow-write to ingest into a new one)")
+                kb.create()
+            kb.embedder  # noqa: B018 - load the model now, not during the first tool call
+        except BaseException:
+            if sock is not None:
+                sock.close()
+            raise
+    if sock is None:
+        with kb:
+            run_stdio(kb, scope)
+        return
+    import uvicorn
+
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    err.print(f"ragstead mcp: serving {scope.describe()} at http://{host}:{bound}/mcp (Ctrl+C stops)",
+              markup=False, highlight=False)
+    server_config = uvicorn.Config(http_app(kb, scope, host), host=host, port=bound, log_level=log_level,
+                                   timeout_graceful_shutdown=5)
+    with kb:
+        uvicorn.Server(server_config).run(sockets=[sock])
+
+
+def _plan_line(entry: dict[str, Any]) -> str:
+    mark = {"new": "+", "changed": "~", "deleted": "-"}[entry["status"]]
+    reason = f": {entry['reason']}" if entry.get("reason") else ""
+    return f"  {mark} {entry.get('path') or entry.get('url')}{reason}"
+
+
+@app.command(epilog="""Examples:
+  ragstead freshness                            # a dry run: the plan in kb/rag/refresh_plan.jsonl, exit 1 if stale
+  ragstead freshness --apply                    # re-index exactly what the plan lists
+  ragstead freshness --exec 'python embed.py'   # a hook of your own reads the plan at $RAGSTEAD_PLAN
+  ragstead freshness --json                     # the report, for scripts""")
+def freshness(
+    roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to compare (default: the "
+                                                             "configured roots).")] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="Where to write the refresh plan (JSONL).",
+                                              show_default="kb/rag/refresh_plan.jsonl")] = None,
+    ledger: Annotated[Path | None, typer.Option("--ledger", help="The ledger to append to (JSONL).",
+                                                show_default="kb/rag/embedding_ledger.jsonl")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Re-index exactly the planned files.")] = False,
+    exec_command: Annotated[str | None, typer.Option("--exec", help="Run this command with the plan's path in "
+                                                                    "$RAGSTEAD_PLAN (instead of --apply).")] = None,
+    exec_timeout: Annotated[float, typer.Option("--exec-timeout", help="Seconds the --exec hook may run before "
+                                                                       "it is stopped.")] = 3600.0,
+    full: Annotated[bool, typer.Option("--full", help="Ignore the previous manifest (missing or damaged): plan "
+                                                      "every file as new.")] = False,
+    urls: Annotated[bool, typer.Option("--urls", help="Also re-check ingested URLs (conditional GET, content "
+                                                      "hash).")] = False,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for a running index's lock.")] = 0.0,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    model: ModelOpt = None,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Compare the files with the last index run: write the refresh plan, log it to the ledger, and optionally
+    apply it or hand it to a hook. Exit code 0: fresh (or applied), 1: stale and not applied, 2: an error.
+    """
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec, model=model) as kb, _progress_bar(quiet, "applying") as bar:
+            report = kb.freshness(split_values([roots]) if roots else None,
+                                  plan=plan.resolve() if plan else None, ledger=ledger.resolve() if ledger else None,
+                                  apply=apply, exec_command=exec_command, exec_timeout=exec_timeout, full=full,
+                                  urls=urls, wait=wait, progress=bar)
+    data = report.to_dict()
+    if output == "json":
+        _echo_json(data)
+        raise typer.Exit(report.exit_code)
+    counts = data["counts"]
+    state = "stale" if report.stale else "fresh"
+    typer.echo(f"{state}: {counts['new']} new, {counts['changed']} changed, {counts['deleted']} deleted, "
+               f"{counts['unchanged']} unchanged | plan: {data['plan']} (run {data['run_id']})")
+    for entry in data["entries"]:
+        typer.echo(_plan_line(entry))
+    for item in data["skipped"]:
+        typer.echo(f"  skipped {item.get('path') or item.get('url')}: {item['reason']}", err=True)
+    for missing in data["missing_roots"]:
+        typer.echo(f"  note: root {missing} does not exist; its documents were not compared", err=True)
+    if data["applied"] is not None:
+        done = data["applied"]
+        typer.echo(f"applied: added {len(done['added'])}, updated {len(done['updated'])}, removed "
+                   f"{len(done['removed'])}, skipped {len(done['skipped'])} | chunks embedded "
+                   f"{done['chunks_embedded']}, reused {done['chunks_reused']} in {done['seconds']:.2f}s")
+        for item in done["skipped"]:
+            typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+        for page in done["urls"]:
+            typer.echo(f"  ingested again {page['url']}: {page['status']}"
+                       + (f" ({page['reason']})" if page["reason"] else ""))
+    if data["exec"] is not None:
+        hook = data["exec"]
+        how = "ok" if hook["exit_code"] == 0 else hook["error"]
+        typer.echo(f"exec: {hook['command']}: {how} in {hook['seconds']:.1f}s")
+    if report.outcome == "planned":
+        _say("not applied: run with --apply (or --exec CMD) to bring the index up to date", err=True, dim=True)
+    raise typer.Exit(report.exit_code)
+
+
+def _batch_line(batch: Any) -> str | None:
+    """`watch`: one line for a batch that changed the index or could not read something; None for noise."""
+    clock = batch.time[11:19]
+    if batch.report is None:
+        return f"{clock} {batch.note}" if batch.note else None
+    report = batch.report
+    if not batch.changed and not batch.catch_up:
+        return None
+    paths = [*report.added, *report.updated, *report.removed]
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    head = f"{clock} {batch.note or 'caught up' if batch.catch_up else ''}".rstrip()
+    line = f"{head} +{len(report.added)} ~{len(report.updated)} -{len(report.removed)}"
+    line += f": {shown}" if shown else f" ({report.unchanged} unchanged)" if batch.catch_up else ""
+    if not batch.catch_up:
+        line += f" ({_count(batch.events, 'event')}, {report.seconds:.2f}s)"
+    failed = [s for s in report.skipped if s["path"] in report.failed]
+    if failed:
+        line += "; could not read " + ", ".join(f"{s['path']} ({s['reason']})" for s in failed[:5])
+    return line
+
+
+@app.command(epilog="""Examples:
+  ragstead watch                  # the configured roots; Ctrl-C stops
+  ragstead watch notes --debounce 2
+  ragstead watch --json           # one JSON object per batch""")
+def watch(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Folders to follow, inside the project (default: the "
+                                                            "configured roots).", show_default=False)] = None,
+    debounce: Annotated[float, typer.Option(help="Seconds the folders must be quiet before a batch is "
+                                                 "indexed.")] = 1.0,
+    wait: Annotated[float, typer.Option(help="Seconds each batch waits for a running index's lock.")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch on stdout.")] = False,
+    model: ModelOpt = None,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Keep the index following the folders: catch up first, then index each burst of changes as it settles.
+    One line per batch. Ctrl-C stops after the batch in flight (twice: at once)."""
+
+    def show(batch: Any) -> None:
+        if as_json:
+            typer.echo(json.dumps(batch.to_dict(), ensure_ascii=False))
+        elif (line := _batch_line(batch)) is not None:
+            typer.echo(line)
+
+    with _library_errors(), _open(root, config, db, store_spec, model=model) as kb:
+        folders = [str(p.resolve()) for p in paths] if paths else None
+        names = ", ".join(kb.relative_path(f) for f in folders) if folders else ", ".join(kb.settings.roots)
+        err.print(f"watching {names} in {kb.root} (Ctrl-C stops)", markup=False, highlight=False, soft_wrap=True)
+        kb.watch(folders, debounce=debounce, wait=wait, on_batch=show)
+    err.print("stopped", markup=False, highlight=False)
+
+
+def _follow_in_background(kb: KnowledgeBase) -> Callable[[], None]:
+    """`serve --watch`: the folder follower in a thread beside the server; returns the call that stops it."""
+    import threading
+
+    stop = threading.Event()
+
+    def follow() -> None:
+        try:
+            kb.watch(stop=stop, on_batch=lambda batch: (line := _batch_line(batch)) and err.print(
+                f"watch: {line}", markup=False, highlight=False, soft_wrap=True))
+        except RagsteadError as exc:
+            err.print(f"[bold red]error:[/] watch stopped: {escape(str(exc))}", markup=True, highlight=False)
+
+    thread = threading.Thread(target=follow, name="ragstead-watch", daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=60)
+
+    return halt
+
+
+guard_app = typer.Typer(no_args_is_help=True, help="Keep private documents and secrets out of git: a pre-push "
+                                                   "hook, and a check for CI.")
+app.add_typer(guard_app, name="guard")
+
+
+@guard_app.command("install", epilog="""Examples:
+  ragstead guard install                     # .git/hooks/pre-push
+  ragstead guard install --hook pre-commit   # check each commit's staged changes too""")
+def guard_install(
+    hook: Annotated[str, typer.Option("--hook", help="pre-push | pre-commit")] = "pre-push",
+    force: Annotated[bool, typer.Option("--force", help="Keep a hook that is not ragstead's as <hook>.local, "
+                                                        "run after the guard.")] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Write the git hook that runs `ragstead guard check` before each push (or commit)."""
+    from ragstead.guard import install
+
+    with _library_errors():
+        result = install(root, config, hook=hook, force=force)
+    if as_json:
+        _echo_json(result)
+        return
+    typer.echo(f"installed {result['hook']}: {hook} now blocks private documents and secrets")
+    if result["kept"]:
+        typer.echo(f"  your own hook is kept as {result['kept']} and runs after the guard")
+    skip = "git push --no-verify" if hook == "pre-push" else "git commit --no-verify"
+    typer.echo(f"  to publish a blocked file anyway, knowingly: {skip}")
+
+
+@guard_app.command("check", epilog="""Examples:
+  ragstead guard check                       # every tracked file (CI)
+  ragstead guard check --staged              # what the next commit adds
+  ragstead guard check --range origin/main..HEAD
+  ragstead guard check docs/ notes.md --json""")
+def guard_check(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders of the working tree to check.",
+                                                       show_default=False)] = None,
+    staged: Annotated[bool, typer.Option("--staged", help="Check the staged changes.")] = False,
+    rev_range: Annotated[str | None, typer.Option("--range", help="Check every commit of A..B.")] = None,
+    pre_push: Annotated[bool, typer.Option("--pre-push", help="Read the refs git gives a pre-push hook on stdin "
+                                                              "and check the commits they send.")] = False,
+    remote: Annotated[str | None, typer.Option("--remote", help="With --pre-push: the remote pushed to.")] = None,
+    max_scan_mb: Annotated[float, typer.Option("--max-scan-mb", help="Larger text files are blocked: too large to "
+                                                                     "scan for secrets.")] = 10.0,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Block private paths and secret-like files or contents. Exit code 0: nothing to block, 1: blocked files
+    (each named with why), 2: an error."""
+    from ragstead.guard import check, read_pre_push_input
+
+    with _library_errors():
+        report = check(root, config, staged=staged, rev_range=rev_range, paths=paths or (),
+                       pre_push=read_pre_push_input() if pre_push else None, remote=remote,
+                       max_scan_mb=max_scan_mb)
+    if as_json:
+        _echo_json(report.to_dict())
+    else:
+        # A hook's stdout is not for people: everything goes to stderr there.
+        say = err.print if pre_push else _stdout().print
+        if report.ok:
+            say(f"ok: {_count(report.checked, 'file')} in {report.what}, nothing private or secret-like",
+                markup=False, highlight=False, soft_wrap=True)
+        else:
+            say(f"ragstead guard: {_count(len(report.blocked), 'file')} blocked in {report.what} "
+                f"({report.checked} checked):", markup=False, highlight=False, soft_wrap=True)
+            for finding in report.blocked:
+                say(f"  blocked {finding.path}: {finding.reason}", markup=False, highlight=False, soft_wrap=True)
+            escape_hatch = ("git push --no-verify" if pre_push else "git commit --no-verify" if staged else
+                            "remove them, or skip the hook once with --no-verify")
+            say(f"to publish them anyway, knowingly: {escape_hatch}", markup=False, highlight=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 keys_app = typer.Typer(no_args_is_help=True, help="Manage API keys for `ragstead serve`.")

@@ -37,6 +37,11 @@ class ProviderError(RagsteadError):
     """An answerer could not answer (HTTP error, timeout, malformed or empty reply); the next one in the chain tries."""
 
 
+class ToolError(RagsteadError):
+    """A tool call of `ask` was refused (not allow-listed, malformed arguments) or failed (its API down, too
+    slow, too big); the model is told and the answer goes on without it."""
+
+
 class DocumentNotFoundError(RagsteadError):
     """No such document in the caller's scope (someone else's document answers the same way)."""
 

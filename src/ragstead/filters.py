@@ -15,7 +15,8 @@ from datetime import date, timedelta
 from ragstead.documents.metadata import DOC_TYPES, PathRule, derive_metadata
 from ragstead.errors import InvalidQueryError
 
-USER_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "alice\n" through as a slug.
+USER_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 

@@ -33,14 +33,16 @@ from ragstead.answer.base import AnswerProvider, Context
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import catalog as template_catalog
 from ragstead.answer.prompt import load_template
+from ragstead.answer.tools import ToolRegistry
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
 from ragstead.chunking import ChunkingOptions
 from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings, save_settings
 from ragstead.documents.ids import fs_path
 from ragstead.documents.loaders import LOADERS, is_supported, load_document
 from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.sources import sidecar_path
 from ragstead.embeddings.base import Embedder
-from ragstead.embeddings.cache import QueryVectorCache
+from ragstead.embeddings.cache import PassageMemo, QueryVectorCache
 from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows, embedder_for
 from ragstead.errors import (
     ConfigError,
@@ -53,17 +55,51 @@ from ragstead.errors import (
 from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
 from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
 from ragstead.filters import QueryFilters, clean_text
-from ragstead.indexing.build import IndexReport, ProgressHook, TextRecord, index_paths, index_records, index_roots
+from ragstead.freshness import (
+    DEFAULT_EXEC_TIMEOUT,
+    LEDGER_FILE,
+    PLAN_FILE,
+    VALIDATORS_FILE,
+    FreshnessReport,
+    FreshnessRun,
+    UrlPlan,
+    check_hook_command,
+    ingested_remote,
+    plan_urls,
+    read_validators,
+    write_validators,
+)
+from ragstead.guard import SECRET_FILE_PATTERNS
+from ragstead.indexing.build import (
+    IndexReport,
+    ProgressHook,
+    TextRecord,
+    Within,
+    index_paths,
+    index_records,
+    index_roots,
+)
 from ragstead.indexing.lock import index_lock
+from ragstead.ingest.archive import archive_path, write_archive
+from ragstead.ingest.base import Extracted
+from ragstead.ingest.dossiers import render_dossiers
+from ragstead.ingest.fetch import FetchOptions, make_client
+from ragstead.ingest.pipeline import IngestReport, SourceResult, ingest_sources
+from ragstead.ingest.tagging import Tagging
+from ragstead.ingest.tagging import auto_tags as auto_tag
+from ragstead.ingest.urls import Source
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
+from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
+from ragstead.retrieval.passages import Passage, read_passage
 from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
 from ragstead.stores import permissions
-from ragstead.stores.base import Store
+from ragstead.stores.base import ManifestEntry, Store
 from ragstead.stores.factory import StoreSpec, is_chroma_spec, is_postgres_url
 from ragstead.stores.migrate import MigrationReport, copy_store
+from ragstead.watch import DEFAULT_DEBOUNCE, FolderFollower, WatchBatch
 
 Progress = ProgressHook
 UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
@@ -93,6 +129,7 @@ class KnowledgeBase:
         self._transport = transport
         self._reranker: Reranker | None = None
         self._lock = threading.RLock()
+        self._ingest_embedder: Embedder | None = None  # set for one ingest call: embeds once for all targets
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -338,6 +375,137 @@ class KnowledgeBase:
         status = "added" if report.added else "updated" if report.updated else "unchanged"
         return status, self.document(path=rel) or {}
 
+    # -- ingest ------------------------------------------------------------------------------------
+
+    def ingest(self, sources: Sequence[str], *, tags: Sequence[str] = (), targets: Sequence[str] = (),
+               user: str | None = None, refresh: bool = False, allow_private: bool = True,
+               auto_tags: bool | None = None, transport: httpx.BaseTransport | None = None, wait: float = 30.0,
+               on_result: Callable[[SourceResult], None] | None = None, query: str | None = None,
+               template: str | Path | None = None, group_by: str | None = None,
+               urls_only: bool = False) -> IngestReport:
+        """Fetch, extract, archive and index each source (web page, PDF or text URL, YouTube video, tweet, local
+        file) into this knowledge base and/or the named `targets` ("default" = this one). A source already
+        ingested is a `duplicate` without network or embedding work; `refresh` re-fetches and replaces the
+        stored copy only if its content changed. Failures are per source (and per target); the rest go on.
+        `allow_private=False` refuses URLs on loopback/private addresses (the HTTP API's SSRF guard), and
+        `urls_only` anything but http(s) URLs (the API never reads the server's own files for a client).
+
+        An analytics source (clickhouse://, postgresql://, sqlite:///) with `query` renders its rows as
+        dossiers under `artifacts/dossiers/<user>/` (one per row, or per `group_by` value; `template`: Jinja2)
+        and indexes them; with `user`, only that user's rows."""
+        only_user = user
+        user = user or self.settings.owner_slug
+        QueryFilters.build(user_slug=user)  # a valid slug, or InvalidQueryError
+        kbs = self._targets(targets)
+        embedder = PassageMemo(self._load_embedder(self.store if self.exists() else None))
+        for kb in kbs.values():  # one embedding per passage for every target on the same model
+            own = kb._load_embedder(kb.store if kb.exists() else None)
+            kb._ingest_embedder = embedder if own.name == embedder.name and own.dim == embedder.dim else None
+        use_tags = self.settings.auto_tags if auto_tags is None else auto_tags
+        providers = [p for p in self.providers() if p.name != "extractive"] if use_tags else []
+
+        def tagger(text: str, existing: list[str]) -> Tagging:
+            return auto_tag(text, existing, embedder, providers)
+
+        settings = self.settings
+        options = FetchOptions(connect_seconds=settings.fetch_connect_seconds, read_seconds=settings.fetch_read_seconds,
+                               max_bytes=settings.fetch_max_mb << 20,
+                               allow_private=allow_private or settings.allow_private_urls)
+        try:
+            return ingest_sources(
+                sources, [_IngestTarget(kb, name, user, wait) for name, kb in kbs.items()], tags=tags,
+                refresh=refresh, fetch_options=options, transport=transport or self._transport,
+                tagger=tagger if use_tags else None, root=self.root, on_result=on_result,
+                database=(lambda source, result: self._ingest_dossiers(kbs, source, result, query, template,
+                                                                       group_by, only_user, wait)) if query else None,
+                urls_only=urls_only)
+        finally:
+            for name, kb in kbs.items():
+                kb._ingest_embedder = None
+                if name != "default":
+                    kb.close()
+
+    def _ingest_dossiers(self, kbs: dict[str, KnowledgeBase], source: Source, result: SourceResult, query: str,
+                         template: str | Path | None, group_by: str | None, user: str | None, wait: float) -> None:
+        """Render the query's rows as dossiers in each target and index them (ingest/dossiers.py). `template`:
+        Jinja2 text, or a file (a Path)."""
+        for name, kb in kbs.items():
+            try:
+                run = render_dossiers(source.url, query=query, root=kb.root, template=template, group_by=group_by,
+                                      user=user, connect_timeout=kb.settings.fetch_connect_seconds)
+                result.url = run.source  # without the password
+                with kb._writer() as store, kb._guarded(store):
+                    report = index_paths(kb.settings.indexing((*kb.settings.roots, "artifacts")), store,
+                                         kb._ingest_embedder or kb._load_embedder(store), run.paths, wait)
+            except RagsteadError as exc:
+                result.targets[name] = {"status": "failed", "reason": " ".join(str(exc).split())[:300]}
+                continue
+            status = "updated" if report.updated else "added" if report.added else "unchanged"
+            result.targets[name] = {"status": status, "rows": run.rows, "dossiers": run.paths,
+                                    "skipped": [{"row": s.row, "reason": s.reason} for s in run.skipped]}
+        ok = [t for t in result.targets.values() if t["status"] != "failed"]
+        if ok:
+            result.status = ok[0]["status"]
+            result.title = f"{len(ok[0]['dossiers'])} dossiers from {ok[0]['rows']} rows"
+        else:
+            result.reason = "; ".join(t["reason"] for t in result.targets.values())
+
+    def _targets(self, names: Sequence[str]) -> dict[str, KnowledgeBase]:
+        """The knowledge bases an ingest writes to: this one ("default") and the configured `[targets.NAME]`."""
+        wanted = list(dict.fromkeys(n.strip() for n in names if n.strip())) or ["default"]
+        known = {t.name: t for t in self.settings.targets}
+        out: dict[str, KnowledgeBase] = {}
+        for name in wanted:
+            if name == "default":
+                out[name] = self
+                continue
+            target = known.get(name)
+            if target is None:
+                raise ConfigError(f"no target {name!r}; define it in ragstead.toml as [targets.{name}] with root = "
+                                  f"\"path\" (known: {', '.join(['default', *known]) })")
+            root = self.settings.resolve(target.root)
+            if not root.is_dir():
+                raise ConfigError(f"target {name}: its root {root} is not a folder")
+            out[name] = open(root, store=target.store or None, transport=self._transport)
+        return out
+
+    def _store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
+                         replaces: list[dict[str, Any]], user: str, wait: float) -> dict[str, Any]:
+        """Archive one extracted source under `kb/users/<user>/ingested/` and index it, all or nothing: the
+        archive is checked by the loader before it lands, and if indexing fails the files are put back as they
+        were (the old archive, or none). Documents it replaces (a refresh) are removed in the same run."""
+        folder = self.root / "kb" / "users" / user / "ingested"
+        target = archive_path(folder, extracted)
+        options = self.settings.indexing((*self.settings.roots, "kb"))
+        staged = folder / f".ingest-{uuid.uuid4().hex}"
+        make_private_folder(staged)
+        try:
+            written = write_archive(staged / target.name, extracted, source, tags)
+            try:
+                load_document(staged / target.name, options.load_limits)  # unreadable content never lands
+            except LoadError as exc:
+                raise LoadError(str(exc).replace(f"{staged / target.name}", target.name)) from None
+            old = [p for d in replaces for p in (fs_path(self.root, d["file_path"]),
+                                                 sidecar_path(fs_path(self.root, d["file_path"])))]
+            with self._writer() as store, index_lock(self.settings.lock_file, wait), self._guarded(store):
+                make_private_folder(target.parent)
+                moves = [(path, target.parent / path.name) for path in written]
+                moved = _swap_files(moves, [p for p in old if p not in {to for _, to in moves}], staged)
+                rels = list(dict.fromkeys([self.relative_path(target), *(d["file_path"] for d in replaces)]))
+                embedder = self._ingest_embedder or self._load_embedder(store)
+                try:
+                    report = index_paths(options, store, embedder, rels, take_lock=False)
+                    if report.skipped:
+                        raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
+                except BaseException:
+                    moved.undo()
+                    index_paths(options, store, embedder, rels, take_lock=False)
+                    raise
+                moved.commit()
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+        return self.document(path=self.relative_path(target)) or {}
+
     def delete(self, path: str | Path | None = None, *, doc_id: str | None = None, user: str | None = None,
                wait: float = 30.0) -> dict[str, Any]:
         """Delete a document (by path or id): its file and its chunks in the index. With `user`, only that
@@ -404,12 +572,13 @@ class KnowledgeBase:
     def search_options(self, *, k: int = 8, mode: str | None = None, top_k_vector: int | None = None,
                        top_k_lexical: int | None = None, fusion: str | None = None,
                        fusion_weight: float | None = None, rrf_k: int | None = None,
-                       rerank_top_n: int | None = None) -> SearchOptions:
-        """Search options from the configured defaults (hybrid, convex fusion), validated."""
+                       rerank_top_n: int | None = None, dedup_sources: bool | None = None) -> SearchOptions:
+        """Search options from the configured defaults (hybrid, convex fusion), validated. `dedup_sources`:
+        the best chunk of each document only."""
         fusion = choose_fusion(fusion, rrf_k, fusion_weight)
         options = self.settings.search_options(mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
                                                fusion=fusion, fusion_weight=fusion_weight, rrf_k=rrf_k,
-                                               rerank_top_n=rerank_top_n)
+                                               rerank_top_n=rerank_top_n, dedup_sources=dedup_sources)
         options.validate()
         return options
 
@@ -444,6 +613,12 @@ class KnowledgeBase:
             return list(self._providers)
         return _providers_from_env(template=prompt, transport=self._transport)
 
+    def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
+        """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
+        knowledge base's HTTP transport; None when there are none. Unknown names raise ConfigError."""
+        names = tuple(self.settings.tools if tools is None else tools)
+        return ToolRegistry(names, transport=self._transport) if names else None
+
     def ask(self, question: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
             doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
             date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
@@ -451,11 +626,14 @@ class KnowledgeBase:
             max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, extractive: bool = False,
             template: str | None = None, remember: bool = False, on_text: Callable[[str], None] | None = None,
             filters: QueryFilters | None = None, options: SearchOptions | None = None,
-            answerers: Sequence[AnswerProvider] | None = None, **knobs: Any) -> Answer:
+            answerers: Sequence[AnswerProvider] | None = None, tools: Sequence[str] | None = None,
+            **knobs: Any) -> Answer:
         """Answer from the documents in scope with citations, or the exact refusal sentence.
 
         `remember`: if the question states a lasting fact or preference, write it to `user`'s memory.
         `answerers`: a chain built once by `providers()` (a server reuses it); `extractive` overrides it.
+        `tools`: the allow-listed tools an LLM answerer may call (`("weather",)`; None: the `tools` setting,
+        off by default); results are cited like documents. The extractive answerer never calls tools.
         """
         if remember and not user:
             raise InvalidQueryError("remember needs a user: memory belongs to one person")
@@ -467,13 +645,21 @@ class KnowledgeBase:
         ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs),
                                  DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
                                  max_context_tokens, self.reranker() if rerank else None)
+        registry = self.tool_registry(tools)  # unknown tool names fail here, before any work
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
                                      self.settings.scope_rules)
-        result = answer(found, contexts, ask_options.min_similarity, chain, on_text)
+        result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if remember and user:
             result = replace(result, memory_write=self.remember(question, user=user).to_dict())
         return result
+
+    def tags(self, *, user: str | None = None, public_only: bool = False,
+             include_archive: bool = True) -> dict[str, int]:
+        """Every tag of the documents in scope, with how many documents carry it, most used first."""
+        filters = self.scope(user=user, public_only=public_only, include_archive=include_archive)
+        with self._lock:
+            return self.store.tag_counts(filters)
 
     def stats(self) -> dict[str, Any]:
         """Counts, the model and where the index lives."""
@@ -512,6 +698,30 @@ class KnowledgeBase:
         """One document by id or project-relative path, or None."""
         with self._lock:
             return self.store.get_document(doc_id, file_path=path)
+
+    def read(self, doc_id: str, *, offset: int = 0, limit: int = MAX_PASSAGE_CHUNKS, user: str | None = None,
+             public_only: bool = False, include_archive: bool = True) -> Passage:
+        """A document's indexed text in a scope: up to `limit` chunks from `offset`, in order, with its metadata.
+        A document out of scope raises DocumentNotFoundError, exactly like a missing one."""
+        return self._passage(self.scope(user=user, public_only=public_only, include_archive=include_archive),
+                             doc_id=doc_id, offset=max(0, offset), limit=limit)
+
+    def passage(self, chunk_id: str, *, around: int = 1, user: str | None = None, public_only: bool = False,
+                include_archive: bool = True) -> Passage:
+        """What a citation `[n]` opens: the chunk `chunk_id` with up to `around` chunks on each side and its
+        document's metadata, in a scope. Out of scope raises DocumentNotFoundError, like a missing chunk."""
+        return self._passage(self.scope(user=user, public_only=public_only, include_archive=include_archive),
+                             chunk_id=chunk_id, around=max(0, min(around, 10)))
+
+    def _passage(self, filters: QueryFilters, **where: Any) -> Passage:
+        key = where.get("doc_id") or where.get("chunk_id")
+        if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{64}", key):
+            raise DocumentNotFoundError("no such document")  # a malformed id reads like a missing one
+        with self._lock:
+            found = read_passage(self.store, filters, self.settings.scope_rules, **where)
+        if found is None:
+            raise DocumentNotFoundError("no such document")
+        return found
 
     def readiness(self) -> dict[str, Any]:
         """The store answers and the embedder is loaded and matches the index's model (raises if not)."""
@@ -574,6 +784,214 @@ class KnowledgeBase:
         for an empty index. A run that changed nothing leaves it as it was."""
         with self._lock:
             return self.store.last_indexed_at()
+
+    # -- keeping it fresh ----------------------------------------------------------------------------
+
+    def freshness(self, paths: Sequence[str | Path] | None = None, *, plan: str | Path | None = None,
+                  ledger: str | Path | None = None, apply: bool = False, exec_command: str | None = None,
+                  exec_timeout: float = DEFAULT_EXEC_TIMEOUT, full: bool = False, urls: bool = False,
+                  wait: float = 0.0, progress: Progress | None = None,
+                  transport: httpx.BaseTransport | None = None) -> FreshnessReport:
+        """Compare the files under `paths` (default: the configured roots) with the manifest of the last index
+        run, write the refresh plan (`plan`, default `kb/rag/refresh_plan.jsonl`) and append the decisions
+        and the run to the ledger (`ledger`, default `kb/rag/embedding_ledger.jsonl`). Then: nothing (a dry
+        run), `apply` (re-index exactly the planned files), or `exec_command` (a hook, with the plan's path in
+        $RAGSTEAD_PLAN, stopped after `exec_timeout` seconds). `full`: no previous manifest, every file is new.
+        `urls`: also re-check the pages `ingest` fetched (conditional GET through `transport`, default the
+        network), and `apply` ingests the changed ones again. The plan and the apply of files hold the index
+        lock (`wait` seconds for it, like `index`); the network is used outside it."""
+        if apply and exec_command is not None:
+            raise InvalidQueryError("--apply and --exec exclude each other: ragstead re-indexes the plan, or the "
+                                    "hook does")
+        if exec_command is not None:
+            check_hook_command(exec_command)
+        if not exec_timeout > 0:
+            raise InvalidQueryError(f"--exec-timeout must be above 0 seconds, got {exec_timeout:g}")
+        if paths:
+            roots, missing = self._existing_roots(paths), ()
+        else:
+            roots = tuple(r for r in self.settings.roots if (self.root / r).is_dir())
+            missing = tuple(r for r in self.settings.roots if r not in roots)
+        folder = self.settings.db_file.parent
+        run = FreshnessRun(self.settings.resolve(str(plan)) if plan else folder / PLAN_FILE,
+                           self.settings.resolve(str(ledger)) if ledger else folder / LEDGER_FILE, roots,
+                           full=full, missing_roots=missing)
+        options = self.settings.indexing(roots)
+        transport = transport or self._transport
+        with run.recorded():
+            pages = self._plan_urls(transport) if urls else None
+            if pages is not None:
+                run.add_urls(pages)
+            with index_lock(self.settings.lock_file, wait):  # the manifest of a completed run, not one mid-way
+                run.plan_files(options, roots, None if full else self._previous_manifest(), self._chunk_count)
+                run.write_plan()
+                if apply and (run.paths or run.touches):
+                    with self._writer() as store, self._guarded(store):
+                        if run.paths:  # exactly the plan: no other file is read
+                            run.applied(index_paths(options, store, self._load_embedder(store), run.paths,
+                                                    take_lock=False, progress=progress))
+                        if run.touches:  # same bytes, new mtime: the manifest learns it, nothing is read
+                            store.apply([], [], run.touches)
+            if apply and pages is not None and run.urls:
+                run.applied(urls=self._refresh_pages(run, pages, wait, transport))
+            if exec_command is not None and run.report.entries:
+                run.run_hook(exec_command, exec_timeout, self.root)
+        return run.report
+
+    def _previous_manifest(self) -> dict[str, ManifestEntry]:
+        """The manifest of the last index run, or a clear error when there is none or it cannot be read."""
+        if not self.exists():
+            raise RagsteadError(f"no previous manifest: there is no index at {self.location} yet; run "
+                                "`ragstead index` first, or plan every file as new with --full")
+        try:
+            with self._lock:
+                return self.store.manifest()
+        except Exception as exc:  # a damaged file: the store's own error, or the driver's
+            raise RagsteadError(f"the manifest of the last index run cannot be read ({' '.join(str(exc).split())}); "
+                                "rebuild the index with `ragstead index --rebuild`, or plan every file as new "
+                                "with --full") from exc
+
+    def _plan_urls(self, transport: httpx.BaseTransport | None) -> UrlPlan:
+        """`freshness --urls`: every document ingested from a web URL, checked again (freshness.plan_urls)."""
+        if not self.exists():
+            return UrlPlan()
+        pages = [d for d in self._all_documents() if ingested_remote(d)]
+        settings = self.settings
+        options = FetchOptions(connect_seconds=settings.fetch_connect_seconds,
+                               read_seconds=settings.fetch_read_seconds, max_bytes=settings.fetch_max_mb << 20)
+        kept_file = settings.db_file.parent / VALIDATORS_FILE  # private: it names the pages users ingested
+        kept = read_validators(kept_file)
+        with make_client(options, transport) as client:
+            plan = plan_urls(pages, client, options, kept)
+        if plan.validators:
+            write_validators(kept_file, kept | plan.validators)
+        return plan
+
+    def _refresh_pages(self, run: FreshnessRun, pages: UrlPlan, wait: float,
+                       transport: httpx.BaseTransport | None) -> list[dict[str, Any]]:
+        """`--apply` for pages: each changed one ingested again (`ingest --refresh`) for the user who has it, with
+        the tags it had."""
+        done = []
+        for entry in run.urls:
+            doc = pages.documents[entry.doc_id or ""]
+            result = self.ingest([entry.url or ""], refresh=True, user=doc.get("user_slug") or None,
+                                 tags=doc.get("tags") or (), wait=wait, transport=transport).results[0]
+            done.append({"url": entry.url, "doc_id": entry.doc_id, "status": result.status, "reason": result.reason,
+                         "file_path": result.file_path})
+        return done
+
+    def _all_documents(self) -> list[dict[str, Any]]:
+        """Every document of the index, private and public, in pages of a thousand."""
+        found: dict[str, dict[str, Any]] = {}
+        for public in (False, True):
+            scope = self.scope(public_only=public, include_archive=True)
+            offset = 0
+            while True:
+                with self._lock:
+                    page = self.store.list_documents(scope, 1000, offset)
+                found.update((d["doc_id"], d) for d in page)
+                if len(page) < 1000:
+                    break
+                offset += 1000
+        return list(found.values())
+
+    def _chunk_count(self, path: str) -> int:
+        with self._lock:
+            doc = self.store.get_document(file_path=path)
+        return int(doc.get("chunks") or 0) if doc else 0
+
+    def watch(self, paths: Sequence[str | Path] | None = None, *, debounce: float = DEFAULT_DEBOUNCE,
+              wait: float = 30.0, on_batch: Callable[[WatchBatch], None] | None = None,
+              stop: threading.Event | None = None) -> None:
+        """Keep the index in line with the folders under `paths` (default: the configured roots) until `stop` is
+        set or Ctrl-C: first an incremental index (what changed while nobody watched), then, for each burst of
+        file events (quiet for `debounce` seconds), an index run narrowed to the changed paths. `on_batch`
+        hears of each batch. In the main thread the first Ctrl-C lets the batch in flight finish."""
+        if paths:
+            roots = []
+            for path in paths:
+                full = Path(path) if Path(path).is_absolute() else self.root / path
+                if not full.is_dir():
+                    raise InvalidQueryError(f"{path} is not a folder" if full.exists() else f"no such folder: {path}")
+                roots.append(self.relative_path(full))
+            watched = tuple(dict.fromkeys(roots))
+        else:
+            watched = tuple(self.settings.roots)
+
+        def sync(roots: tuple[str, ...], within: Within | None) -> IndexReport:
+            with self._writer() as store, self._guarded(store):
+                return index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
+                                   wait, within=within)
+
+        FolderFollower(self.settings.indexing(watched), watched, sync, debounce=debounce, on_batch=on_batch,
+                       stop=stop).run()
+
+
+class _IngestTarget:
+    """A KnowledgeBase as one target of an ingest call (ingest/pipeline.py's IngestTarget)."""
+
+    def __init__(self, kb: KnowledgeBase, name: str, user: str, wait: float) -> None:
+        self.kb, self.name, self.user, self.wait = kb, name, user, wait
+
+    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+        """This user's own copies only: dedup is per user, so another user's copy (its path, its title, even
+        that it exists) never shows through an ingest."""
+        if not self.kb.exists():
+            return []
+        with self.kb._lock:
+            found = self.kb.store.documents_from_source(key)
+        return [d for d in found if d["user_slug"] == self.user and d["is_private"]
+                and d["file_path"].startswith(f"kb/users/{self.user}/")]
+
+    def existing_tags(self) -> list[str]:
+        return list(self.kb.tags()) if self.kb.exists() else []
+
+    def store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
+                        replaces: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.kb._store_extracted(extracted, source, tags, replaces, self.user, self.wait)
+
+
+class _FileSwap:
+    """Files moved into place (and old ones moved aside) so that `undo` puts everything back as it was."""
+
+    def __init__(self) -> None:
+        self.placed: list[tuple[Path, Path | None]] = []  # (target, backup of what it replaced)
+        self.removed: list[tuple[Path, Path]] = []  # (old path, where it waits)
+
+    def undo(self) -> None:
+        for target, backup in reversed(self.placed):
+            if backup is not None:
+                os.replace(backup, target)
+            else:
+                target.unlink(missing_ok=True)
+        for old, aside in reversed(self.removed):
+            os.replace(aside, old)
+
+    def commit(self) -> None:
+        """Nothing to do: the backups live in the staging folder, which the caller removes."""
+
+
+def _swap_files(moves: list[tuple[Path, Path]], removals: list[Path], staging: Path) -> _FileSwap:
+    """Move each staged file onto its target and each of `removals` into `staging`, keeping what it takes
+    the place of (a hard link, so the target is never missing) for `undo`."""
+    swap = _FileSwap()
+    try:
+        for source, target in moves:
+            backup = None
+            if target.exists():
+                backup = staging / f".previous-{uuid.uuid4().hex}"
+                os.link(target, backup)
+            os.replace(source, target)
+            swap.placed.append((target, backup))
+        for old in removals:
+            if old.exists():
+                aside = staging / f".removed-{uuid.uuid4().hex}"
+                os.replace(old, aside)
+                swap.removed.append((old, aside))
+    except BaseException:
+        swap.undo()
+        raise
+    return swap
 
 
 @contextmanager
@@ -661,18 +1079,20 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
 
 
 def _gitignore_boundary(root: Path, settings: Settings, layout: str) -> list[str]:
-    """Add the lines that keep the index (and the team layout's private folders) out of git; returns the
-    lines added."""
+    """Add the lines that keep the index (and the team layout's private folders) out of git, and the
+    secret-like file names `ragstead guard` blocks; returns the lines added."""
     index_dir = settings.db_file.parent.resolve()
     lines = [f"/{index_dir.relative_to(root).as_posix()}/"] if index_dir.is_relative_to(root) else []
     if layout == "team":  # private by layout: everything under kb/ and artifacts/ but the two marker files
         lines += ["/kb/*", "!/kb/README.md", "!/kb/.gitkeep", "/artifacts/"]
+    lines += SECRET_FILE_PATTERNS
     path = root / ".gitignore"
     present = set(path.read_text(encoding="utf-8").splitlines()) if path.exists() else set()
     added = [line for line in lines if line not in present]
     if added:
         with path.open("a", encoding="utf-8") as out:
-            out.write(("" if not present else "\n") + "# ragstead: the index and private folders stay out of git\n")
+            out.write(("" if not present else "\n") + "# ragstead: the index, private folders and secret-like files "
+                      "stay out of git\n")
             out.write("\n".join(added) + "\n")
     return added
 

@@ -47,7 +47,7 @@ def serve(routes: Routes | None = None) -> Iterator[tuple[str, Routes]]:
         def log_message(self, *args: object) -> None:  # quiet test output
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # http.server's naming
             path = self.path.split("?", 1)[0]
             routes.hits[path] = routes.hits.get(path, 0) + 1
             if path in routes.redirects:

@@ -14,15 +14,16 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError
+from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
+from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
 from ragstead.filters import QueryFilters
@@ -81,7 +82,7 @@ class Citation:
     source: str
     locator: dict[str, Any]
     snippet: str
-    similarity: float
+    similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
@@ -122,7 +123,11 @@ def _locator(hit: Hit) -> dict[str, Any]:
     recognises: the first markdown heading in the chunk, else the document's title."""
     found = _HEADING.search(hit.text)
     heading = found.group(1).strip() if found else hit.title
-    return {"page": hit.page, "section_path": hit.section_path, "heading": heading or None, "chunk_id": hit.chunk_id}
+    locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
+               "chunk_id": hit.chunk_id}
+    if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
+        locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
+    return locator
 
 
 def ask(
@@ -184,8 +189,13 @@ def answer(
     min_similarity: float,
     providers: list[AnswerProvider],
     on_text: Callable[[str], None] | None = None,
+    tools: ToolRegistry | None = None,
 ) -> Answer:
-    """The answering half of `ask` (needs no store): the provider chain over `contexts`, or the refusal."""
+    """The answering half of `ask` (needs no store): the provider chain over `contexts`, or the refusal.
+
+    With `tools`, an answerer that can call tools (`answer_with_tools`) may use them; their results are cited
+    after the retrieved chunks. With tools and nothing retrieved, only such answerers are tried (a tool may
+    answer what the documents cannot)."""
     question = found.question
     base: dict[str, Any] = {
         "question": question,
@@ -202,24 +212,34 @@ def answer(
     def refusal(provider: str | None) -> Answer:
         return Answer(text=REFUSAL, refused=True, citations=(), provider=provider, fallbacks=tuple(fallbacks), **base)
 
-    if not contexts:
+    tool_users = [p for p in providers if callable(getattr(p, "answer_with_tools", None))] if tools else []
+    if tools is not None and not contexts:
+        providers = tool_users
+    if not contexts and (tools is None or not providers):
         if on_text:
             on_text(REFUSAL)
         return refusal(None)
     for provider in providers:
+        session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
         try:
-            text = provider.answer(question, contexts, on_text)
+            if session is not None:
+                text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session, on_text)
+            else:
+                text = provider.answer(question, contexts, on_text)
         except ProviderError as exc:
+            fallbacks.extend(session.fallbacks if session else ())
             fallbacks.append({"provider": provider.name, "error": str(exc)})
             continue
+        fallbacks.extend(session.fallbacks if session else ())
+        sources = [*contexts, *(session.contexts if session else ())]
         if text.strip() == REFUSAL:
             return refusal(provider.name)
-        text, cited = _check_citations(text, len(contexts))
+        text, cited = _check_citations(text, len(sources))
         if not cited:
             fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
         citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity)
-                          for c in (contexts[n - 1] for n in cited))
+                          for c in (sources[n - 1] for n in cited))
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
                       fallbacks=tuple(fallbacks), **base)
     return refusal(None)

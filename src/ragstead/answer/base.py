@@ -29,7 +29,7 @@ class Context:
     text: str
     source: str
     locator: dict[str, Any]
-    similarity: float
+    similarity: float | None  # cosine to the question; None for a tool's result (answer/tools.py)
     flags: list[str] = field(default_factory=list)  # prompt-injection screening reasons; [] when clean
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,4 +46,24 @@ class AnswerProvider(Protocol):
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
         """The answer text with [n] markers; `on_text` receives it piece by piece while it streams."""
+        ...
+
+
+class ToolBox(Protocol):
+    """The tools one answer may call (answer/tools.py): `specs` describe them to a model (name, description,
+    JSON schema of the arguments); `call` runs one and returns what the model reads next: the result with the
+    number `n` it is cited by, or `{"error": ...}` (refused or failed; the answer goes on without it)."""
+
+    specs: list[dict[str, Any]]
+
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        ...
+
+
+class ToolCallingProvider(AnswerProvider, Protocol):
+    """An answerer that can ask for tool calls while it answers (the LLM answerers; never the extractive one)."""
+
+    def answer_with_tools(self, question: str, contexts: list[Context], tools: ToolBox,
+                          on_text: Callable[[str], None] | None = None) -> str:
+        """As `answer`, and the model may call `tools`; their results are cited like documents."""
         ...

@@ -12,8 +12,10 @@ from typing import Any
 
 import httpx
 
-from ragstead.answer.base import Context, ProviderError
+from ragstead.answer.base import Context, ProviderError, ToolBox
 from ragstead.answer.prompt import PromptTemplate, load_template
+from ragstead.answer.tools import MAX_CALLS as MAX_TOOL_ROUNDS
+from ragstead.answer.tools import TOOL_RULES
 
 
 def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
@@ -40,6 +42,14 @@ class _HttpAnswerer:
 
     def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
                 pieces: Callable[[dict[str, Any]], str], on_text: Callable[[str], None] | None) -> str:
+        answer = self._stream_text(url, body, headers, pieces, on_text)
+        if not answer:
+            raise ProviderError(f"{self.name}: empty answer")
+        return answer
+
+    def _stream_text(self, url: str, body: dict[str, Any], headers: dict[str, str],
+                     pieces: Callable[[dict[str, Any]], str], on_text: Callable[[str], None] | None) -> str:
+        """One streamed request: the text it produced ("" when the model only asked for tool calls)."""
         text: list[str] = []
         try:
             with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport) as client, client.stream(
@@ -60,10 +70,7 @@ class _HttpAnswerer:
             raise ProviderError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ProviderError(f"{self.name}: unexpected response shape ({exc})") from exc
-        answer = "".join(text).strip()
-        if not answer:
-            raise ProviderError(f"{self.name}: empty answer")
-        return answer
+        return "".join(text).strip()
 
 
 class OpenAICompatibleAnswerer(_HttpAnswerer):
@@ -82,6 +89,47 @@ class OpenAICompatibleAnswerer(_HttpAnswerer):
         return self._stream(f"{self.base_url}/chat/completions", body, headers,
                             lambda e: (e["choices"][0].get("delta") or {}).get("content") or "" if e.get("choices")
                             else "", on_text)
+
+    def answer_with_tools(self, question: str, contexts: list[Context], tools: ToolBox,
+                          on_text: Callable[[str], None] | None = None) -> str:
+        """The chat completions tool-calling loop: the model may answer with `tool_calls` (streamed in pieces);
+        each is run through `tools` and sent back as a `tool` message, until it answers in text. The last
+        round offers no tools, so it must."""
+        messages: list[dict[str, Any]] = self.template.messages(question, contexts)
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n{TOOL_RULES}"}
+        offered = [{"type": "function", "function": spec} for spec in tools.specs]
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            calls: dict[int, dict[str, str]] = {}
+
+            def pieces(event: dict[str, Any], calls: dict[int, dict[str, str]] = calls) -> str:
+                if not event.get("choices"):
+                    return ""
+                delta = event["choices"][0].get("delta") or {}
+                for part in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(int(part.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                    slot["id"] = part.get("id") or slot["id"]
+                    function = part.get("function") or {}
+                    slot["name"] += function.get("name") or ""
+                    slot["arguments"] += function.get("arguments") or ""
+                return delta.get("content") or ""
+
+            body: dict[str, Any] = {"model": self.model, "temperature": 0, "stream": True, "messages": messages}
+            if round_ < MAX_TOOL_ROUNDS:
+                body["tools"] = offered
+            text = self._stream_text(f"{self.base_url}/chat/completions", body, headers, pieces, on_text)
+            if not calls:
+                if not text:
+                    raise ProviderError(f"{self.name}: empty answer")
+                return text
+            ordered = [calls[i] | {"id": calls[i]["id"] or f"call_{i}"} for i in sorted(calls)]
+            messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in ordered]})
+            for c in ordered:
+                result = tools.call(c["name"], c["arguments"])
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": json.dumps(result)})
+        raise ProviderError(f"{self.name}: still calling tools after {MAX_TOOL_ROUNDS} rounds")
 
 
 class GeminiAnswerer(_HttpAnswerer):
@@ -112,3 +160,46 @@ class GeminiAnswerer(_HttpAnswerer):
 
         return self._stream(f"{self.base_url}/models/{self.model}:streamGenerateContent?alt=sse", body,
                             {"x-goog-api-key": self.api_key}, pieces, on_text)
+
+    def answer_with_tools(self, question: str, contexts: list[Context], tools: ToolBox,
+                          on_text: Callable[[str], None] | None = None) -> str:
+        """Gemini's function calling: `functionCall` parts are run through `tools` and answered with
+        `functionResponse` parts, until the model answers in text. The last round offers no tools."""
+        system, *turns = self.template.messages(question, contexts)
+        contents: list[dict[str, Any]] = [
+            {"role": "model" if t["role"] == "assistant" else "user", "parts": [{"text": t["content"]}]}
+            for t in turns]
+        declarations = [{**spec, "parameters": _gemini_schema(spec["parameters"])} for spec in tools.specs]
+        url = f"{self.base_url}/models/{self.model}:streamGenerateContent?alt=sse"
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            calls: list[dict[str, Any]] = []
+
+            def pieces(event: dict[str, Any], calls: list[dict[str, Any]] = calls) -> str:
+                if "error" in event:
+                    raise ProviderError(f"{self.name}: {event['error'].get('message', event['error'])}")
+                parts = (event.get("candidates") or [{}])[0].get("content", {}).get("parts", [])
+                calls.extend(p["functionCall"] for p in parts if isinstance(p.get("functionCall"), dict))
+                return "".join(p.get("text", "") for p in parts)
+
+            body: dict[str, Any] = {"systemInstruction": {"parts": [{"text": f"{system['content']}\n{TOOL_RULES}"}]},
+                                    "contents": contents, "generationConfig": {"temperature": 0}}
+            if round_ < MAX_TOOL_ROUNDS:
+                body["tools"] = [{"functionDeclarations": declarations}]
+            text = self._stream_text(url, body, {"x-goog-api-key": self.api_key}, pieces, on_text)
+            if not calls:
+                if not text:
+                    raise ProviderError(f"{self.name}: empty answer")
+                return text
+            contents.append({"role": "model", "parts": [{"functionCall": c} for c in calls]})
+            contents.append({"role": "user", "parts": [
+                {"functionResponse": {"name": str(c.get("name", "")),
+                                      "response": tools.call(str(c.get("name", "")), c.get("args") or {})}}
+                for c in calls]})
+        raise ProviderError(f"{self.name}: still calling tools after {MAX_TOOL_ROUNDS} rounds")
+
+
+def _gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Gemini's function declarations take an OpenAPI subset without `additionalProperties`; the registry
+    enforces it anyway."""
+    return {k: _gemini_schema(v) if isinstance(v, dict) else v for k, v in schema.items()
+            if k != "additionalProperties"}

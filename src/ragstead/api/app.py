@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
+from ragstead.api.page import add_page, stream_lines
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.errors import (
     DocumentNotFoundError,
@@ -92,6 +93,7 @@ class QueryRequest(BaseModel):
     rrf_k: int | None = Field(default=None, ge=0, le=1000)
     fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
     fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
+    dedup_sources: bool = Field(default=False, description="keep only the best chunk of each document")
 
 
 class AskRequest(QueryRequest):
@@ -100,6 +102,19 @@ class AskRequest(QueryRequest):
     min_similarity: float = Field(default=DEFAULT_MIN_SIMILARITY, ge=-1.0, le=1.0)
     max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=100, le=32000)
     extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
+    stream: bool = Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
+                                                    "written, then {type: answer, answer: <the ask JSON>} (or "
+                                                    "{type: error, error})")
+
+
+class IngestRequest(BaseModel):
+    """Body of POST /v1/ingest: http(s) URLs only, stored in the key's user's private tree."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[str] = Field(min_length=1, max_length=20, description="web page, PDF, text, YouTube or post URLs")
+    tags: list[str] = Field(default_factory=list, max_length=20)
+    refresh: bool = Field(default=False, description="re-fetch URLs already ingested; replace if changed")
 
 
 class BodyLimit:
@@ -272,7 +287,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
                 "date_from": body.date_from, "date_to": body.date_to, "include_archive": body.include_archive,
                 "tags": body.tags, "k": body.top_k, "mode": body.mode, "top_k_vector": body.top_k_vector,
                 "top_k_lexical": body.top_k_lexical, "rrf_k": body.rrf_k, "fusion": body.fusion,
-                "fusion_weight": body.fusion_weight}
+                "fusion_weight": body.fusion_weight, "dedup_sources": body.dedup_sources or None}
 
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
@@ -280,11 +295,34 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         return run_library(lambda: kb.search(body.query, **scope_of(body, who)).to_dict(include_text=True))
 
     @app.post("/v1/ask", tags=["search"])
-    def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> dict[str, Any]:  # noqa: B008
-        """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape)."""
-        return run_library(lambda: kb.ask(
+    def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> Any:  # noqa: B008
+        """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape).
+        With `stream`, NDJSON lines as the answer is written (the web page at / reads them)."""
+        if not body.stream:
+            return run_library(lambda: kb.ask(
+                body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
+                extractive=body.extractive, answerers=answerers, **scope_of(body, who)).to_dict())
+        args = scope_of(body, who)
+        # Bad filters or options are a plain 400 before the stream starts, not an error line inside it.
+        filters = run_library(lambda: kb.scope(**{k: args[k] for k in ("user", "public_only", "doc_types", "date_from",
+                                                                         "date_to", "include_archive", "tags")}))
+        options = run_library(lambda: kb.search_options(**{k: args[k] for k in (
+            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight")}))
+        return stream_lines(lambda on_text: kb.ask(
             body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
-            extractive=body.extractive, answerers=answerers, **scope_of(body, who)).to_dict())
+            extractive=body.extractive, answerers=answerers, filters=filters, options=options,
+            on_text=on_text).to_dict(), log)
+
+    @app.get("/v1/chunks/{chunk_id}", tags=["search"])
+    def chunk_in_context(chunk_id: str, scope: Literal["private", "public"] = "private", around: int = 1,
+                         who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
+        """What a citation opens: the chunk with `around` (0-5) chunks on each side and its document (path, URL,
+        title), in the caller's scope. Another user's chunk answers 404, exactly like a missing one."""
+        if not 0 <= around <= 5:
+            raise ApiError(422, "invalid_request", "around must be 0-5")
+        public = scope == "public"
+        return run_library(lambda: kb.passage(chunk_id, around=around, user=None if public else who.user_slug,
+                                              public_only=public).to_dict())
 
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
@@ -315,6 +353,17 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
             raise ApiError(503, "index_busy", str(exc), {"Retry-After": "5"}) from exc
         return {"status": status, "document": doc}
 
+    @app.post("/v1/ingest", tags=["documents"])
+    def ingest(body: IngestRequest, who: Caller = Depends(need("upload"))) -> dict[str, Any]:  # noqa: B008
+        """Fetch, archive and index URLs into the caller's private tree: one result per source (added, updated,
+        unchanged, duplicate or failed with its reason). URLs that resolve to loopback, private, link-local or
+        metadata addresses are refused unless the server's config sets allow_private_urls."""
+        if any(len(s) > 4096 for s in body.sources) or any(len(t) > 100 for t in body.tags):
+            raise ApiError(422, "invalid_request", "a source is at most 4096 characters, a tag at most 100")
+        return run_library(lambda: kb.ingest(body.sources, tags=body.tags, user=who.user_slug, refresh=body.refresh,
+                                             allow_private=False, urls_only=True,
+                                             wait=config.index_wait_seconds).to_dict())
+
     @app.delete("/v1/documents/{doc_id}", tags=["documents"])
     def delete_document(doc_id: str, who: Caller = Depends(need("delete"))) -> dict[str, Any]:  # noqa: B008
         """Delete one of the caller's documents: the file and its chunks in every index."""
@@ -323,4 +372,5 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         # Someone else's document answers exactly like a missing one: ids must not be probeable.
         return run_library(lambda: kb.delete(doc_id=doc_id, user=who.user_slug, wait=config.index_wait_seconds))
 
+    add_page(app)
     return app

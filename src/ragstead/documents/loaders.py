@@ -84,6 +84,7 @@ class LoadedDocument:
     page_starts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     source: dict[str, Any] | None = None  # an ingested document's origin (documents/sources.py)
+    markdown: bool = False  # its `#` lines are headings: chunks get the section they start in
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     body, fields, tags = _front_matter(_text_of(data, budget))
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
-    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields))
+    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -393,7 +394,7 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
     loaded.text = _storable(loaded.text)
     if loaded.source is None:  # an ingested file archived as fetched keeps its source in a sidecar
         loaded.source, tags, title = read_sidecar(path)
-        loaded.tags = sorted({*loaded.tags, *tags})
+        loaded.tags = list(dict.fromkeys([*loaded.tags, *tags]))
         loaded.title = title or loaded.title
     if loaded.title is not None:
         loaded.title = _storable(loaded.title)[:500].strip() or None

@@ -21,7 +21,8 @@ SOURCE_FIELDS = ("url", "type", "key", "id", "canonical_url", "fetched_at", "aut
 SIDECAR_SUFFIX = ".source.json"
 _MAX_VALUE = 2000
 # A transcript section heading ("12:03", "1:02:03"), as the YouTube fetcher writes it: the chunk's start time.
-_TIMESTAMP = re.compile(r"(?:^|>\s*|\s)(?:(\d{1,2}):)?(\d{1,2}):(\d{2})\s*$")
+_TIMESTAMP = re.compile(r"(?:(\d+):([0-5]\d)|(\d+):([0-5]\d):([0-5]\d))")
+_TIME_HEADING = re.compile(r"^#{2,6}[ \t]+(\d[\d:]*\d)[ \t]*$", re.MULTILINE)
 
 
 def clean_source(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -65,14 +66,16 @@ def from_front_matter(fields: dict[str, str]) -> dict[str, Any] | None:
 
 
 def timestamp_seconds(section_path: str | None) -> int | None:
-    """The start time a transcript chunk's section heading names (`… > 1:02:03`), in seconds."""
+    """The start time, in seconds, named by the last component of a chunk's `section_path`
+    ("Title > 1:23" → 83, "Title > 1:02:03" → 3723), or None when it names no time."""
     if not section_path:
         return None
-    found = _TIMESTAMP.search(section_path)
-    if not found:
+    match = _TIMESTAMP.fullmatch(section_path.rsplit(">", 1)[-1].strip())
+    if match is None:
         return None
-    hours, minutes, seconds = int(found[1] or 0), int(found[2]), int(found[3])
-    return hours * 3600 + minutes * 60 + seconds if seconds < 60 else None
+    if match.group(1) is not None:
+        return int(match.group(1)) * 60 + int(match.group(2))
+    return int(match.group(3)) * 3600 + int(match.group(4)) * 60 + int(match.group(5))
 
 
 def with_time(url: str, seconds: int) -> str:
@@ -83,13 +86,18 @@ def with_time(url: str, seconds: int) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def citation_link(source: dict[str, Any] | None, section_path: str | None) -> tuple[str | None, int | None]:
-    """(the link a citation of this chunk opens, the video time in seconds or None)."""
+def citation_link(source: dict[str, Any] | None, section_path: str | None,
+                  text: str = "") -> tuple[str | None, int | None]:
+    """(the link a citation of this chunk opens, the video time in seconds or None). A transcript chunk starts
+    at its section's time, or, when it starts before the first one (the title), at the first in its text."""
     if not source or not source.get("url"):
         return None, None
     url = source.get("canonical_url") or source["url"]
     if source.get("type") == "Video":
         seconds = timestamp_seconds(section_path)
+        if seconds is None:
+            first = _TIME_HEADING.search(text)
+            seconds = timestamp_seconds(first.group(1)) if first else None
         if seconds is not None:
             return with_time(source["url"], seconds), seconds
     return url, None

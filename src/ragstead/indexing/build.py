@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pathspec
 
-from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens
+from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
 from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc_id, sha256_text, storable_path
 from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
@@ -300,7 +300,10 @@ def _admit(path: Path, rel: str, top: Path, base: Path, own: set[Path], options:
 def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) -> list[tuple[TextChunk, int | None]]:
     """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
     if not loaded.page_starts:
-        return [(piece, None) for piece in chunk_text(loaded.text, options.chunking)]
+        pieces = chunk_text(loaded.text, options.chunking)
+        if loaded.markdown:
+            fill_section_paths(loaded.text, pieces)
+        return [(piece, None) for piece in pieces]
     out: list[tuple[TextChunk, int | None]] = []
     bounds = [*loaded.page_starts, len(loaded.text) + 2]
     words_before = 0

@@ -40,7 +40,8 @@ def _month(fetched_at: str) -> str:
 
 def archive_path(folder: Path, extracted: Extracted) -> Path:
     """Where this source is archived inside `folder` (the target's `ingested/` folder)."""
-    source_id = sanitize_title(extracted.source_id)[:40]
+    # Case kept: video ids are case-sensitive, so two videos never share an archive file.
+    source_id = re.sub(r"[^A-Za-z0-9_-]+", "-", extracted.source_id).strip("-")[:40] or "source"
     name = f"{source_id}-{sanitize_title(extracted.title)}.{extracted.ext}"
     return folder / extracted.source_type / _month(extracted.fetched_at) / name
 

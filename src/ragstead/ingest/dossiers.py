@@ -400,16 +400,18 @@ def _write_run(src: DataSource, query: str, root: Path, compiled: jinja2.Templat
         planned.append((path, text))
 
     # Every dossier rendered: only now is anything written (a template error above wrote nothing).
-    escaped: set[str] = set()
+    folder_ok: dict[Path, bool] = {}  # user folder -> it is really inside artifacts/dossiers (checked once)
     for path, text in planned:
         user_folder = path.parent
-        if user_folder.name in escaped:
-            continue
-        make_private_folder(user_folder)
-        if not _inside(user_folder, folder_root):
-            escaped.add(user_folder.name)
-            run.skipped.append(SkippedRow(0, f"artifacts/dossiers/{user_folder.name} leads outside "
-                                             "artifacts/dossiers (a symlink): not written"))
+        if user_folder not in folder_ok:
+            if user_folder.parent != folder_root or not USER_SLUG.fullmatch(user_folder.name):
+                raise AssertionError(f"dossier path {path} is not under {folder_root}")  # validated above: a bug
+            make_private_folder(user_folder)
+            folder_ok[user_folder] = _inside(user_folder, folder_root)
+            if not folder_ok[user_folder]:
+                run.skipped.append(SkippedRow(0, f"artifacts/dossiers/{user_folder.name} leads outside "
+                                                 "artifacts/dossiers (a symlink): not written"))
+        if not folder_ok[user_folder]:
             continue
         rel = path.relative_to(root).as_posix()
         if not path.is_symlink() and path.is_file():

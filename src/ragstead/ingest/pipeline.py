@@ -20,6 +20,7 @@ from ragstead.ingest.tagging import Tagging, normalize_tag
 from ragstead.ingest.urls import Source, parse_source
 from ragstead.ingest.web import as_download, extract, extract_html, sniff
 from ragstead.ingest.youtube import fetch_youtube
+from ragstead.stores.redaction import redact
 
 STATUSES = ("added", "updated", "unchanged", "duplicate", "failed")
 _LOCAL_KINDS = {".pdf": "pdf", ".txt": "text", ".text": "text", ".md": "text", ".markdown": "text",
@@ -113,9 +114,9 @@ def fetch_extracted(source: Source, client: httpx.Client, options: FetchOptions)
     if source.kind == "file":
         return read_local(source, options.max_bytes)
     if source.kind == "video":
-        return fetch_youtube(source.url, client)
+        return fetch_youtube(source.url, client, max_bytes=options.max_bytes)
     if source.kind == "post":
-        return fetch_post(source.url, client)
+        return fetch_post(source.url, client, max_bytes=options.max_bytes)
     return extract(fetch(client, source.url, options), source.url, source.source_id)
 
 
@@ -130,7 +131,7 @@ def ingest_sources(
     *,
     tags: Sequence[str] = (),
     refresh: bool = False,
-    fetch_options: FetchOptions = FetchOptions(),
+    fetch_options: FetchOptions | None = None,
     transport: httpx.BaseTransport | None = None,
     tagger: Callable[[str, list[str]], Tagging] | None = None,
     root: Path | None = None,
@@ -144,6 +145,7 @@ def ingest_sources(
     report = IngestReport()
     given_tags = [t for t in tags if t.strip()]
     bad = [t for t in given_tags if not normalize_tag(t)]
+    fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client:
         for given in sources:
             result = _one(given, targets, client, given_tags, bad, refresh, fetch_options, tagger,
@@ -158,7 +160,8 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
          refresh: bool, options: FetchOptions, tagger: Callable[[str, list[str]], Tagging] | None,
          root: Path | None, database: Callable[[Source, SourceResult], None] | None,
          urls_only: bool) -> SourceResult:
-    result = SourceResult(source=given, status="failed")
+    # Shown as given, but with any password or token in it masked (a database URL, a URL with credentials).
+    result = SourceResult(source=redact(given), status="failed")
     try:
         if bad_tags:
             raise SourceError(f"invalid tag {bad_tags[0]!r} (tags are 1-40 letters, digits, '-', '.', '_')")
@@ -169,7 +172,7 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
         if source.kind == "database":
             if database is None:
                 raise SourceError("an analytics source needs --query (ragstead ingest clickhouse://… --query …)")
-            result.url = None  # the database URL may hold a password: never echoed
+            result.url = None  # set by `database` to the URL without its password
             database(source, result)
             return result
         known = {target.name: target.documents_from_source(source.key) for target in targets}
@@ -177,7 +180,8 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
             first = next(iter(known.values()))[0]
             result.status, result.doc_id, result.file_path = "duplicate", first["doc_id"], first["file_path"]
             result.title, result.tags = first.get("title"), list(first.get("tags") or [])
-            result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]} for name, docs in known.items()}
+            result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]}
+                              for name, docs in known.items()}
             return result
         extracted = fetch_extracted(source, client, options)
     except SourceError as exc:

@@ -23,10 +23,11 @@ from ragstead.embeddings.base import Embedder
 
 TAGGING_CHARS = 5000
 MAX_TAGS = 5
-# Cosine of a tag (as a query) to the text (as passages) above which an existing tag applies, and a keyphrase
-# is kept: measured on the labelled sample of bench/tagging.py (docs/ingest.md).
-EXISTING_TAG_MIN = 0.35
-KEYPHRASE_MIN = 0.45
+# Cosine of a tag (as a query) to the text (as passages) above which an existing tag applies (best F1 on either
+# half of the labelled sample of `python -m bench tagging`, held-out F1 0.60 / 0.68), and a keyphrase is kept
+# (the lowest threshold with precision >= 0.6 there: 0.68, 2.3 phrases a page). docs/benchmarks.md, "Auto-tags".
+EXISTING_TAG_MIN = 0.225
+KEYPHRASE_MIN = 0.425
 MAX_KEYPHRASES = 3
 _TAG = re.compile(r"^[a-z0-9][a-z0-9 ._+#-]{0,38}[a-z0-9+#]$|^[a-z0-9]$")
 
@@ -75,7 +76,8 @@ def parse_llm_tags(reply: str, existing: Sequence[str]) -> tuple[list[str], str 
     return tags, str(reasoning)[:500] if isinstance(reasoning, str) else None
 
 
-def llm_tags(text: str, existing: Sequence[str], providers: Sequence[AnswerProvider]) -> tuple[Tagging | None, str | None]:
+def llm_tags(text: str, existing: Sequence[str],
+             providers: Sequence[AnswerProvider]) -> tuple[Tagging | None, str | None]:
     """Ask the provider chain; (Tagging, None) from the first valid reply, else (None, why)."""
     why = None
     context = Context(1, text[:TAGGING_CHARS], "document", {"page": None, "section_path": None, "heading": None,

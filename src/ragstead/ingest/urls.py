@@ -19,7 +19,7 @@ from ragstead.ingest.youtube import youtube_video_id
 TRACKING_PREFIXES = ("utm_",)
 TRACKING_PARAMS = frozenset({"fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "mc_cid", "mc_eid", "igshid",
                              "yclid", "_hsenc", "_hsmi", "mkt_tok", "ref_src", "si"})
-DATABASE_SCHEMES = ("clickhouse", "clickhouses", "postgresql", "postgres", "sqlite")
+DATABASE_SCHEMES = ("clickhouse", "clickhouses", "chdb", "postgresql", "postgres", "sqlite")
 MAX_URL_CHARS = 4096
 
 

@@ -13,7 +13,6 @@ from ragstead.ingest.base import Extracted, SourceError
 from ragstead.ingest.fetch import Fetched
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
-_TEXT_TYPES = ("text/plain", "text/markdown", "text/x-markdown", "text/csv")
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|title|meta)\b", re.I | re.S)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 # Below this many characters of main text a page is taken to be empty (a paywall, a JavaScript-only page).
@@ -30,9 +29,9 @@ def sniff(fetched: Fetched) -> str:
         return "html"
     if fetched.content_type == "application/pdf":
         raise SourceError("declared a PDF but the body is not one")
-    if fetched.content_type in _TEXT_TYPES or (not fetched.content_type or fetched.content_type.startswith("text/")):
-        if b"\x00" not in head:
-            return "text"
+    texty = not fetched.content_type or fetched.content_type.startswith("text/")  # _TEXT_TYPES and the rest
+    if texty and b"\x00" not in head:
+        return "text"
     raise SourceError(f"binary content ({fetched.content_type or 'unknown type'}), not a page, a PDF or text")
 
 
@@ -77,4 +76,10 @@ def as_download(fetched: Fetched, url: str, source_id: str, kind: str) -> Extrac
 
 def extract(fetched: Fetched, url: str, source_id: str) -> Extracted:
     kind = sniff(fetched)
-    return extract_html(fetched, url, source_id) if kind == "html" else as_download(fetched, url, source_id, kind)
+    if kind == "html":
+        return extract_html(fetched, url, source_id)
+    extracted = as_download(fetched, url, source_id, kind)
+    if kind == "text" and (fetched.content_type in ("text/markdown", "text/x-markdown")
+                           or urlsplit(fetched.url).path.lower().endswith((".md", ".markdown"))):
+        extracted.ext = "md"  # kept as markdown, so its headings cut and name its sections
+    return extracted

@@ -37,6 +37,7 @@ from youtube_transcript_api import (
     YouTubeTranscriptApi,
 )
 
+from ragstead.documents.sources import timestamp_seconds as timestamp_seconds  # re-exported for callers
 from ragstead.ingest.base import DEFAULT_MAX_BYTES, Extracted, SourceError, http_failure, read_capped
 
 WATCH_URL = "https://www.youtube.com/watch?v={video_id}"
@@ -50,7 +51,6 @@ _SHORT_HOSTS = {"youtu.be", "www.youtu.be"}
 _NOCOOKIE_HOSTS = {"youtube-nocookie.com", "www.youtube-nocookie.com"}
 _PATH_KINDS = {"shorts", "embed", "live", "v"}  # /shorts/ID, /embed/ID, /live/ID, /v/ID
 _HEADING_START = re.compile(r"#{1,6}(?:[ \t]|$)")  # an ATX heading; a #hashtag is not one
-_TIMESTAMP = re.compile(r"(?:(\d+):([0-5]\d)|(\d+):([0-5]\d):([0-5]\d))")
 # Hop-by-hop and encoding headers `requests` adds that httpx sets (and decodes) itself.
 _DROPPED_REQUEST_HEADERS = {"connection", "content-length", "accept-encoding", "host", "transfer-encoding",
                             "keep-alive", "te", "upgrade"}
@@ -101,20 +101,6 @@ def format_timestamp(seconds: int) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def timestamp_seconds(section_path: str | None) -> int | None:
-    """The start time, in seconds, named by the last component of a chunk's `section_path`
-    ("Title > 1:23" → 83, "Title > 1:02:03" → 3723), or None when it names no time."""
-    if not section_path:
-        return None
-    last = section_path.rsplit(">", 1)[-1].strip()
-    match = _TIMESTAMP.fullmatch(last)
-    if match is None:
-        return None
-    if match.group(1) is not None:
-        return int(match.group(1)) * 60 + int(match.group(2))
-    return int(match.group(3)) * 3600 + int(match.group(4)) * 60 + int(match.group(5))
 
 
 def video_link(url: str, seconds: int) -> str:
@@ -364,7 +350,7 @@ def _clean(value: object) -> str | None:
 def _heading_text(title: str) -> str:
     """The title as a `#` heading the markdown chunker reads back as one path component that names no time."""
     text = title.replace(">", "›")
-    return f"{text} (video)" if _TIMESTAMP.fullmatch(text.strip()) else text
+    return f"{text} (video)" if timestamp_seconds(text) is not None else text
 
 
 def _escape_line(text: str) -> str:

@@ -226,7 +226,7 @@ def search(
                 continue  # a lower chunk of a document already listed
             sources.add(row["doc_id"])
         v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
-        link, video_time = citation_link(row.get("source"), row["section_path"])
+        link, video_time = citation_link(row.get("source"), row["section_path"], row["text"])
         row.update(
             snippet=snippet(row["text"]),
             tags=tuple(row["tags"]),

@@ -1,0 +1,80 @@
+"""The web page at `/` of `ragstead serve`, and the NDJSON stream its answers arrive on.
+
+The page is static files shipped inside the package (api/static/: HTML, CSS and plain JavaScript, no CDN, no
+build step). It calls the same /v1 endpoints as every client, with the API key the user enters (kept in the
+tab's sessionStorage). It builds every piece of server data into the page as text (DOM text nodes, never
+HTML), and a Content-Security-Policy that allows only this server's own scripts backs that up: a document
+holding `<script>` or `<img onerror>` shows as text and runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse, StreamingResponse
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+from ragstead.errors import IndexLockedError, RagsteadError
+
+STATIC = Path(__file__).parent / "static"
+# Only this server's own files: no inline script, no eval, no remote anything, no framing, no plugins.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+           "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
+
+
+class _Assets(StaticFiles):
+    """The page's JS and CSS, with the same security headers as the page."""
+
+    async def get_response(self, path: str, scope: Scope) -> Any:
+        response = await super().get_response(path, scope)
+        response.headers.update(HEADERS)
+        return response
+
+
+def add_page(app: FastAPI) -> None:
+    """`GET /` (the page) and `/ui/*` (its assets)."""
+
+    @app.get("/", include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers=HEADERS)
+
+    app.mount("/ui", _Assets(directory=STATIC), name="ui")
+
+
+def stream_lines(work: Callable[[Callable[[str], None]], dict[str, Any]], log: logging.Logger) -> StreamingResponse:
+    """Run `work(on_text)` on a thread and stream NDJSON: `{"type": "text", "text"}` for each piece it passes to
+    `on_text`, then `{"type": "answer", "answer": <what it returned>}`, or `{"type": "error", "error": {code,
+    message}}` if it failed (the status line was already sent as 200)."""
+    lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def run() -> None:
+        try:
+            lines.put({"type": "answer", "answer": work(lambda piece: lines.put({"type": "text", "text": piece}))})
+        except IndexLockedError as exc:
+            lines.put({"type": "error", "error": {"code": "index_busy", "message": str(exc)}})
+        except RagsteadError as exc:
+            lines.put({"type": "error", "error": {"code": "bad_request", "message": str(exc)}})
+        except Exception:
+            log.exception("a streamed answer failed")  # the trace stays in the server's log
+            lines.put({"type": "error", "error": {"code": "internal_error",
+                                                  "message": "the server failed to answer; see its log"}})
+        finally:
+            lines.put(None)
+
+    threading.Thread(target=run, name="ask-stream", daemon=True).start()
+
+    def body() -> Iterator[str]:
+        while (item := lines.get()) is not None:
+            yield json.dumps(item, ensure_ascii=False) + "\n"
+
+    return StreamingResponse(body(), media_type="application/x-ndjson", headers={"Cache-Control": "no-store"})

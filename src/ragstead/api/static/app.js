@@ -1,0 +1,368 @@
+// ragstead's web page: plain JavaScript over the same /v1 endpoints as every client.
+// Server data only ever reaches the page as text (textContent, text nodes): never as HTML.
+"use strict";
+
+const KEY = "ragstead-key";
+const THEME = "ragstead-theme";
+const $ = (id) => document.getElementById(id);
+let lastCitations = [];
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+// -- errors: every API error becomes one readable line, never a blank page ---------------------------------
+const STATUS_TEXT = {
+  400: "The request was refused",
+  401: "The API key was refused (unknown or revoked); enter a valid key",
+  403: "This key may not do that",
+  404: "Not found",
+  413: "Too large for this server",
+  415: "That file type is not supported",
+  422: "The request is not valid",
+  429: "Too many requests",
+  503: "The index is busy; try again in a few seconds",
+};
+
+class ApiError extends Error {}
+
+async function failure(response) {
+  let detail = "";
+  try {
+    const body = await response.json();
+    detail = body && body.error ? body.error.message : "";
+  } catch (_) { /* not JSON */ }
+  const head = STATUS_TEXT[response.status] || `The server answered HTTP ${response.status}`;
+  const retry = response.headers.get("Retry-After");
+  const wait = response.status === 429 && retry ? `; retry in ${retry} s` : "";
+  return new ApiError(detail ? `${head}${wait}: ${detail}` : `${head}${wait}.`);
+}
+
+function showError(error) {
+  const box = $("error");
+  box.textContent = error instanceof ApiError ? error.message : `Could not reach the server: ${error.message}`;
+  box.hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+  $("error").textContent = "";
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {}, { Authorization: `Bearer ${sessionStorage.getItem(KEY)}` });
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (!response.ok) throw await failure(response);
+  return response;
+}
+
+async function postJson(path, body) {
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
+// -- status, key and theme ---------------------------------------------------------------------------------
+async function refreshStatus() {
+  try {
+    const response = await fetch("/readyz");
+    const body = await response.json();
+    $("status").textContent = response.ok
+      ? `Index ready: ${body.documents} documents, ${body.chunks} chunks · model ${body.model}`
+      : `Index not ready: ${body.error ? body.error.message : response.status}`;
+  } catch (error) {
+    $("status").textContent = `Server unreachable: ${error.message}`;
+  }
+}
+
+function showApp() {
+  const hasKey = Boolean(sessionStorage.getItem(KEY));
+  $("key-section").hidden = hasKey;
+  $("app").hidden = !hasKey;
+  $("forget").hidden = !hasKey;
+  if (hasKey) $("q").focus();
+}
+
+function applyTheme(theme) {
+  const dark = theme === "dark" || (!theme && matchMedia("(prefers-color-scheme: dark)").matches);
+  document.documentElement.dataset.theme = dark ? "dark" : "light";
+  $("theme").setAttribute("aria-pressed", String(dark));
+  $("theme").textContent = dark ? "Light theme" : "Dark theme";
+}
+
+// -- filters -----------------------------------------------------------------------------------------------
+function list(value) {
+  return value.split(",").map((v) => v.trim()).filter(Boolean);
+}
+
+function queryBody() {
+  const body = {
+    query: $("q").value,
+    top_k: Number($("top-k").value) || 8,
+    scope: $("scope").value,
+    doc_types: list($("doc-types").value),
+    tags: list($("tags").value),
+    include_archive: $("archive").checked,
+  };
+  if ($("mode").value) body.mode = $("mode").value;
+  if ($("date-from").value) body.date_from = $("date-from").value;
+  if ($("date-to").value) body.date_to = $("date-to").value;
+  return body;
+}
+
+// -- search ------------------------------------------------------------------------------------------------
+function highlighted(text, query) {
+  // The query's words marked in the text, built from text nodes and <mark> elements only.
+  const words = query.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length > 2);
+  const out = document.createDocumentFragment();
+  if (!words.length) {
+    out.append(text);
+    return out;
+  }
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp(`(${escaped.join("|")})`, "giu");
+  text.split(pattern).forEach((part, i) => out.append(i % 2 ? el("mark", part) : document.createTextNode(part)));
+  return out;
+}
+
+function place(item) {
+  const parts = [];
+  if (item.page) parts.push(`page ${item.page}`);
+  if (item.section_path) parts.push(item.section_path);
+  else if (item.heading) parts.push(item.heading);
+  if (item.video_time !== null && item.video_time !== undefined) parts.push(`at ${clock(item.video_time)}`);
+  return parts.join(" · ");
+}
+
+function clock(seconds) {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = String(seconds % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
+function sourceLink(label, href) {
+  // Only http(s) links are made clickable; anything else stays text.
+  if (href && /^https?:\/\//i.test(href)) {
+    const a = el("a", label);
+    a.href = href;
+    a.rel = "noopener noreferrer";
+    a.target = "_blank";
+    return a;
+  }
+  return el("span", label, "path");
+}
+
+function renderResults(data, query) {
+  const ol = $("results-list");
+  ol.replaceChildren();
+  if (!data.results.length) ol.append(el("li", "Nothing found in this scope.", "empty"));
+  for (const hit of data.results) {
+    const li = el("li", null, "result");
+    const scores = [`score ${fmt(hit.score)}`];
+    if (hit.vector_score !== null) scores.push(`vector ${fmt(hit.vector_score)}`);
+    if (hit.lexical_score !== null) scores.push(`lexical ${fmt(hit.lexical_score)}`);
+    li.title = scores.join(" · ");
+    const head = el("div", null, "result-head");
+    head.append(sourceLink(hit.source_url || hit.file_path, hit.link || hit.source_url));
+    const where = place(hit);
+    if (where) head.append(el("span", where, "meta"));
+    const open = el("button", "Show in context", "small");
+    open.type = "button";
+    open.addEventListener("click", () => openPassage(hit.chunk_id, { source: hit.file_path }));
+    head.append(open);
+    const snippet = el("p", null, "snippet");
+    snippet.append(highlighted(hit.snippet, query));
+    li.append(head, snippet);
+    ol.append(li);
+  }
+  $("results").hidden = false;
+}
+
+function fmt(value) {
+  return value === null || value === undefined ? "-" : Number(value).toFixed(3);
+}
+
+async function search() {
+  const body = queryBody();
+  const response = await postJson("/v1/query", body);
+  renderResults(await response.json(), body.query);
+}
+
+// -- ask: the answer streams in, then every [n] becomes a button that opens its source ----------------------
+function renderAnswer(result) {
+  lastCitations = result.citations;
+  const numbers = new Set(result.citations.map((c) => c.n));
+  const box = $("answer-text");
+  box.replaceChildren();
+  result.answer.split(/(\[\d{1,3}\])/).forEach((part) => {
+    const n = /^\[(\d{1,3})\]$/.exec(part);
+    if (n && numbers.has(Number(n[1]))) {
+      const button = el("button", part, "cite");
+      button.type = "button";
+      button.dataset.n = n[1];
+      const cited = result.citations.find((c) => c.n === Number(n[1]));
+      button.title = cited.source;
+      button.setAttribute("aria-label", `Source ${n[1]}: ${cited.source}`);
+      button.addEventListener("click", () => openCitation(Number(n[1])));
+      box.append(button);
+    } else {
+      box.append(document.createTextNode(part));
+    }
+  });
+  const meta = [];
+  meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
+  for (const f of result.fallbacks || []) meta.push(`Note: ${f.provider} failed (${f.error}).`);
+  $("answer-meta").textContent = meta.join(" ");
+}
+
+async function ask() {
+  const body = Object.assign(queryBody(), { extractive: $("extractive").checked, stream: true });
+  $("answer").hidden = false;
+  $("answer-text").textContent = "";
+  $("answer-meta").textContent = "Answering…";
+  const response = await postJson("/v1/ask", body);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (value) buffered += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, end).trim();
+      buffered = buffered.slice(end + 1);
+      if (line) handleLine(JSON.parse(line));
+    }
+    if (done) break;
+  }
+}
+
+function handleLine(event) {
+  if (event.type === "text") $("answer-text").append(document.createTextNode(event.text));
+  else if (event.type === "answer") renderAnswer(event.answer);
+  else if (event.type === "error") throw new ApiError(`The answer failed: ${event.error.message}`);
+}
+
+// -- a source in context -----------------------------------------------------------------------------------
+function openCitation(n) {
+  const citation = lastCitations.find((c) => c.n === n);
+  if (!citation) return;
+  if (citation.locator.tool) {  // a tool's result (e.g. the weather): its text is the source
+    showPassage(`[${n}] ${citation.source}`, citation.locator.link, "", [{ text: citation.snippet, focus: true }]);
+    return;
+  }
+  openPassage(citation.locator.chunk_id, { n, source: citation.source, locator: citation.locator });
+}
+
+async function openPassage(chunkId, cited) {
+  try {
+    const response = await api(`/v1/chunks/${encodeURIComponent(chunkId)}?around=1&scope=${$("scope").value}`);
+    const data = await response.json();
+    const doc = data.document;
+    const focus = data.chunks.find((c) => c.chunk_id === data.focus) || {};
+    const label = `${cited.n ? `[${cited.n}] ` : ""}${doc.title ? `${doc.title} — ` : ""}${doc.url || doc.file_path}`;
+    const link = focus.link || (cited.locator && cited.locator.link) || doc.url;
+    showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus })));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function showPassage(label, link, where, chunks) {
+  const head = $("passage-where");
+  head.replaceChildren(sourceLink(label, link));
+  if (where) head.append(el("span", ` · ${where}`));
+  const box = $("passage-chunks");
+  box.replaceChildren();
+  for (const chunk of chunks) {
+    const p = el("p", chunk.text, chunk.focus ? "chunk focus" : "chunk");
+    if (chunk.focus) p.setAttribute("aria-current", "true");
+    box.append(p);
+  }
+  const section = $("passage");
+  section.hidden = false;
+  section.focus();
+  const focused = box.querySelector(".focus");
+  if (focused) focused.scrollIntoView({ block: "nearest" });
+}
+
+// -- upload and ingest -------------------------------------------------------------------------------------
+async function upload() {
+  const file = $("file").files[0];
+  const form = new FormData();
+  form.append("file", file, file.name);
+  const response = await api("/v1/documents", { method: "POST", body: form });
+  const body = await response.json();
+  $("add-result").textContent = `${file.name}: ${body.status} (${body.document.file_path}, ${body.document.chunks} chunks)`;
+  refreshStatus();
+}
+
+async function ingest() {
+  let response;
+  try {
+    response = await postJson("/v1/ingest", { sources: [$("url").value] });
+  } catch (error) {
+    if (error instanceof ApiError && /^Not found/.test(error.message)) {
+      throw new ApiError("This server cannot ingest URLs (no /v1/ingest endpoint).");
+    }
+    throw error;
+  }
+  const body = await response.json();
+  $("add-result").textContent = body.results
+    .map((r) => `${r.source || r.url}: ${r.status}${r.reason ? ` (${r.reason})` : ""}`).join("; ");
+  refreshStatus();
+}
+
+// -- wiring ------------------------------------------------------------------------------------------------
+function guarded(action) {
+  return async (event) => {
+    if (event) event.preventDefault();
+    clearError();
+    try {
+      await action(event);
+    } catch (error) {
+      showError(error);
+      if (error instanceof ApiError && /^The API key was refused/.test(error.message)) {
+        $("answer-meta").textContent = "";
+      }
+    }
+  };
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  applyTheme(localStorage.getItem(THEME));
+  $("theme").addEventListener("click", () => {
+    const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+    localStorage.setItem(THEME, next);
+    applyTheme(next);
+  });
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY, $("key").value.trim());
+    $("key").value = "";
+    showApp();
+  });
+  $("forget").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    $("results").hidden = true;
+    $("answer").hidden = true;
+    $("passage").hidden = true;
+    showApp();
+    $("key").focus();
+  });
+  $("query-form").addEventListener("submit", guarded((event) => {
+    const which = event.submitter ? event.submitter.value : "search";
+    return which === "ask" ? ask() : search();
+  }));
+  $("passage-close").addEventListener("click", () => {
+    $("passage").hidden = true;
+    const cite = document.querySelector(".cite");
+    if (cite) cite.focus();
+  });
+  $("upload-form").addEventListener("submit", guarded(upload));
+  $("ingest-form").addEventListener("submit", guarded(ingest));
+  refreshStatus();
+  showApp();
+});

@@ -1,0 +1,442 @@
+"""The freshness job: what would re-embedding change, written down before anything is done about it.
+
+A run compares the files under the roots with the manifest of the last index run (size and mtime, then
+SHA-256: the very comparison `index` makes, `indexing.build.diff_roots`), writes the refresh plan (one
+JSON line per new, changed or deleted document) and appends its decisions and its outcome to the ledger.
+Then it stops (a dry run), re-indexes exactly the planned files (`--apply`), or hands the plan to a hook
+(`--exec`). The KnowledgeBase holds the index lock around the plan and the apply; this module does the
+comparing, the writing down and the hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
+from ragstead.documents.ids import make_doc_id
+from ragstead.errors import InvalidQueryError, RagsteadError
+from ragstead.indexing.build import IndexingOptions, IndexReport, RootsDiff, diff_roots
+from ragstead.ingest.archive import content_hash
+from ragstead.ingest.base import SourceError
+from ragstead.ingest.fetch import FetchOptions, fetch
+from ragstead.ingest.pipeline import fetch_extracted
+from ragstead.ingest.urls import parse_source
+from ragstead.ingest.web import extract
+from ragstead.stores.base import DocumentRecord, ManifestEntry
+
+PLAN_FILE = "refresh_plan.jsonl"
+LEDGER_FILE = "embedding_ledger.jsonl"
+VALIDATORS_FILE = "url_validators.json"  # ETags kept between `--urls` runs
+STATUSES = ("new", "changed", "deleted")
+DEFAULT_EXEC_TIMEOUT = 3600.0
+# After the timeout the hook's process group gets SIGTERM, then this long to exit before SIGKILL.
+_TERM_GRACE = 5.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class PlanEntry:
+    """One document that needs re-embedding. `path` for a file, `url` for an ingested page; `reason` when the
+    file cannot be read (its stale chunks then go)."""
+
+    status: str  # new | changed | deleted
+    path: str | None = None
+    url: str | None = None
+    old_checksum: str | None = None  # SHA-256 hex of what the index holds (None for new)
+    new_checksum: str | None = None  # SHA-256 hex of what is there now (None for deleted or unreadable)
+    chunks: int = 0  # chunks the index holds for it now (0 for new)
+    doc_id: str | None = None  # its id in the index; for a new file, the id it will get
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        where = {"url": self.url} if self.url is not None else {"path": self.path}
+        out = {**where, "status": self.status, "old_checksum": self.old_checksum, "new_checksum": self.new_checksum,
+               "chunks": self.chunks, "doc_id": self.doc_id}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class HookResult:
+    """What the `--exec` hook did: its exit code (None if it never ran to an end), and why not."""
+
+    command: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "exit_code": self.exit_code, "timed_out": self.timed_out,
+                "seconds": round(self.seconds, 3), "error": self.error}
+
+
+@dataclass
+class FreshnessReport:
+    """One freshness run. `to_dict()` is what `ragstead freshness --json` prints; `exit_code` is the cron
+    contract: 0 fresh or brought up to date, 1 stale and left so (the plan is written), 2 an error."""
+
+    run_id: str
+    started_at: str
+    roots: list[str]
+    plan_path: str
+    ledger_path: str
+    full: bool = False
+    entries: list[PlanEntry] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)  # unreadable files and folders, not documents
+    missing_roots: list[str] = field(default_factory=list)
+    outcome: str = "planned"  # fresh | planned | applied | exec | exec failed | error
+    applied: dict[str, Any] | None = None
+    hook: HookResult | None = None
+    error: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.entries)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = {status: sum(e.status == status for e in self.entries) for status in STATUSES}
+        return counts | {"unchanged": self.unchanged}
+
+    @property
+    def exit_code(self) -> int:
+        return {"fresh": 0, "applied": 0, "exec": 0, "planned": 1}.get(self.outcome, 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "started_at": self.started_at, "finished_at": self.finished_at,
+                "roots": self.roots, "missing_roots": self.missing_roots, "full": self.full,
+                "plan": self.plan_path, "ledger": self.ledger_path, "counts": self.counts,
+                "outcome": self.outcome, "exit_code": self.exit_code,
+                "entries": [e.to_dict() for e in self.entries], "skipped": self.skipped,
+                "applied": self.applied, "exec": self.hook.to_dict() if self.hook else None, "error": self.error}
+
+
+class FreshnessRun:
+    """One run's bookkeeping: the plan, the ledger lines and the outcome. Use `recorded()` around the work so
+    that a run that fails still leaves its line in the ledger."""
+
+    def __init__(self, plan_path: Path, ledger_path: Path, roots: Iterable[str], *, full: bool = False,
+                 missing_roots: Iterable[str] = ()) -> None:
+        self.report = FreshnessReport(run_id=f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
+                                      started_at=_now(), roots=list(roots), plan_path=str(plan_path),
+                                      ledger_path=str(ledger_path), full=full, missing_roots=list(missing_roots))
+        self.plan_path = plan_path
+        self.ledger_path = ledger_path
+        self.diff: RootsDiff | None = None
+
+    # -- planning ------------------------------------------------------------------------------------
+
+    def plan_files(self, options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry] | None,
+                   chunk_count: Callable[[str], int]) -> None:
+        """Compare the files under `roots` with `manifest` (None: no usable manifest, every file is new) and
+        record one entry per document that needs re-embedding."""
+        walk = IndexReport()
+        self.diff = diff_roots(options, roots, manifest or {}, walk)
+        known = manifest or {}
+        reasons = {item["path"]: item["reason"] for item in walk.skipped}
+        for candidate in self.diff.todo:
+            entry = known.get(candidate.rel_path)
+            if entry is None:
+                self.report.entries.append(PlanEntry(
+                    "new", path=candidate.rel_path, new_checksum=candidate.file_hash,
+                    doc_id=make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash)))
+            else:
+                self.report.entries.append(PlanEntry(
+                    "changed", path=candidate.rel_path, old_checksum=entry.file_hash,
+                    new_checksum=candidate.file_hash, chunks=chunk_count(candidate.rel_path), doc_id=entry.doc_id))
+        for path in self.diff.removed:
+            entry = known[path]
+            # Still there but no longer readable (or now left out): its stale chunks go, with the reason.
+            reason = reasons.get(path)
+            self.report.entries.append(PlanEntry(
+                "changed" if reason else "deleted", path=path, old_checksum=entry.file_hash,
+                chunks=chunk_count(path), doc_id=entry.doc_id, reason=reason))
+        planned = {e.path for e in self.report.entries}
+        self.report.skipped += [item for item in walk.skipped if item["path"] in walk.failed
+                                and item["path"] not in planned]
+        self.report.unchanged += walk.unchanged
+        self.report.entries.sort(key=lambda e: (e.path or e.url or ""))
+
+    def add_urls(self, plan: UrlPlan) -> None:
+        """The entries `plan_urls` found (ingested pages that changed)."""
+        self.report.entries.extend(plan.entries)
+        self.report.unchanged += plan.unchanged
+        self.report.skipped += plan.skipped
+
+    @property
+    def paths(self) -> list[str]:
+        """The files `--apply` re-indexes: exactly those of the plan."""
+        return [e.path for e in self.report.entries if e.path is not None]
+
+    @property
+    def urls(self) -> list[PlanEntry]:
+        """The ingested pages `--apply` ingests again (a refresh)."""
+        return [e for e in self.report.entries if e.url is not None]
+
+    @property
+    def touches(self) -> list[DocumentRecord]:
+        """Manifest entries whose file has the same bytes and a new mtime: refreshed on `--apply` (nothing read)."""
+        return list(self.diff.touches) if self.diff else []
+
+    def write_plan(self) -> None:
+        """Write the plan (empty when fresh, so a reader never acts on a stale one) and the decisions."""
+        try:
+            make_private_folder(self.plan_path.parent)
+            write_text_atomically(self.plan_path, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n"
+                                                          for e in self.report.entries))
+        except OSError as exc:
+            raise RagsteadError(f"cannot write the plan {self.plan_path}: {exc.strerror or exc}; "
+                                "pass --plan PATH in a folder you can write") from None
+        stamp = _now()
+        self._append([{"type": "decision", "run_id": self.report.run_id, "time": stamp, **e.to_dict(),
+                       "outcome": "planned"} for e in self.report.entries])
+        self.report.outcome = "planned" if self.report.entries else "fresh"
+
+    # -- acting on it ----------------------------------------------------------------------------------
+
+    def applied(self, report: IndexReport | None = None, urls: list[dict[str, Any]] | None = None) -> None:
+        """Record what `--apply` did: the index run over the planned files, and each page ingested again."""
+        done = self.report.applied or {"added": [], "updated": [], "removed": [], "skipped": [], "urls": [],
+                                       "chunks_embedded": 0, "chunks_reused": 0, "seconds": 0.0}
+        if report is not None:
+            done |= {"added": report.added, "updated": report.updated, "removed": report.removed,
+                     "skipped": report.skipped, "chunks_embedded": report.chunks_embedded,
+                     "chunks_reused": report.chunks_reused, "seconds": round(report.seconds, 3)}
+        if urls is not None:
+            done["urls"] = urls
+        self.report.applied = done
+        self.report.outcome = "applied"
+
+    def run_hook(self, command: str, timeout: float, root: Path) -> HookResult:
+        """Run `command` with the plan's path in $RAGSTEAD_PLAN, bounded by `timeout` seconds; its output goes to
+        stderr (stdout stays for --json)."""
+        result = run_hook(command, timeout, root, {"RAGSTEAD_PLAN": str(self.plan_path),
+                                                   "RAGSTEAD_RUN_ID": self.report.run_id,
+                                                   "RAGSTEAD_ROOT": str(root)})
+        self.report.hook = result
+        self.report.outcome = "exec" if result.ok else "exec failed"
+        return result
+
+    @contextmanager
+    def recorded(self) -> Iterator[FreshnessReport]:
+        """Around a run's work: its line goes to the ledger however it ends (an error or Ctrl-C included)."""
+        try:
+            yield self.report
+        except BaseException as exc:
+            self.report.outcome = "error"
+            message = "interrupted" if isinstance(exc, KeyboardInterrupt) else " ".join(str(exc).split())
+            self.report.error = message or type(exc).__name__
+            with contextlib.suppress(RagsteadError):  # the error being raised says more than a ledger failure
+                self.finish()
+            raise
+        self.finish()
+
+    def finish(self) -> FreshnessReport:
+        """Append the run's line to the ledger."""
+        report = self.report
+        report.finished_at = _now()
+        self._append([{"type": "run", "run_id": report.run_id, "started_at": report.started_at,
+                       "finished_at": report.finished_at, "roots": report.roots, "full": report.full,
+                       "plan": report.plan_path, "counts": report.counts, "outcome": report.outcome,
+                       "exit_code": report.exit_code,
+                       "applied": None if report.applied is None else {k: (len(v) if isinstance(v, list) else v)
+                                                                       for k, v in report.applied.items()},
+                       "exec": report.hook.to_dict() if report.hook else None, "error": report.error}])
+        return report
+
+    def _append(self, lines: list[dict[str, Any]]) -> None:
+        """Append whole lines in one write to a private file (the ledger names private documents)."""
+        if not lines:
+            return
+        data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+        try:
+            make_private_folder(self.ledger_path.parent)
+            fd = os.open(self.ledger_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RagsteadError(f"cannot append to the ledger {self.ledger_path}: {exc.strerror or exc}; "
+                                "pass --ledger PATH in a folder you can write") from None
+
+
+@dataclass
+class UrlPlan:
+    """What `--urls` found: an entry per ingested document whose page changed, the documents unchanged, the
+    URLs that could not be checked (with why), and the validators to keep for the next run."""
+
+    entries: list[PlanEntry] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    validators: dict[str, dict[str, str]] = field(default_factory=dict)
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)  # doc_id -> the document (for --apply)
+
+
+def ingested_remote(document: dict[str, Any]) -> bool:
+    """A document ingested from a web URL (pages, PDFs, videos, posts; not files or databases)."""
+    url = (document.get("source") or {}).get("url") or ""
+    return url.startswith(("http://", "https://"))
+
+
+def plan_urls(documents: Iterable[dict[str, Any]], client: httpx.Client, options: FetchOptions,
+              validators: dict[str, dict[str, str]]) -> UrlPlan:
+    """Re-check each ingested URL once: a conditional GET for web pages (`If-None-Match` with the ETag kept from
+    the last check of the same content, `If-Modified-Since` the time it was fetched), so an unchanged page costs
+    a 304; otherwise the page is extracted as `ingest` extracts it and its content hash compared with the
+    one the index holds. A fetch that fails is skipped with its reason: an archived copy outlives its page."""
+    plan = UrlPlan()
+    by_url: dict[str, list[dict[str, Any]]] = {}
+    for doc in documents:
+        by_url.setdefault(doc["source"]["url"], []).append(doc)
+    for url, docs in sorted(by_url.items()):
+        held = {d["source"].get("content_hash") for d in docs}
+        try:
+            fresh_hash, kept = _current_hash(url, docs[0]["source"], client, options,
+                                             validators.get(url) if len(held) == 1 else None)
+        except SourceError as exc:
+            plan.skipped.append({"url": url, "reason": str(exc)})
+            continue
+        if kept:
+            plan.validators[url] = kept
+        for doc in docs:
+            old = doc["source"].get("content_hash")
+            if fresh_hash is None or fresh_hash == old:
+                plan.unchanged += 1
+                continue
+            plan.documents[doc["doc_id"]] = doc
+            plan.entries.append(PlanEntry("changed", url=url, old_checksum=old, new_checksum=fresh_hash,
+                                          chunks=int(doc.get("chunks") or 0), doc_id=doc["doc_id"]))
+    return plan
+
+
+def _current_hash(url: str, source: dict[str, Any], client: httpx.Client, options: FetchOptions,
+                  kept: dict[str, str] | None) -> tuple[str | None, dict[str, str] | None]:
+    """(the content hash of the page now, or None for "not modified"; the validators to keep, or None)."""
+    parsed = parse_source(url)
+    if parsed.kind != "web":  # videos and posts come through their own APIs: fetched again, hashes compared
+        extracted = fetch_extracted(parsed, client, options)
+        return content_hash(extracted), None
+    headers = {}
+    if kept and kept.get("content_hash") == source.get("content_hash"):  # validators of the indexed content
+        if kept.get("etag"):
+            headers["If-None-Match"] = kept["etag"]
+        if kept.get("last_modified"):
+            headers["If-Modified-Since"] = kept["last_modified"]
+    if "If-Modified-Since" not in headers and source.get("fetched_at"):
+        with contextlib.suppress(ValueError):
+            fetched_at = datetime.fromisoformat(source["fetched_at"].replace("Z", "+00:00"))
+            headers["If-Modified-Since"] = format_datetime(fetched_at.astimezone(UTC), usegmt=True)
+    fetched = fetch(client, parsed.url, options, headers=headers)
+    if fetched.status == 304:
+        return None, kept
+    fresh = content_hash(extract(fetched, parsed.url, parsed.source_id))
+    response = {k.lower(): v for k, v in fetched.headers.items()}
+    validators = {"content_hash": fresh, "etag": response.get("etag", ""),
+                  "last_modified": response.get("last-modified", "")}
+    return fresh, validators if validators["etag"] or validators["last_modified"] else None
+
+
+def read_validators(path: Path) -> dict[str, dict[str, str]]:
+    """The ETags and Last-Modified dates kept from the last `--urls` run (a damaged file: start over)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_validators(path: Path, validators: dict[str, dict[str, str]]) -> None:
+    make_private_folder(path.parent)
+    write_text_atomically(path, json.dumps(validators, indent=1, sort_keys=True))
+
+
+def check_hook_command(command: str) -> list[str]:
+    """The hook's argv, split as a shell would (no pipes: wrap those in `sh -c '...'`)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise InvalidQueryError(f"--exec {command!r} cannot be split into a command: {exc}") from None
+    if not argv:
+        raise InvalidQueryError("--exec needs a command, e.g. --exec 'python embed.py'")
+    return argv
+
+
+def run_hook(command: str, timeout: float, cwd: Path, env: dict[str, str]) -> HookResult:
+    """Run the hook in a process group of its own; past `timeout` the whole group is stopped (SIGTERM, then
+    SIGKILL), so a hook that hangs, and whatever it started, never outlives the run."""
+    argv = check_hook_command(command)
+    result = HookResult(command)
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                   stdout=_stderr_fd(), start_new_session=True)
+    except OSError as exc:
+        result.error = f"cannot run {argv[0]!r}: {exc.strerror or exc}"
+        return result
+    try:
+        result.exit_code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        result.timed_out = True
+        result.error = f"still running after {timeout:g}s (--exec-timeout); stopped"
+        _stop_group(process)
+    except BaseException:  # Ctrl-C: the hook goes too, then the interrupt carries on
+        _stop_group(process)
+        raise
+    finally:
+        result.seconds = time.monotonic() - started
+    if result.exit_code not in (0, None) and result.error is None:
+        result.error = f"exited with code {result.exit_code}"
+    return result
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    for sig, grace in ((signal.SIGTERM, _TERM_GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
+
+
+def _stderr_fd() -> int | None:
+    """Our stderr's file descriptor for the hook's stdout, or None (inherit) when stderr has none (captured)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None

@@ -1,0 +1,591 @@
+"""The pre-push guard: private documents and secrets do not leave the machine through git.
+
+It checks what a push (or a commit, a range, some paths) would publish against two kinds of rule:
+
+- private paths: `kb/` and `artifacts/` (except `kb/README.md` and `kb/.gitkeep`), the index's folder, and
+  every file under a configured root that the project's path rules make private (personal mode: all of it);
+- secrets: file names (`.env*`, keys, keystores, secrets files) and contents, by `detect-secrets` (the
+  maintained detector, with its false-positive filters) plus a few API-key shapes it does not know.
+
+What it checks comes from git's objects (a push, a commit, a range: every commit, since history is what gets
+published) or from the working tree (paths). It never follows a symlink and never opens a file outside the
+repository; a binary file has only its name checked, and a text file too large to scan is blocked with that
+reason. Secret values are never printed: a finding names the file, the kind of secret and the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+import pathspec
+
+from ragstead.config import CONFIG_FILE, IGNORE_FILE, Settings, load_settings
+from ragstead.documents.ids import open_regular
+from ragstead.documents.metadata import derive_metadata
+from ragstead.errors import InvalidQueryError, RagsteadError
+
+# Folders private by layout, whatever the roots, and the two marker files that may be published.
+PRIVATE_FOLDERS = ("kb", "artifacts")
+ALLOWED = frozenset({"kb/README.md", "kb/.gitkeep"})
+# The project's own files: settings, not documents.
+PROJECT_FILES = frozenset({CONFIG_FILE, IGNORE_FILE, ".gitignore", ".gitattributes", ".pre-commit-config.yaml"})
+# Secret-like file names, gitignore syntax: the guard blocks them and `ragstead init` writes them to .gitignore.
+SECRET_FILE_PATTERNS = (
+    ".env", ".env.*", "!.env.example", "!.env.sample", "!.env.template",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "!id_*.pub",
+    "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml", "credentials.json", ".netrc", ".pgpass",
+)
+# API-key shapes detect-secrets does not know (it has AWS, GitHub, Slack, Stripe, private keys, JWTs, ...;
+# its OpenAI detector only knows the legacy key format).
+KEY_PATTERNS = (
+    (re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}"), "an API key (sk-...)"),
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), "a Google API key"),
+    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
+)
+DEFAULT_MAX_SCAN_MB = 10
+BINARY_SNIFF = 8000  # git's own test: a NUL byte in the first 8000 bytes makes a file binary
+HOOK_MARK = "# ragstead guard"
+HOOKS = ("pre-push", "pre-commit")
+_NULL_SHA = "0" * 40
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A file the guard blocks, with why (never the secret itself)."""
+
+    path: str  # relative to the repository
+    rule: str  # private-path | secret-file | secret-content | too-large
+    reason: str
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "rule": self.rule, "reason": self.reason, "commit": self.commit}
+
+
+@dataclass
+class GuardReport:
+    """One check. `to_dict()` is what `ragstead guard check --json` prints."""
+
+    repository: str
+    what: str  # the tracked files | staged changes | range A..B | paths | the push to REMOTE
+    checked: int = 0
+    blocked: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocked
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"repository": self.repository, "what": self.what, "checked": self.checked, "ok": self.ok,
+                "blocked": [f.to_dict() for f in self.blocked]}
+
+
+@dataclass(frozen=True)
+class _File:
+    """One file to check: its repository path and where its bytes are (a blob, or a working-tree file)."""
+
+    path: str
+    blob: str | None = None  # object id, for files taken from git
+    disk: Path | None = None  # for working-tree files
+    mode: int = 0o100644
+    commit: str | None = None
+
+
+# -- the repository -------------------------------------------------------------------------------------
+
+
+class Repository:
+    """A git work tree and the ragstead settings that say what is private in it."""
+
+    def __init__(self, start: Path | None = None, config: Path | None = None) -> None:
+        here = Path(start).resolve() if start is not None else Path.cwd()
+        if not here.is_dir():
+            raise InvalidQueryError(f"{here} is not a folder")
+        top = self._git_at(here, "rev-parse", "--show-toplevel").strip()
+        if not top:
+            raise RagsteadError(f"{here} is not inside a git work tree; run this in the repository")
+        self.top = Path(top).resolve()
+        self.settings = self._project_settings(start, config)
+        self.project = self.settings.root.resolve()
+
+    def _project_settings(self, start: Path | None, config: Path | None) -> Settings:
+        """The settings of the project at `start` if given, else of the nearest project at or above the current
+        folder, else the repository's own top (where `kb/` and `artifacts/` are then looked for)."""
+        if start is not None:
+            return load_settings(Path(start), config)
+        settings = load_settings(None, config)
+        root = settings.root
+        if not ((root / CONFIG_FILE).is_file() or (root / Settings.db_path).is_file()):
+            settings = load_settings(self.top, config)
+        return settings
+
+    @staticmethod
+    def _git_at(cwd: Path, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
+        try:
+            result = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, timeout=600)
+        except FileNotFoundError:
+            raise RagsteadError("git is not installed (or not on PATH)") from None
+        if check and result.returncode != 0:
+            message = " ".join(result.stderr.decode("utf-8", "replace").split()) or f"exit code {result.returncode}"
+            if "not a git repository" in message:
+                raise RagsteadError(f"{cwd} is not inside a git work tree; run this in the repository")
+            raise RagsteadError(f"git {args[0]} failed: {message}")
+        return result.stdout.decode("utf-8", "surrogateescape")
+
+    def git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
+        return self._git_at(self.top, *args, stdin=stdin, check=check)
+
+
+
+# -- the rules ------------------------------------------------------------------------------------------
+
+
+class Rules:
+    """What may not be published from one repository."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        settings = repo.settings
+        self.secret_names = pathspec.GitIgnoreSpec.from_lines(SECRET_FILE_PATTERNS)
+        index_dir = settings.db_file.parent.resolve()
+        self.index_dir = index_dir.relative_to(repo.project).as_posix() if index_dir.is_relative_to(
+            repo.project) else None
+        self.roots = tuple(PurePosixPath(r).as_posix() for r in settings.roots)
+
+    def private(self, path: str) -> str | None:
+        """Why the repository path `path` is private, or None."""
+        full = self.repo.top / path
+        if not full.is_relative_to(self.repo.project):
+            return None  # outside the ragstead project: only the secret rules apply
+        rel = full.relative_to(self.repo.project).as_posix()
+        if rel in ALLOWED or rel in PROJECT_FILES:
+            return None
+        if self.index_dir and _under(rel, self.index_dir):
+            return f"the index's own folder ({self.index_dir}/)"
+        top = rel.split("/", 1)[0]
+        if top in PRIVATE_FOLDERS and "/" in rel:
+            return f"{top}/ holds private data (only {', '.join(sorted(ALLOWED))} may be published)"
+        for root in self.roots:
+            if _under(rel, root) and derive_metadata(rel, None, self.repo.settings.scope_rules).is_private:
+                where = "the project folder" if root in (".", "") else f"{root}/"
+                return f"private by the project's path rules (under the indexed root {where})"
+        return None
+
+    def secret_name(self, path: str) -> str | None:
+        name = PurePosixPath(path).name
+        if self.secret_names.match_file(name) or self.secret_names.match_file(name.lower()):
+            return f"a secret-like file name ({_which_pattern(name)})"
+        return None
+
+
+def _under(rel: str, folder: str) -> bool:
+    return folder in ("", ".") or rel == folder or rel.startswith(folder.rstrip("/") + "/")
+
+
+def _which_pattern(name: str) -> str:
+    for pattern in SECRET_FILE_PATTERNS:
+        if not pattern.startswith("!") and pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(name.lower()):
+            return pattern
+    return name
+
+
+# -- what to check --------------------------------------------------------------------------------------
+
+
+def _tracked(repo: Repository) -> Iterator[_File]:
+    """Every file in git's index (in CI, the checked-out commit)."""
+    out = repo.git("ls-files", "-s", "-z")
+    for item in filter(None, out.split("\0")):
+        meta, path = item.split("\t", 1)
+        mode, blob, _stage = meta.split()
+        yield _File(path, blob=blob, mode=int(mode, 8))
+
+
+def _staged(repo: Repository) -> Iterator[_File]:
+    """What the next commit adds or changes (against HEAD, or everything in a first commit)."""
+    base = "HEAD" if _rev_exists(repo, "HEAD") else _EMPTY_TREE
+    yield from _raw(repo.git("diff-index", "--cached", "-z", "--no-renames", "--diff-filter=ACMT", base))
+
+
+def _in_commits(repo: Repository, revs: list[str]) -> Iterator[_File]:
+    """Every file added or changed by the commits `git log REVS` lists (a merge: against its first parent),
+    so a secret added in one commit and removed in the next is still found: the push publishes both."""
+    out = repo.git("log", "-z", "--raw", "--no-abbrev", "--no-renames", "--diff-filter=ACMT",
+                   "--diff-merges=first-parent", "--format=%x01%H", *revs, "--")
+    tokens = [t.lstrip("\n") for t in out.split("\0")]
+    commit = None
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("\x01"):
+            commit = token[1:]
+        elif token.startswith(":") and i + 1 < len(tokens):
+            fields = token[1:].split()
+            yield _File(tokens[i + 1], blob=fields[3], mode=int(fields[1], 8), commit=commit)
+            i += 1
+        i += 1
+
+
+def _raw(out: str) -> Iterator[_File]:
+    tokens = out.split("\0")
+    for header, path in zip(tokens[0::2], tokens[1::2], strict=False):
+        if header.startswith(":"):
+            fields = header[1:].split()
+            yield _File(path, blob=fields[3], mode=int(fields[1], 8))
+
+
+def _rev_exists(repo: Repository, rev: str) -> bool:
+    result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo.top,
+                            capture_output=True)
+    return result.returncode == 0
+
+
+def _pushed(repo: Repository, lines: Iterable[str], remote: str | None) -> Iterator[_File]:
+    """The commits a push sends, from the lines git gives a pre-push hook: `<local ref> <local sha>
+    <remote ref> <remote sha>`. A new branch sends what the remote does not have yet."""
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 4:
+            continue
+        _local_ref, local, _remote_ref, theirs = parts
+        if local == _NULL_SHA:  # a branch deletion publishes nothing
+            continue
+        if theirs != _NULL_SHA and _rev_exists(repo, theirs):
+            revs = [f"{theirs}..{local}"]
+        else:
+            revs = [local, "--not", f"--remotes={remote}" if remote else "--remotes"]
+        yield from _in_commits(repo, revs)
+
+
+def _on_disk(repo: Repository, paths: Iterable[Path]) -> Iterator[_File]:
+    """Working-tree files: each path must lie inside the repository; a folder stands for the files git would
+    see in it (tracked, or untracked and not ignored)."""
+    for given in paths:
+        full = Path(os.path.abspath(given))
+        # The parent is resolved, the name is not: a symlink is checked as a link, never followed.
+        real = Path(os.path.realpath(full.parent)) / full.name
+        if not real.is_relative_to(repo.top):
+            raise InvalidQueryError(f"{given} is outside the repository {repo.top}; the guard reads nothing "
+                                    "outside it")
+        rel = real.relative_to(repo.top).as_posix()
+        if real.is_dir() and not real.is_symlink():
+            listed = repo.git("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", rel or ".")
+            for path in sorted(set(filter(None, listed.split("\0")))):
+                yield _File(path, disk=repo.top / path)
+        elif os.path.lexists(real):
+            yield _File(rel, disk=real)
+        else:
+            raise InvalidQueryError(f"no such file: {given}")
+
+
+# -- checking -------------------------------------------------------------------------------------------
+
+
+class _Blobs:
+    """Blob sizes and contents through two long-lived `git cat-file` processes (one per check, not two per
+    file). A content is asked for only once its size is known to be within the limit."""
+
+    def __init__(self, top: Path) -> None:
+        self._sizes = subprocess.Popen(["git", "cat-file", "--batch-check"], cwd=top, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE)
+        self._contents = subprocess.Popen(["git", "cat-file", "--batch"], cwd=top, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE)
+        self.top = top
+
+    @staticmethod
+    def _ask(process: subprocess.Popen[bytes], blob: str) -> int:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(f"{blob}\n".encode("ascii"))
+        process.stdin.flush()
+        header = process.stdout.readline().split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise RagsteadError(f"git cannot read object {blob} ({b' '.join(header).decode('ascii', 'replace')})")
+        return int(header[2])
+
+    def size(self, blob: str) -> int:
+        return self._ask(self._sizes, blob)
+
+    def copy(self, blob: str, out: BinaryIO) -> None:
+        remaining = self._ask(self._contents, blob)
+        stdout = self._contents.stdout
+        assert stdout is not None
+        while remaining:
+            chunk = stdout.read(min(remaining, 1 << 20))
+            if not chunk:
+                raise RagsteadError(f"git stopped while reading object {blob}")
+            out.write(chunk)
+            remaining -= len(chunk)
+        stdout.read(1)  # the newline after the content
+
+    def head(self, blob: str) -> bytes:
+        """The first bytes of a (large) blob, without reading the rest."""
+        process = subprocess.Popen(["git", "cat-file", "blob", blob], cwd=self.top, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            assert process.stdout is not None
+            return process.stdout.read(BINARY_SNIFF)
+        finally:
+            process.kill()
+            process.wait()
+
+    def close(self) -> None:
+        for process in (self._sizes, self._contents):
+            if process.stdin is not None:
+                process.stdin.close()
+            process.wait()
+
+
+class _Scanner:
+    """Reads each file once, within bounds, and runs the content rules on text. Findings already accepted in
+    the repository's detect-secrets baseline (`.secrets.baseline`), or on a line marked
+    `pragma: allowlist secret`, do not block."""
+
+    def __init__(self, repo: Repository, max_bytes: int, scratch: Path) -> None:
+        self.repo = repo
+        self.max_bytes = max_bytes
+        self.scratch = scratch
+        self.blobs = _Blobs(repo.top)
+        self.accepted = _baseline(repo.top / BASELINE_FILE)
+        self._count = 0
+
+    def content_finding(self, item: _File) -> Finding | None:
+        if stat.S_ISLNK(item.mode) or stat.S_ISDIR(item.mode) or item.mode == 0o160000:
+            return None  # a symlink's target text or a submodule: nothing to read
+        if item.disk is not None:
+            return self._check_disk(item)
+        return self._check_blob(item)
+
+    def _check_disk(self, item: _File) -> Finding | None:
+        assert item.disk is not None
+        try:
+            info = os.lstat(item.disk)
+            if not stat.S_ISREG(info.st_mode):
+                return None  # a symlink is never followed; a FIFO or a device is never opened
+            with os.fdopen(open_regular(item.disk), "rb") as handle:  # still a regular file when opened
+                head = handle.read(BINARY_SNIFF)
+        except OSError as exc:
+            raise RagsteadError(f"cannot read {item.path}: {exc.strerror or exc}") from None
+        if b"\0" in head:
+            return None
+        if info.st_size > self.max_bytes:
+            return self._too_large(item, info.st_size)
+        return self._scan(item, item.disk)
+
+    def _check_blob(self, item: _File) -> Finding | None:
+        assert item.blob is not None
+        size = self.blobs.size(item.blob)
+        if size > self.max_bytes:
+            return None if b"\0" in self.blobs.head(item.blob) else self._too_large(item, size)
+        self._count += 1
+        # The blob goes to a private folder inside the git directory (where its bytes are already), under its
+        # own file name: detect-secrets picks its parsers and filters by name.
+        folder = self.scratch / str(self._count)
+        folder.mkdir(mode=0o700)
+        target = folder / (PurePosixPath(item.path).name or "file")
+        try:
+            with open(target, "wb") as out:
+                self.blobs.copy(item.blob, out)
+            with open(target, "rb") as handle:
+                if b"\0" in handle.read(BINARY_SNIFF):
+                    return None
+            return self._scan(item, target)
+        finally:
+            target.unlink(missing_ok=True)
+            folder.rmdir()
+
+    def _too_large(self, item: _File, size: int) -> Finding:
+        return Finding(item.path, "too-large", f"too large to scan for secrets ({size / (1 << 20):.1f} MiB, over "
+                                               f"--max-scan-mb {self.max_bytes / (1 << 20):g})", item.commit)
+
+    def _scan(self, item: _File, path: Path) -> Finding | None:
+        from detect_secrets.core.scan import scan_file
+
+        accepted = self.accepted.get(item.path, set())
+        kinds: dict[str, int] = {}
+        for secret in scan_file(str(path)):
+            if secret.secret_hash not in accepted:
+                kinds.setdefault(secret.type, secret.line_number)
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                line = raw.decode("utf-8", "replace")
+                if _ALLOWLISTED.search(line):
+                    continue
+                for pattern, kind in KEY_PATTERNS:
+                    match = pattern.search(line)
+                    if match and hashlib.sha1(match.group(0).encode("utf-8")).hexdigest() not in accepted:
+                        kinds.setdefault(kind, number)
+        if not kinds:
+            return None
+        found = ", ".join(f"{kind} (line {line})" for kind, line in sorted(kinds.items(), key=lambda kv: kv[1]))
+        return Finding(item.path, "secret-content", f"secret-like content: {found}", item.commit)
+
+    def close(self) -> None:
+        self.blobs.close()
+
+
+BASELINE_FILE = ".secrets.baseline"
+_ALLOWLISTED = re.compile(r"pragma:\s*allowlist[ -]secret", re.IGNORECASE)
+
+
+def _baseline(path: Path) -> dict[str, set[str]]:
+    """The findings a detect-secrets baseline (`detect-secrets scan > .secrets.baseline`) accepts: path ->
+    SHA-1 of each accepted secret."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {name: {item["hashed_secret"] for item in items} for name, items in data.get("results", {}).items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise RagsteadError(f"cannot read the detect-secrets baseline {path}: {exc}") from None
+
+
+def check(start: Path | None = None, config: Path | None = None, *, staged: bool = False,
+          rev_range: str | None = None, paths: Iterable[Path] = (), pre_push: Iterable[str] | None = None,
+          remote: str | None = None, max_scan_mb: float = DEFAULT_MAX_SCAN_MB) -> GuardReport:
+    """Check what would be published: a push (`pre_push`: the lines git gives the hook on stdin), the staged
+    changes, the commits of `rev_range`, working-tree `paths`, or else every tracked file."""
+    chosen = [name for name, on in (("--staged", staged), ("--range", rev_range is not None),
+                                    ("PATHS", bool(paths)), ("--pre-push", pre_push is not None)) if on]
+    if len(chosen) > 1:
+        raise InvalidQueryError(f"choose one of --staged, --range, --pre-push or PATHS, got {' and '.join(chosen)}")
+    if not max_scan_mb > 0:
+        raise InvalidQueryError(f"--max-scan-mb must be above 0, got {max_scan_mb:g}")
+    if rev_range is not None and (not rev_range.strip() or rev_range.startswith("-")):
+        raise InvalidQueryError(f"--range takes revisions such as main..HEAD, got {rev_range!r}")
+    repo = Repository(start, config)
+    rules = Rules(repo)
+    if pre_push is not None:
+        what, files = f"the push to {remote or 'the remote'}", _pushed(repo, pre_push, remote)
+    elif staged:
+        what, files = "the staged changes", _staged(repo)
+    elif rev_range is not None:
+        if not _rev_exists(repo, rev_range.replace("...", "..").split("..")[-1] or "HEAD"):
+            raise InvalidQueryError(f"--range {rev_range}: no such revision in {repo.top}")
+        what, files = f"the commits {rev_range}", _in_commits(repo, [rev_range])
+    elif paths:
+        what, files = "the given paths", _on_disk(repo, paths)
+    else:
+        what, files = "the tracked files", _tracked(repo)
+    report = GuardReport(str(repo.top), what)
+    from detect_secrets.settings import default_settings
+
+    git_dir = Path(repo.git("rev-parse", "--absolute-git-dir").strip())
+    with default_settings(), tempfile.TemporaryDirectory(dir=git_dir, prefix="ragstead-guard-") as scratch:
+        scanner = _Scanner(repo, int(max_scan_mb * (1 << 20)), Path(scratch))
+        try:
+            _check_all(files, rules, scanner, report)
+        finally:
+            scanner.close()
+    report.blocked.sort(key=lambda f: f.path)
+    return report
+
+
+def _check_all(files: Iterable[_File], rules: Rules, scanner: _Scanner, report: GuardReport) -> None:
+    """Each file once (a path changed in several commits: each version), the cheap rules first; a path is
+    named once, with the first reason found."""
+    blocked: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    for item in files:
+        key = (item.path, item.blob or str(item.disk))
+        if key in seen:
+            continue
+        seen.add(key)
+        report.checked += 1
+        if item.path in blocked:
+            continue
+        reason = rules.private(item.path)
+        finding = Finding(item.path, "private-path", reason, item.commit) if reason else None
+        if finding is None and (name := rules.secret_name(item.path)):
+            finding = Finding(item.path, "secret-file", name, item.commit)
+        if finding is None:
+            finding = scanner.content_finding(item)
+        if finding is not None:
+            blocked.add(item.path)
+            report.blocked.append(finding)
+
+
+def read_pre_push_input() -> list[str]:
+    """The lines git writes to a pre-push hook's stdin."""
+    return [] if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read().splitlines()
+
+
+# -- installing -----------------------------------------------------------------------------------------
+
+
+def hook_script(hook: str, python: str, root: str | None) -> str:
+    """The hook: the guard through this Python (its ragstead), else a `ragstead` on PATH; no guard at all is
+    a blocked push (fail closed) with the way out."""
+    where = f" --root {shlex.quote(root)}" if root else ""
+    if hook == "pre-push":
+        check_args = f'--pre-push --remote "$1"{where}'
+        feed, chain_feed = 'printf "%s\\n" "$input" | ', 'printf "%s\\n" "$input" | '
+        read_input = "input=$(cat)\n"
+        skip = "git push --no-verify"
+    else:
+        check_args = f"--staged{where}"
+        feed = chain_feed = ""
+        read_input = ""
+        skip = "git commit --no-verify"
+    quoted = shlex.quote(python)
+    return f"""#!/bin/sh
+{HOOK_MARK}: blocks publishing private documents and secrets (installed by `ragstead guard install`).
+# To publish a blocked file anyway, knowingly, skip the hook once: {skip}
+{read_input}guard() {{
+  if [ -x {quoted} ]; then {quoted} -m ragstead guard check "$@"
+  elif command -v ragstead >/dev/null 2>&1; then ragstead guard check "$@"
+  else echo "ragstead guard: ragstead is not installed, so nothing was checked; install it, or skip: {skip}" >&2
+       return 2
+  fi
+}}
+{feed}guard {check_args} || exit $?
+local_hook="$(dirname "$0")/{hook}.local"
+if [ -x "$local_hook" ]; then {chain_feed}"$local_hook" "$@" || exit $?; fi
+exit 0
+"""
+
+
+def install(start: Path | None = None, config: Path | None = None, *, hook: str = "pre-push",
+            force: bool = False) -> dict[str, Any]:
+    """Write the git hook (`pre-push`, or `pre-commit`). A hook that is not ours is kept: refused without
+    `force`, else moved to `<hook>.local` and run after the guard. Returns what was written."""
+    if hook not in HOOKS:
+        raise InvalidQueryError(f"--hook must be pre-push or pre-commit, got {hook!r}")
+    repo = Repository(start, config)
+    hooks = Path(repo.git("rev-parse", "--git-path", "hooks").strip())
+    hooks = hooks if hooks.is_absolute() else repo.top / hooks
+    target = hooks / hook
+    kept = None
+    if target.exists() or target.is_symlink():
+        current = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else ""
+        if HOOK_MARK not in current:
+            if not force:
+                raise RagsteadError(f"{target} exists and is not ragstead's; pass --force to keep it as "
+                                    f"{hook}.local, run after the guard")
+            kept = hooks / f"{hook}.local"
+            if kept.exists():
+                raise RagsteadError(f"{target} is not ragstead's and {kept} exists too; merge them by hand")
+            os.replace(target, kept)
+    root = None
+    if repo.project != repo.top and repo.project.is_relative_to(repo.top):
+        root = repo.project.relative_to(repo.top).as_posix()  # hooks run at the top: point them at the project
+    hooks.mkdir(parents=True, exist_ok=True)
+    tmp = hooks / f".{hook}.ragstead.tmp"
+    tmp.write_text(hook_script(hook, sys.executable, root), encoding="utf-8")
+    tmp.chmod(0o755)
+    os.replace(tmp, target)
+    return {"repository": str(repo.top), "hook": str(target), "kind": hook, "kept": str(kept) if kept else None,
+            "project": str(repo.project)}

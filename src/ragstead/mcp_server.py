@@ -1,0 +1,336 @@
+"""`ragstead mcp`: the knowledge base as a Model Context Protocol server, for agents (Claude Desktop, Cursor, any
+MCP client), on the official `mcp` SDK's low-level server, over stdio (default) or streamable HTTP.
+
+A thin shell over `KnowledgeBase`, like the CLI and the HTTP API. Whose documents a client reaches is fixed when
+the server starts (`--user`, private documents only unless `--public-only`, archive only with
+`--include-archive`): a tool argument can narrow that scope (doc types, tags, dates), never widen it, and an
+argument that tries (`user`, `public_only`, `include_archive: true` on a server without the archive) is an MCP
+error. Every tool validates its arguments against a strict schema (no unknown keys, no type coercion, sizes
+capped); unknown tools, wrong types and oversized arguments are MCP errors (JSON-RPC -32602) and the server
+goes on. Write tools (`ingest`, `remember`) exist only with `--allow-write`. Logs go to stderr; on stdio the
+SDK keeps stdout for the protocol alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragstead import __version__
+from ragstead.errors import DocumentNotFoundError, RagsteadError
+from ragstead.knowledge_base import MAX_QUERY_CHARS, KnowledgeBase
+
+log = logging.getLogger("ragstead.mcp")
+
+MAX_ARGUMENT_BYTES = 64 * 1024  # a tool call's arguments, as JSON; 10 MB of arguments is refused, not parsed
+URI_PREFIX = "ragstead://doc/"
+STATUS_COUNT_LIMIT = 10_000  # `status` counts documents up to this many ("more": true above it)
+DATE = r"^\d{4}-\d{2}-\d{2}$"
+# Argument names that would choose whose documents are read: the scope is the server's, never the caller's.
+SCOPE_KEYS = ("user", "user_slug", "users", "public_only", "private_only", "scope")
+
+
+@dataclass(frozen=True)
+class McpScope:
+    """What a client of this server may reach, fixed at start-up."""
+
+    user: str
+    public_only: bool = False
+    include_archive: bool = False
+    allow_write: bool = False
+
+    def describe(self) -> str:
+        kind = "public documents" if self.public_only else f"{self.user}'s private documents"
+        return kind + (" and the archive" if self.include_archive else "")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Filters(_Strict):
+    doc_types: list[str] = Field(default_factory=list, max_length=10,
+                                 description="Only these document types (e.g. user_kb, dossier, archive).")
+    tags: list[str] = Field(default_factory=list, max_length=20, description="Only documents with any of these tags.")
+    date_from: str | None = Field(default=None, pattern=DATE, description="Created on or after, YYYY-MM-DD.")
+    date_to: str | None = Field(default=None, pattern=DATE, description="Created on or before, YYYY-MM-DD.")
+    include_archive: bool | None = Field(
+        default=None, description="Include archived documents; only where the server was started with the archive "
+                                  "(false narrows, true cannot widen).")
+
+
+class SearchArgs(_Filters):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
+    k: int = Field(default=8, ge=1, le=50, description="How many passages to return.")
+    mode: Literal["hybrid", "vector", "lexical"] | None = Field(
+        default=None, description="hybrid (default: meaning and keywords), vector (meaning), lexical (keywords).")
+
+
+class AskArgs(_Filters):
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question to answer.")
+    k: int = Field(default=8, ge=1, le=50, description="How many passages the answer may draw on.")
+    extractive: bool = Field(default=False, description="Quote the best sentences instead of asking a model.")
+
+
+class ListDocumentsArgs(_Strict):
+    limit: int = Field(default=50, ge=1, le=200, description="How many documents to list.")
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="How many to skip (paging).")
+    doc_types: list[str] = Field(default_factory=list, max_length=10, description="Only these document types.")
+
+
+class GetDocumentArgs(_Strict):
+    doc_id: str = Field(pattern=r"^[0-9a-f]{64}$", description="The document's id (doc_id from search or "
+                                                                 "list_documents).")
+    offset: int = Field(default=0, ge=0, le=1_000_000, description="The first chunk to return (paging).")
+    limit: int = Field(default=50, ge=1, le=200, description="How many chunks to return.")
+
+
+class StatusArgs(_Strict):
+    pass
+
+
+class RememberArgs(_Strict):
+    text: str = Field(min_length=1, max_length=2000, description="A lasting preference, fact or lesson to "
+                                                                   "remember (never secrets or personal data).")
+
+
+class IngestArgs(_Strict):
+    urls: list[str] = Field(min_length=1, max_length=10, description="Web pages, PDFs, videos or posts to fetch.")
+    tags: list[str] = Field(default_factory=list, max_length=20, description="Tags to add to what is ingested.")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    run: Callable[[Any], Any]
+    writes: bool = False
+    read_only: bool = True
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema a client sees: pydantic's, with `additionalProperties: false` at the top (the model
+    forbids unknown keys) and without the titles pydantic adds."""
+    found = model.model_json_schema()
+    found.pop("title", None)
+    for prop in found.get("properties", {}).values():
+        prop.pop("title", None)
+    found["additionalProperties"] = False
+    return found
+
+
+class RagsteadMcp:
+    """The tools and resources of one server over one KnowledgeBase and one fixed scope."""
+
+    def __init__(self, kb: KnowledgeBase, scope: McpScope) -> None:
+        self.kb, self.scope = kb, scope
+        self.tools = {spec.name: spec for spec in self._specs()}
+
+    # -- the tools -----------------------------------------------------------------------------------
+
+    def _specs(self) -> list[ToolSpec]:
+        specs = [
+            ToolSpec("search", "Search the user's private knowledge base (notes, documents, dossiers) for passages "
+                     "relevant to a query. Returns ranked passages with their text, file path, doc_id, chunk_id, "
+                     "page or section and scores. Use it before answering questions about the user's own work.",
+                     SearchArgs, self._search),
+            ToolSpec("ask", "Answer a question from the user's documents only, with numbered citations [n] that "
+                     "point at passages; or the refusal sentence when nothing relevant is found.",
+                     AskArgs, self._ask),
+            ToolSpec("list_documents", "List the documents in scope, by path: doc_id, type, title, tags, dates, "
+                     "chunk count.", ListDocumentsArgs, self._list_documents),
+            ToolSpec("get_document", "Read one document's indexed text (its chunks in order) and metadata by doc_id. "
+                     "Page with offset and limit for long documents.", GetDocumentArgs, self._get_document),
+            ToolSpec("status", "Where the index is and what it holds: documents, chunks, embedding model, last "
+                     "index time, and the scope this server serves.", StatusArgs, self._status),
+        ]
+        if self.scope.allow_write:
+            specs += [
+                ToolSpec("ingest", "Fetch web pages, PDFs, YouTube videos or posts by URL, archive them in the "
+                         "user's private folder and index them. Returns per-URL status.", IngestArgs, self._ingest,
+                         writes=True, read_only=False),
+                ToolSpec("remember", "Remember a lasting preference, fact or lesson in the user's memory file "
+                         "(secrets and personal data are refused). Returns the decision and what was written.",
+                         RememberArgs, self._remember, writes=True, read_only=False),
+            ]
+        return specs
+
+    def _filters(self, args: _Filters) -> dict[str, Any]:
+        if args.include_archive and not self.scope.include_archive:
+            raise _scope_error("include_archive")
+        include_archive = self.scope.include_archive if args.include_archive is None else args.include_archive
+        return {"user": None if self.scope.public_only else self.scope.user, "public_only": self.scope.public_only,
+                "include_archive": include_archive, "doc_types": args.doc_types, "tags": args.tags,
+                "date_from": args.date_from, "date_to": args.date_to}
+
+    def _search(self, args: SearchArgs) -> dict[str, Any]:
+        found = self.kb.search(args.query, k=args.k, mode=args.mode, **self._filters(args))
+        return found.to_dict(include_text=True)
+
+    def _ask(self, args: AskArgs) -> dict[str, Any]:
+        return self.kb.ask(args.question, k=args.k, extractive=args.extractive, **self._filters(args)).to_dict()
+
+    def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
+        docs = self.kb.documents(user=None if self.scope.public_only else self.scope.user,
+                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
+                                 doc_types=args.doc_types, limit=args.limit, offset=args.offset)
+        return {"documents": docs, "limit": args.limit, "offset": args.offset, "scope": self.scope.describe()}
+
+    def _read(self, doc_id: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        return self.kb.read(doc_id, offset=offset, limit=limit, user=None if self.scope.public_only else
+                            self.scope.user, public_only=self.scope.public_only,
+                            include_archive=self.scope.include_archive).to_dict()
+
+    def _get_document(self, args: GetDocumentArgs) -> dict[str, Any]:
+        return self._read(args.doc_id, args.offset, args.limit)
+
+    def _status(self, args: StatusArgs) -> dict[str, Any]:
+        # Counts of this scope only: how much other users hold is not this client's to know.
+        docs = self.kb.documents(user=None if self.scope.public_only else self.scope.user,
+                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
+                                 limit=STATUS_COUNT_LIMIT + 1)
+        return {"documents": min(len(docs), STATUS_COUNT_LIMIT), "more": len(docs) > STATUS_COUNT_LIMIT,
+                "chunks": sum(d.get("chunks", 0) for d in docs[:STATUS_COUNT_LIMIT]),
+                "model": self.kb.stats().get("embed_model"), "store": self.kb.location,
+                "last_indexed_at": self.kb.last_indexed(), "scope": self.scope.describe(),
+                "write_tools": self.scope.allow_write}
+
+    def _remember(self, args: RememberArgs) -> dict[str, Any]:
+        return self.kb.remember(args.text, user=self.scope.user).to_dict()
+
+    def _ingest(self, args: IngestArgs) -> dict[str, Any]:
+        bad = [url for url in args.urls if not re.match(r"^https?://[^\s/]+", url) or len(url) > 2048]
+        if bad:  # never a local path: an agent must not copy the machine's files into the index
+            raise MCPError(code=types.INVALID_PARAMS, message=f"ingest takes http(s) URLs only; got {bad[0][:80]!r}")
+        # Loopback and private-network addresses are refused, as over the HTTP API (no SSRF from an agent).
+        return self.kb.ingest(args.urls, tags=args.tags, user=self.scope.user, allow_private=False,
+                              urls_only=True).to_dict()
+
+    # -- the protocol handlers -----------------------------------------------------------------------
+
+    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=spec.name, description=spec.description, input_schema=strict_schema(spec.arguments),
+                       annotations=types.ToolAnnotations(read_only_hint=spec.read_only, open_world_hint=spec.writes))
+            for spec in self.tools.values()])
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = self.tools.get(params.name)
+        if spec is None:
+            if params.name in ("ingest", "remember", "add_file"):
+                raise _invalid(f"{params.name!r} is a write tool and write tools are off; start the server with "
+                               "`ragstead mcp --allow-write`")
+            raise _invalid(f"unknown tool {params.name[:60]!r}; tools: {', '.join(self.tools)}")
+        arguments = params.arguments or {}
+        size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+        if size > MAX_ARGUMENT_BYTES:
+            raise _invalid(f"{spec.name}: the arguments are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}")
+        widening = [key for key in SCOPE_KEYS if key in arguments]
+        if widening:
+            raise _scope_error(widening[0])
+        try:
+            parsed = spec.arguments.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                                 for e in exc.errors()[:5])
+            raise _invalid(f"{spec.name}: invalid arguments ({problems})") from None
+        try:
+            data = await anyio.to_thread.run_sync(spec.run, parsed)
+        except MCPError:
+            raise
+        except (DocumentNotFoundError, RagsteadError) as exc:  # the caller's to fix: a tool error it can read
+            log.info("tool %s: %s", spec.name, exc)
+            return _error_result(str(exc))
+        except Exception:
+            log.exception("tool %s failed", spec.name)  # the trace stays in the server's log (stderr)
+            return _error_result(f"{spec.name} failed inside the server; see its log")
+        text = json.dumps(data, ensure_ascii=False, indent=1)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
+
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        offset = int(params.cursor) if params and params.cursor and params.cursor.isdigit() else 0
+        page = 100
+        docs = await anyio.to_thread.run_sync(lambda: self.kb.documents(
+            user=None if self.scope.public_only else self.scope.user, public_only=self.scope.public_only,
+            include_archive=self.scope.include_archive, limit=page, offset=offset))
+        return types.ListResourcesResult(
+            resources=[types.Resource(uri=f"{URI_PREFIX}{d['doc_id']}", name=d["file_path"], title=d.get("title"),
+                                      description=f"{d['doc_type']} document, {d.get('chunks', 0)} chunks",
+                                      mime_type="text/plain") for d in docs],
+            next_cursor=str(offset + page) if len(docs) == page else None)
+
+    async def list_resource_templates(self, ctx: Any, params: types.PaginatedRequestParams | None
+                                      ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+            uri_template=f"{URI_PREFIX}{{doc_id}}", name="document", mime_type="text/plain",
+            description="One document's indexed text, by doc_id (from search or list_documents).")])
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        doc_id = uri.removeprefix(URI_PREFIX) if uri.startswith(URI_PREFIX) else ""
+        try:
+            passage = await anyio.to_thread.run_sync(lambda: self._read(doc_id, 0, 200))
+        except DocumentNotFoundError:  # someone else's document reads exactly like a missing one
+            raise MCPError(code=types.INVALID_PARAMS, message="no such document", data={"uri": uri[:200]}) from None
+        doc = passage["document"]
+        header = f"# {doc.get('title') or doc['file_path']}\n(source: {doc.get('url') or doc['file_path']})\n\n"
+        text = header + "\n\n".join(chunk["text"] for chunk in passage["chunks"])
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
+                                                                             mime_type="text/plain")])
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(code=types.INVALID_PARAMS, message=message)
+
+
+def _scope_error(key: str) -> MCPError:
+    return _invalid(f"argument {key!r} refused: the scope is fixed when the server starts; tool arguments can "
+                    "narrow it (doc_types, tags, dates, include_archive: false), never widen it")
+
+
+def _error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def build_server(kb: KnowledgeBase, scope: McpScope) -> Server[Any]:
+    """The low-level MCP server: tools, the document resources, the instructions an agent reads first."""
+    handlers = RagsteadMcp(kb, scope)
+    write = " With write tools: ingest URLs and remember facts." if scope.allow_write else ""
+    return Server(
+        "ragstead", version=__version__, title="ragstead knowledge base",
+        instructions=(f"A private knowledge base ({scope.describe()}). Use `search` to find passages, `get_document` "
+                      "(or the ragstead://doc/{doc_id} resources) to read a document, `ask` for a cited answer. "
+                      f"Cite what you use by its file path or URL.{write}"),
+        on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources, on_list_resource_templates=handlers.list_resource_templates,
+        on_read_resource=handlers.read_resource,
+    )
+
+
+def run_stdio(kb: KnowledgeBase, scope: McpScope) -> None:
+    """Serve over stdin/stdout until the client closes stdin."""
+    server = build_server(kb, scope)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
+def http_app(kb: KnowledgeBase, scope: McpScope, host: str) -> Any:
+    """The streamable HTTP app (a Starlette app at /mcp); on loopback the SDK checks Host and Origin headers
+    (no DNS rebinding from a web page)."""
+    return build_server(kb, scope).streamable_http_app(streamable_http_path="/mcp", host=host)

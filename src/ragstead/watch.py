@@ -1,0 +1,265 @@
+"""`ragstead watch`: the index follows the folders, without a command.
+
+File events come from `watchfiles` (inotify, FSEvents, ReadDirectoryChangesW; polling where none works). An
+event only says *where* to look: each batch re-runs the index's own comparison (`index_roots`) narrowed to
+the changed paths (`Within`), so every rule of `index` holds unchanged: hidden and excluded names, editor
+swap and backup files (hidden, or of no supported type), symlink scopes, renames that re-embed nothing.
+A moved or deleted folder is one event; the narrowed walk finds what was under it, and the manifest what was
+indexed there. Events keep queueing in `watchfiles` while a batch is indexed, so none is lost in between.
+
+A root that disappears is left alone in the index (as `index` leaves a missing root alone: an unmounted disk
+is not a mass delete); the watcher re-arms when it comes back and catches it up. A folder without permission
+is reported by the walk and skipped; the rest is still watched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import watchfiles
+
+from ragstead.errors import IndexLockedError, InvalidQueryError
+from ragstead.indexing.build import IndexingOptions, IndexReport, Within
+
+DEFAULT_DEBOUNCE = 1.0
+# A batch waits for the folders to be quiet for `debounce` seconds, but never more than this many debounces
+# after its first change: a file that is rewritten every second still gets indexed.
+MAX_BATCH_DEBOUNCES = 10
+# How often (seconds) the watcher checks that its roots are still the folders it watches.
+ROOT_CHECK_SECONDS = 1.0
+
+Sync = Callable[[tuple[str, ...], Within | None], IndexReport]
+
+
+@dataclass
+class WatchBatch:
+    """One batch: the events it gathered and what the index run made of them, or a note (a root gone or back,
+    a busy index). `to_dict()` is one line of `ragstead watch --json`."""
+
+    time: str
+    events: int = 0
+    report: IndexReport | None = None
+    note: str | None = None
+    catch_up: bool = False
+    roots: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """The index changed, or something could not be read (worth a line)."""
+        report = self.report
+        return report is not None and bool(report.added or report.updated or report.removed or report.failed)
+
+    def to_dict(self) -> dict[str, Any]:
+        report = self.report
+        out: dict[str, Any] = {"time": self.time, "events": self.events, "catch_up": self.catch_up,
+                               "roots": self.roots, "note": self.note}
+        if report is not None:
+            out |= {"added": report.added, "updated": report.updated, "removed": report.removed,
+                    "unchanged": report.unchanged,
+                    "failed": [s for s in report.skipped if s["path"] in report.failed],
+                    "chunks_embedded": report.chunks_embedded, "chunks_reused": report.chunks_reused,
+                    "seconds": round(report.seconds, 3)}
+        return out
+
+
+def _stamp() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class FolderFollower:
+    """Keeps the index in line with the files under `roots` until `stop` is set (or Ctrl-C: see `run`)."""
+
+    def __init__(self, options: IndexingOptions, roots: tuple[str, ...], sync: Sync, *,
+                 debounce: float = DEFAULT_DEBOUNCE, on_batch: Callable[[WatchBatch], None] | None = None,
+                 stop: threading.Event | None = None, force_polling: bool | None = None) -> None:
+        if not 0.05 <= debounce <= 3600:
+            raise InvalidQueryError(f"--debounce must be between 0.05 and 3600 seconds, got {debounce:g}")
+        self.base = options.root.resolve()
+        self.roots = roots
+        self.sync = sync
+        self.debounce = debounce
+        self.on_batch = on_batch or (lambda batch: None)
+        self.stop = stop or threading.Event()
+        self.force_polling = force_polling
+        self._own = tuple(Path(os.path.realpath(p)) for p in (*options.skip_dirs, options.lock_file.parent))
+        self._tops = {root: (self.base / root).resolve() for root in roots}
+        self._pending: set[str] = set()
+        self._due: dict[str, str | None] = {}  # roots to catch up, with the note to show
+        self._events = 0
+        self._interrupts = 0
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Catch up with what changed while nobody watched, then follow the roots. The first Ctrl-C (main thread
+        only) lets the batch in flight finish and stops; a second one stops at once (what was committed
+        stays, and the next start catches up)."""
+        with self._first_interrupt_stops():
+            seen = self._identities()
+            self._due = {r: None for r, ident in seen.items() if ident is not None}
+            while not self.stop.is_set():
+                present = tuple(r for r, ident in seen.items() if ident is not None)
+                if not present:
+                    self.stop.wait(ROOT_CHECK_SECONDS)
+                else:
+                    self._follow(present, seen)
+                now = self._identities()
+                self._roots_moved(seen, now)
+                seen = now
+
+    def _follow(self, present: tuple[str, ...], seen: dict[str, tuple[int, int] | None]) -> None:
+        """Watch the present roots until a root disappears, appears or is replaced, or `stop` is set."""
+        step = max(50, int(self.debounce * 1000))
+        for changes in self._changes(present, step):
+            if self._due:  # the watcher is armed now: whatever changes from here on is an event, not lost
+                self._catch_up_due(present)
+            self._gather(changes)
+            moved = self._identities() != seen
+            if self._pending:  # also after the first Ctrl-C: what was gathered is indexed before it stops
+                self._flush(present)
+            if moved:
+                return
+
+    def _changes(self, present: tuple[str, ...], step: int) -> Iterator[set[tuple[Any, str]]]:
+        """`watchfiles.watch` over the present roots; if the OS cannot watch them all (inotify's watch limit),
+        polling instead, with a note."""
+        polling = self.force_polling
+        while True:
+            try:
+                yield from watchfiles.watch(
+                    *(str(self._tops[r]) for r in present), watch_filter=None, debounce=step * MAX_BATCH_DEBOUNCES,
+                    step=step, stop_event=self.stop, rust_timeout=int(ROOT_CHECK_SECONDS * 1000),
+                    yield_on_timeout=True, raise_interrupt=True, ignore_permission_denied=True,
+                    force_polling=polling)
+                return
+            except FileNotFoundError:  # a root went between the check and the watch: the caller re-checks
+                return
+            except OSError as exc:
+                if polling:
+                    raise
+                polling = True
+                self.on_batch(WatchBatch(_stamp(), note=f"cannot watch with file events ({exc.strerror or exc}); "
+                                                        "polling instead"))
+
+    def _gather(self, changes: set[tuple[Any, str]]) -> None:
+        for _change, raw in changes:
+            rel = self._relative(Path(raw))
+            if rel is not None:
+                self._pending.add(rel)
+                self._events += 1
+
+    def _relative(self, path: Path) -> str | None:
+        """The project-relative path of an event worth a look, or None: outside the project, inside the index's
+        own folders (its writes would wake the watcher forever), or hidden below a root (swap files, temp
+        files of atomic saves, `.git`), which `index` never reads."""
+        if not path.is_relative_to(self.base) or any(path.is_relative_to(own) for own in self._own):
+            return None
+        for top in self._tops.values():
+            if path.is_relative_to(top):
+                if any(part.startswith(".") for part in path.relative_to(top).parts):
+                    return None
+                return path.relative_to(self.base).as_posix()
+        return None
+
+    def _flush(self, present: tuple[str, ...]) -> None:
+        """Index what the pending events point at, in the roots that hold them. A busy index (another `index`
+        run) keeps them pending for the next tick."""
+        pending = Within.of(self._pending)
+        # Events under a root that is gone wait for it: its documents stay until it comes back.
+        roots = tuple(r for r in present if self._tops[r].is_dir() and pending.leads_to(self._rel_top(r)))
+        if not roots:
+            self._pending.clear()
+            self._events = 0
+            return
+        try:
+            report = self.sync(roots, pending)
+        except IndexLockedError:
+            self.on_batch(WatchBatch(_stamp(), self._events, note="the index is busy (another index run); "
+                                                                  "retrying shortly", roots=list(roots)))
+            self.stop.wait(ROOT_CHECK_SECONDS)
+            return
+        batch = WatchBatch(_stamp(), self._events, report, roots=list(roots))
+        self._pending.clear()
+        self._events = 0
+        self.on_batch(batch)
+
+    def _catch_up_due(self, present: tuple[str, ...]) -> None:
+        """Catch up the roots waiting for it (all at start, one that came back), once their watcher is armed."""
+        roots = tuple(r for r in present if r in self._due)
+        notes = [note for r, note in self._due.items() if r in roots and note]
+        for root in roots:
+            del self._due[root]
+        self._catch_up(roots, "; ".join(notes) or None)
+
+    def _catch_up(self, roots: tuple[str, ...], note: str | None = None) -> None:
+        """An incremental index of whole roots: at start, and for a root that came back."""
+        if not roots:
+            return
+        while True:
+            try:
+                report = self.sync(roots, None)
+                break
+            except IndexLockedError:
+                self.on_batch(WatchBatch(_stamp(), note="the index is busy (another index run); waiting",
+                                         roots=list(roots)))
+                if self.stop.wait(ROOT_CHECK_SECONDS):
+                    return
+        self.on_batch(WatchBatch(_stamp(), report=report, note=note, catch_up=True, roots=list(roots)))
+
+    # -- roots that come and go --------------------------------------------------------------------------
+
+    def _rel_top(self, root: str) -> str:
+        top = self._tops[root]
+        return top.relative_to(self.base).as_posix() if top.is_relative_to(self.base) else root
+
+    def _identities(self) -> dict[str, tuple[int, int] | None]:
+        """Each root's folder as (device, inode), or None while it is missing: a root replaced by another
+        folder of the same name is a new folder to watch."""
+        out: dict[str, tuple[int, int] | None] = {}
+        for root, top in self._tops.items():
+            try:
+                info = os.stat(top)
+                out[root] = (info.st_dev, info.st_ino) if os.path.isdir(top) else None
+            except OSError:
+                out[root] = None
+        return out
+
+    def _roots_moved(self, before: dict[str, tuple[int, int] | None], after: dict[str, tuple[int, int] | None]) -> None:
+        gone = [r for r in self.roots if before[r] is not None and after[r] is None]
+        back = tuple(r for r in self.roots if after[r] is not None and before[r] != after[r])
+        if gone:
+            self._pending = {p for p in self._pending if not any(Within.of([self._rel_top(r)]).holds(p) for r in gone)}
+            self.on_batch(WatchBatch(_stamp(), note=f"{', '.join(gone)} is gone; its documents stay in the index "
+                                                    "while it is away, and it is caught up when it comes back",
+                                     roots=gone))
+        for root in back:  # caught up as soon as its new watcher is armed
+            self._due[root] = f"{root} is back"
+
+    # -- Ctrl-C ----------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _first_interrupt_stops(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_interrupt(number: int, frame: Any) -> None:
+            self._interrupts += 1
+            if self._interrupts > 1:
+                raise KeyboardInterrupt
+            self.stop.set()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+

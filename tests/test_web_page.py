@@ -1,0 +1,315 @@
+"""The web page at `/` in a real headless Chromium (Debian's `chromium` package, driven by Playwright; Playwright
+never downloads a browser of its own), against the real HTTP API served by uvicorn on 127.0.0.1.
+
+Search, ask, open a citation; a hostile document renders as text; one user's key never shows another's
+documents; API errors are readable lines; every asset comes from the server itself. Screenshots are saved
+under artifacts/test-screenshots/ (a test artifact; CI keeps the folder)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+
+from helpers.project import write_files
+from ragstead import Embedder
+from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.api import ApiConfig, create_app
+from ragstead.api.keys import KeyFile
+from ragstead.config import load_settings
+from ragstead.knowledge_base import KnowledgeBase
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "artifacts" / "test-screenshots"
+CHROMIUM = os.environ.get("RAGSTEAD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOSTILE = "The heron ledger note <script>alert(1)</script> and <img src=x onerror=alert(2)> stays plain text."
+FILES = {
+    # Small chunks, so a citation opens with neighbours around it.
+    "ragstead.toml": "[ragstead]\nroots = [\"kb\", \"docs\"]\nchunk_size = 40\noverlap = 0\n",
+    "kb/users/alice/billing.md": (
+        "# Billing decision\n\nThe team met in February to review the billing platform and its ledger. "
+        "Costs had grown every quarter and the old MySQL server reaches end of life this year. "
+        "Several options were compared over two weeks of tests and load runs.\n\n"
+        "We decided to migrate the billing database to PostgreSQL 16 in March, with the ledger first. "
+        "The migration runs over a weekend and the invoices move last.\n\n"
+        "Rollback stays possible for a month: the MySQL server is kept read-only until April, then retired. "
+        "Finance signs off on the invoice totals before the switch."),
+    "kb/users/alice/heron.md": f"# Heron ledger\n\n{HOSTILE}",
+    "kb/users/bob/kestrel.md": "# Kestrel budget\n\nBob's kestrel budget is 4711 euros for the spring count.",
+    "docs/faq.md": "# FAQ\n\nThe public FAQ explains how to install the billing client.",
+}
+
+
+@dataclass
+class Served:
+    base: str
+    keys: dict[str, str]
+    root: Path
+    kb: KnowledgeBase
+
+
+class ThreadServer:
+    """uvicorn serving an app on a free 127.0.0.1 port, on a thread of this process."""
+
+    def __init__(self, app: object) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, real_embedder) -> Iterator[tuple[Path, dict[str, str]]]:
+    # The real model: `ask`'s relevance gate is calibrated on it (a hashing embedder would refuse everything).
+    root = tmp_path_factory.mktemp("web")
+    write_files(root, FILES)
+    with KnowledgeBase(load_settings(root), embedder=real_embedder) as kb:
+        kb.index()
+        keys = KeyFile(kb.api_keys_file)
+        tokens = {"alice": keys.add("alice")[0], "bob": keys.add("bob")[0]}
+    yield root, tokens
+
+
+def _kb(root: Path, embedder: Embedder) -> KnowledgeBase:
+    # The extractive answerer only: the page's tests never reach an LLM, whatever the environment holds.
+    return KnowledgeBase(load_settings(root), embedder=embedder, providers=[ExtractiveAnswerer()])
+
+
+@pytest.fixture(scope="module")
+def served(project, real_embedder) -> Iterator[Served]:
+    root, keys = project
+    kb = _kb(root, real_embedder)
+    with ThreadServer(create_app(kb, ApiConfig())) as base:
+        yield Served(base, keys, root, kb)
+
+
+@pytest.fixture(scope="module")
+def strict_server(project, real_embedder) -> Iterator[str]:
+    """A second server over the same project with tiny limits: 3 requests a minute, 2 KB uploads."""
+    root, _ = project
+    limits = ApiConfig(rate_per_minute=3, burst=0, max_upload_bytes=2000)
+    with ThreadServer(create_app(_kb(root, real_embedder), limits)) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[BrowserContext]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's package (`apt-get install -y chromium`, as "
+                    ".ci/run does) or point RAGSTEAD_CHROMIUM at one")
+    with sync_playwright() as playwright, tempfile.TemporaryDirectory(prefix="ragstead-chromium-") as profile:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1100, "height": 900})
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser: BrowserContext) -> Iterator[Page]:
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.dialogs = dialogs  # type: ignore[attr-defined]
+    yield page
+    page.close()
+
+
+def sign_in(page: Page, base: str, key: str) -> None:
+    page.goto(base + "/")
+    page.evaluate("sessionStorage.clear()")
+    page.reload()
+    page.fill("#key", key)
+    page.click("#key-form button")
+    expect(page.locator("#app")).to_be_visible()
+
+
+def run_query(page: Page, text: str, action: str = "search") -> None:
+    page.fill("#q", text)
+    page.click(f"#{action}-btn")
+
+
+def screenshot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_search_then_ask_then_open_a_citation_in_context(page, served):
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    sign_in(page, served.base, served.keys["alice"])
+    expect(page.locator("#status")).to_contain_text("Index ready: 4 documents")
+
+    run_query(page, "billing database migration PostgreSQL")
+    first = page.locator("#results-list li").first
+    expect(first).to_contain_text("kb/users/alice/billing.md")
+    expect(first.locator("mark").first).to_be_visible()  # the query's words are highlighted
+    assert re.match(r"score \d\.\d{3} · vector", first.get_attribute("title") or "")  # scores on hover
+
+    run_query(page, "what did we decide about the billing database", "ask")
+    cite = page.locator("#answer-text button.cite").first
+    expect(cite).to_be_visible()
+    expect(page.locator("#answer-text")).to_contain_text("PostgreSQL 16")
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive")
+    cite.focus()
+    page.keyboard.press("Enter")  # keyboard-accessible: a citation is a button
+    passage = page.locator("#passage")
+    expect(passage).to_be_visible()
+    expect(page.locator("#passage-where")).to_contain_text("kb/users/alice/billing.md")
+    focus = page.locator("#passage-chunks .chunk.focus")
+    expect(focus).to_contain_text("PostgreSQL 16")
+    assert page.locator("#passage-chunks .chunk").count() >= 2  # the chunk in context: its neighbours too
+    screenshot(page, "web-page-ask")
+    assert requests and all(url.startswith(served.base) for url in requests)  # nothing from anywhere else
+
+
+def test_a_hostile_document_renders_as_text(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "heron ledger note")
+    result = page.locator("#results-list li", has_text="kb/users/alice/heron.md")
+    expect(result).to_contain_text("<script>alert(1)</script>")
+    expect(result).to_contain_text("<img src=x onerror=alert(2)>")
+    result.get_by_role("button", name="Show in context").click()
+    expect(page.locator("#passage-chunks .chunk.focus")).to_contain_text("<script>alert(1)</script>")
+    run_query(page, "what does the heron ledger note say", "ask")
+    expect(page.locator("#answer-meta")).not_to_have_text("Answering…")
+    assert page.locator("main script, main img, main iframe").count() == 0
+    page.wait_for_timeout(300)  # an onerror handler would have fired by now
+    assert page.dialogs == []  # type: ignore[attr-defined]
+
+
+def test_a_key_of_one_user_never_shows_another_users_documents(page, served):
+    bob_doc = served.kb.documents(user="bob")[0]
+    bob_chunk = served.kb.read(bob_doc["doc_id"], user="bob").chunks[0]["chunk_id"]
+    sign_in(page, served.base, served.keys["alice"])
+    page.locator("#filters summary").click()
+    for scope in ("private", "public"):
+        page.select_option("#scope", scope)
+        run_query(page, "kestrel budget euros")
+        expect(page.locator("#results")).to_be_visible()
+        expect(page.locator("#results-list")).not_to_contain_text("kb/users/bob")
+        expect(page.locator("#results-list")).not_to_contain_text("4711")
+        run_query(page, "what is the kestrel budget", "ask")
+        expect(page.locator("#answer-meta")).not_to_have_text("Answering…")
+        expect(page.locator("#answer")).not_to_contain_text("4711")
+    status = page.evaluate("""async (chunk) => (await fetch(`/v1/chunks/${chunk}`, {headers: {Authorization:
+        `Bearer ${sessionStorage.getItem("ragstead-key")}`}})).status""", bob_chunk)
+    assert status == 404  # the page's own endpoint, with alice's key: bob's chunk is not there
+
+
+def test_api_errors_are_readable_lines(page, served, strict_server):
+    sign_in(page, served.base, "rsk_not-a-key")
+    run_query(page, "billing")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^The API key was refused .*unknown or revoked"))
+
+    sign_in(page, served.base, served.keys["alice"])
+    page.eval_on_selector("#top-k", "input => input.removeAttribute('max')")
+    page.locator("#filters summary").click()
+    page.fill("#top-k", "500")
+    run_query(page, "billing")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^The request is not valid: top_k: "))
+
+    sign_in(page, strict_server, served.keys["alice"])
+    page.set_input_files("#file", files=[{"name": "big.txt", "mimeType": "text/plain", "buffer": b"x" * 5000}])
+    page.click("#upload-form button")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^Too large for this server: .*2000-byte limit"))
+    for _ in range(4):  # 3 a minute: the 4th is refused (the refused upload never reached the key check)
+        with page.expect_response(lambda response: response.url.endswith("/v1/query")):
+            run_query(page, "billing")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^Too many requests; retry in \d+ s: "))
+    assert page.locator("main").is_visible()  # never a blank page
+
+
+def test_upload_a_file_then_find_it(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    page.set_input_files("#file", files=[{"name": "osprey.md", "mimeType": "text/markdown",
+                                          "buffer": b"# Osprey\n\nThe osprey nest count reached nine."}])
+    page.click("#upload-form button")
+    expect(page.locator("#add-result")).to_have_text("osprey.md: added (kb/users/alice/uploads/osprey.md, 1 chunks)")
+    run_query(page, "osprey nest count")
+    expect(page.locator("#results-list li").first).to_contain_text("kb/users/alice/uploads/osprey.md")
+    with httpx.Client(base_url=served.base) as http:  # and bob's key never sees it
+        found = http.post("/v1/query", json={"query": "osprey nest count"},
+                          headers={"Authorization": f"Bearer {served.keys['bob']}"}).json()
+    assert all("alice" not in r["file_path"] for r in found["results"])
+    page.fill("#url", "http://127.0.0.1:9/internal-page")  # the server refuses loopback URLs (no SSRF)
+    page.click("#ingest-form button")
+    expect(page.locator("#add-result")).to_contain_text("http://127.0.0.1:9/internal-page: failed (")
+
+
+def test_light_and_dark_themes_and_a_locked_down_page(page, served):
+    page.emulate_media(color_scheme="light")
+    page.goto(served.base + "/")
+    page.evaluate("localStorage.clear()")
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") == "light"
+    page.click("#theme")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(20, 21, 23)"
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "billing database migration PostgreSQL", "ask")
+    expect(page.locator("#answer-text button.cite").first).to_be_visible()
+    screenshot(page, "web-page-dark")
+    page.click("#theme")
+    with httpx.Client(base_url=served.base) as http:
+        html = http.get("/")
+        assert "script-src 'self'" in html.headers["content-security-policy"]
+        assert html.headers["x-content-type-options"] == "nosniff"
+        for asset in ("/ui/app.js", "/ui/style.css"):
+            response = http.get(asset)
+            assert response.status_code == 200 and response.headers["x-content-type-options"] == "nosniff"
+        assert set(http.get("/ui/missing.js").json()) == {"error"}
+
+
+def test_the_endpoints_the_page_uses(served):
+    alice = {"Authorization": f"Bearer {served.keys['alice']}"}
+    with httpx.Client(base_url=served.base, headers=alice, timeout=30) as http:
+        body = {"query": "what did we decide about the billing database", "stream": True}
+        with http.stream("POST", "/v1/ask", json=body) as response:
+            assert response.headers["content-type"] == "application/x-ndjson"
+            lines = [json.loads(line) for line in response.iter_lines() if line]
+        assert [line["type"] for line in lines] == ["text", "answer"]
+        answer = lines[-1]["answer"]
+        assert lines[0]["text"] == answer["answer"] and "PostgreSQL 16" in answer["answer"]
+        plain = http.post("/v1/ask", json={**body, "stream": False}).json()
+        assert plain["answer"] == answer["answer"]  # the same ask JSON, streamed or not
+        bad = http.post("/v1/ask", json={**body, "date_from": "2025-02-30"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_query"  # before any stream
+        chunk = answer["citations"][0]["locator"]["chunk_id"]
+        opened = http.get(f"/v1/chunks/{chunk}", params={"around": 1}).json()
+        assert opened["focus"] == chunk and opened["document"]["file_path"] == "kb/users/alice/billing.md"
+        assert len(opened["chunks"]) == 3 and opened["total_chunks"] >= 3
+        assert http.get(f"/v1/chunks/{chunk}", params={"around": 9}).status_code == 422
+        bob = {"Authorization": f"Bearer {served.keys['bob']}"}
+        missing = http.get(f"/v1/chunks/{chunk}", headers=bob)
+        assert missing.status_code == 404 and missing.json()["error"]["message"] == "no such document"
