@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory | drift | ingest | tagging.
+| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -17,7 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
-                                           "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging"])
+                                           "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging", "dedup"])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -103,6 +103,10 @@ def main() -> None:
         from bench.tagging_threshold import main as tagging_main
 
         tagging_main()
+    if args.what == "dedup":  # not in `all`: it cuts SciFact into 100-word chunks once (~6 min)
+        from bench.dedup_sources import main as dedup_main
+
+        dedup_main(args.dataset)
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 

@@ -187,3 +187,116 @@ def test_dedup_sources_keeps_the_best_chunk_of_each_document(tmp_path, embedder)
         assert deduped[0].chunk_id == plain[0].chunk_id  # the best chunk is the one kept
         reranked = kb.search("harbour crane maintenance", k=5, dedup_sources=True, rerank=True).hits
         assert len({h.doc_id for h in reranked}) == len(reranked) == 2
+
+
+def test_targets_store_once_each_embed_once_and_a_failing_target_undoes_nothing(tmp_path, web, embedder):
+    base, _ = web
+    main, reading = tmp_path / "main", tmp_path / "reading"
+    main.mkdir()
+    reading.mkdir()
+    (main / "ragstead.toml").write_text('[ragstead]\nowner = "ana"\n\n[targets.reading]\nroot = "../reading"\n\n'
+                                        '[targets.broken]\nroot = "../reading"\nstore = "postgresql://x@127.0.0.1:1/db"\n')
+    with ragstead.open(main, embedder=embedder, auto_tags=False) as kb:
+        embedder.reset()
+        result = kb.ingest([f"{base}/github.blog.spiceland.html"], targets=["default", "reading", "broken"]).results[0]
+        assert result.status == "added"
+        assert result.targets["default"]["status"] == result.targets["reading"]["status"] == "added"
+        assert result.targets["broken"]["status"] == "failed" and result.targets["broken"]["reason"]
+        chunks = kb.stats()["chunks"]
+        assert len(embedder.texts_embedded) == chunks  # embedded once for both targets
+    with ragstead.open(reading, embedder=embedder) as other:
+        hits = other.search("Erin Spiceland leader spotlight", user="ana").hits
+        assert hits and hits[0].source_url == f"{base}/github.blog.spiceland.html"
+    with ragstead.open(main, embedder=embedder, auto_tags=False) as kb:
+        again = kb.ingest([f"{base}/github.blog.spiceland.html"], targets=["default", "reading"]).results[0]
+        assert again.status == "duplicate"
+        with pytest.raises(ragstead.ConfigError, match="no target 'nope'"):
+            kb.ingest([f"{base}/x"], targets=["nope"])
+
+
+class InterruptingEmbedder:
+    """Ctrl-C, once, while the model embeds an ingested page (the clean-up after it runs uninterrupted)."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.interrupted = False
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts):
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return self.inner.embed_documents(texts)
+
+
+def test_an_interrupted_or_failed_index_leaves_neither_archive_nor_row(tmp_path, web, embedder):
+    base, _ = web
+    with ragstead.open(tmp_path, embedder=InterruptingEmbedder(embedder), owner="ana", auto_tags=False) as kb:
+        with pytest.raises(KeyboardInterrupt):
+            kb.ingest([f"{base}/lemire.me.json.html"])
+        assert not [p for p in (tmp_path / "kb" / "users").rglob("*") if p.is_file()]
+        assert kb.documents(user="ana") == []
+    with ragstead.open(tmp_path, embedder=embedder, owner="ana", auto_tags=False) as kb:
+        first = kb.ingest([f"{base}/lemire.me.json.html"]).results[0]
+        assert first.status == "added"
+        archived = (tmp_path / first.file_path).read_bytes()
+    # A refresh whose indexing is interrupted puts the previous archive back, and its row stays.
+    _, routes = web
+    routes.pages["/lemire.me.json.html"] = ("text/html", routes.pages["/lemire.me.json.html"][1].replace(
+        b"simdjson", b"simdjson-next"))
+    with ragstead.open(tmp_path, embedder=InterruptingEmbedder(embedder), owner="ana", auto_tags=False) as kb:
+        with pytest.raises(KeyboardInterrupt):
+            kb.ingest([f"{base}/lemire.me.json.html"], refresh=True)
+        assert (tmp_path / first.file_path).read_bytes() == archived
+        assert [d["doc_id"] for d in kb.documents(user="ana")] == [first.doc_id]
+        assert not list(tmp_path.rglob(".ingest-*"))
+
+
+def test_ingest_waits_for_the_index_lock_like_index(tmp_path, web, embedder):
+    from ragstead.indexing.lock import index_lock
+
+    base, _ = web
+    with ragstead.open(tmp_path, embedder=embedder, owner="ana", auto_tags=False) as kb, \
+            index_lock(kb.settings.lock_file):
+        result = kb.ingest([f"{base}/notes.txt"], wait=0).results[0]
+        assert result.status == "failed" and "another `ragstead index` run holds" in result.reason
+        assert not [p for p in (tmp_path / "kb").rglob("*.txt")]
+
+
+def sse(text: str) -> bytes:
+    event = json.dumps({"choices": [{"delta": {"content": text}}]})
+    return f"data: {event}\n\ndata: [DONE]\n\n".encode()
+
+
+def test_llm_tags_are_validated_and_a_bad_reply_falls_back_to_the_local_tagger(tmp_path, web, embedder):
+    import httpx
+
+    from ragstead.answer.providers import OpenAICompatibleAnswerer
+
+    base, _ = web
+    good = {"tags": ["python", "not-existing"], "new_tags": ["Release Notes", "../etc", "x" * 80],
+            "reasoning": "a Python release"}
+    replies = [sse("```json\n" + json.dumps(good) + "\n```"), sse("Sure! Here are some tags: python, release")]
+    seen = []
+
+    def llm(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, content=replies.pop(0), headers={"content-type": "text/event-stream"})
+
+    provider = OpenAICompatibleAnswerer("http://llm.test/v1", "m", transport=httpx.MockTransport(llm))
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text("---\ntags: [python, cooking]\n---\nA note.")
+    with ragstead.open(tmp_path, embedder=embedder, providers=[provider], owner="ana") as kb:
+        kb.index()
+        tagged = kb.ingest([f"{base}/blog.python.org.html"], tags=["reading"]).results[0]
+        assert tagged.tagging["method"] == "llm", tagged.tagging
+        assert tagged.tagging["reasoning"] == "a Python release"
+        assert tagged.tags == ["reading", "python", "release-notes"]  # unknown "existing" and bad new tags dropped
+        prompt = json.dumps(seen[0])
+        assert "cooking" in prompt and "Python 3.6.0" in prompt  # existing tags and the text went to the model
+        local = kb.ingest([f"{base}/theverge.com.ios13.html"]).results[0]
+        assert local.tagging, local.to_dict()
+        assert local.tagging["method"] == "local" and "bad JSON" in local.tagging["fallback"]
+        assert local.status == "added"

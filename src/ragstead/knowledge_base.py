@@ -125,6 +125,7 @@ class KnowledgeBase:
         self._given_store = store
         self._store = store
         self._embedder = QueryVectorCache(embedder, settings.embed_cache_size) if embedder is not None else None
+        self._given_embedder = embedder  # also the embedder of the ingest targets this one opens
         self._providers = list(providers) if providers is not None else None
         self._transport = transport
         self._reranker: Reranker | None = None
@@ -398,8 +399,13 @@ class KnowledgeBase:
         QueryFilters.build(user_slug=user)  # a valid slug, or InvalidQueryError
         kbs = self._targets(targets)
         embedder = PassageMemo(self._load_embedder(self.store if self.exists() else None))
-        for kb in kbs.values():  # one embedding per passage for every target on the same model
-            own = kb._load_embedder(kb.store if kb.exists() else None)
+        broken: dict[str, str] = {}  # targets that cannot be opened: each source fails there, nowhere else
+        for name, kb in kbs.items():  # one embedding per passage for every target on the same model
+            try:
+                own = kb._load_embedder(kb.store if kb.exists() else None)
+            except RagsteadError as exc:
+                broken[name] = " ".join(str(exc).split())[:300]
+                continue
             kb._ingest_embedder = embedder if own.name == embedder.name and own.dim == embedder.dim else None
         use_tags = self.settings.auto_tags if auto_tags is None else auto_tags
         providers = [p for p in self.providers() if p.name != "extractive"] if use_tags else []
@@ -413,8 +419,8 @@ class KnowledgeBase:
                                allow_private=allow_private or settings.allow_private_urls)
         try:
             return ingest_sources(
-                sources, [_IngestTarget(kb, name, user, wait) for name, kb in kbs.items()], tags=tags,
-                refresh=refresh, fetch_options=options, transport=transport or self._transport,
+                sources, [_IngestTarget(kb, name, user, wait, broken.get(name)) for name, kb in kbs.items()],
+                tags=tags, refresh=refresh, fetch_options=options, transport=transport or self._transport,
                 tagger=tagger if use_tags else None, root=self.root, on_result=on_result,
                 database=(lambda source, result: self._ingest_dossiers(kbs, source, result, query, template,
                                                                        group_by, only_user, wait)) if query else None,
@@ -466,7 +472,8 @@ class KnowledgeBase:
             root = self.settings.resolve(target.root)
             if not root.is_dir():
                 raise ConfigError(f"target {name}: its root {root} is not a folder")
-            out[name] = open(root, store=target.store or None, transport=self._transport)
+            out[name] = open(root, store=target.store or None, transport=self._transport,
+                             embedder=self._given_embedder)
         return out
 
     def _store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
@@ -930,13 +937,13 @@ class KnowledgeBase:
 class _IngestTarget:
     """A KnowledgeBase as one target of an ingest call (ingest/pipeline.py's IngestTarget)."""
 
-    def __init__(self, kb: KnowledgeBase, name: str, user: str, wait: float) -> None:
-        self.kb, self.name, self.user, self.wait = kb, name, user, wait
+    def __init__(self, kb: KnowledgeBase, name: str, user: str, wait: float, broken: str | None = None) -> None:
+        self.kb, self.name, self.user, self.wait, self.broken = kb, name, user, wait, broken
 
     def documents_from_source(self, key: str) -> list[dict[str, Any]]:
         """This user's own copies only: dedup is per user, so another user's copy (its path, its title, even
         that it exists) never shows through an ingest."""
-        if not self.kb.exists():
+        if self.broken or not self.kb.exists():
             return []
         with self.kb._lock:
             found = self.kb.store.documents_from_source(key)
@@ -944,10 +951,12 @@ class _IngestTarget:
                 and d["file_path"].startswith(f"kb/users/{self.user}/")]
 
     def existing_tags(self) -> list[str]:
-        return list(self.kb.tags()) if self.kb.exists() else []
+        return list(self.kb.tags()) if not self.broken and self.kb.exists() else []
 
     def store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
                         replaces: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.broken:
+            raise RagsteadError(self.broken)
         return self.kb._store_extracted(extracted, source, tags, replaces, self.user, self.wait)
 
 

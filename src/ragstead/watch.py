@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pathspec
 import watchfiles
 
 from ragstead.errors import IndexLockedError, InvalidQueryError
@@ -93,6 +94,8 @@ class FolderFollower:
         self._tops = {root: (self.base / root).resolve() for root in roots}
         self._pending: set[str] = set()
         self._due: dict[str, str | None] = {}  # roots to catch up, with the note to show
+        self._due_paths: set[str] = set()  # folders that appeared: walked once they are watched
+        self._excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
         self._events = 0
         self._interrupts = 0
 
@@ -116,31 +119,55 @@ class FolderFollower:
                 seen = now
 
     def _follow(self, present: tuple[str, ...], seen: dict[str, tuple[int, int] | None]) -> None:
-        """Watch the present roots until a root disappears, appears or is replaced, or `stop` is set."""
+        """Watch the folders of the present roots until a root disappears, appears or is replaced, a folder
+        appears or goes (the watcher is then armed again), or `stop` is set."""
+        folders = self._folders(present)
         step = max(50, int(self.debounce * 1000))
-        for changes in self._changes(present, step):
-            if self._due:  # the watcher is armed now: whatever changes from here on is an event, not lost
+        for changes in self._changes(folders, step):
+            if self._due or self._due_paths:  # the watcher is armed now: what changes from here on is an event
                 self._catch_up_due(present)
-            self._gather(changes)
+            rearm = self._gather(changes, folders)
             moved = self._identities() != seen
             if self._pending:  # also after the first Ctrl-C: what was gathered is indexed before it stops
                 self._flush(present)
-            if moved:
+            if moved or rearm:
                 return
 
-    def _changes(self, present: tuple[str, ...], step: int) -> Iterator[set[tuple[Any, str]]]:
-        """`watchfiles.watch` over the present roots; if the OS cannot watch them all (inotify's watch limit),
-        polling instead, with a note."""
+    def _folders(self, present: tuple[str, ...]) -> set[str]:
+        """Every folder an index run would enter under the present roots. Each is watched on its own: a
+        recursive watch (inotify through notify) stops adding watches at the first folder it cannot read,
+        leaving the rest of the root unwatched; here an unreadable folder is simply not among them (the index
+        run reports it)."""
+        found: set[str] = set()
+        for root in present:
+            for current, names, _files in os.walk(self._tops[root]):
+                found.add(current)
+                keep = []
+                for name in names:
+                    folder = os.path.join(current, name)
+                    if name.startswith(".") or os.path.islink(folder) or Path(os.path.realpath(folder)) in self._own:
+                        continue
+                    rel = Path(folder).relative_to(self.base).as_posix() if Path(folder).is_relative_to(
+                        self.base) else None
+                    if rel is not None and self._excluded is not None and self._excluded.match_file(rel + "/"):
+                        continue
+                    keep.append(name)
+                names[:] = keep
+        return found
+
+    def _changes(self, folders: set[str], step: int) -> Iterator[set[tuple[Any, str]]]:
+        """`watchfiles.watch` over the folders, one by one; if the OS cannot watch them all (inotify's watch
+        limit), polling instead, with a note."""
         polling = self.force_polling
         while True:
             try:
                 yield from watchfiles.watch(
-                    *(str(self._tops[r]) for r in present), watch_filter=None, debounce=step * MAX_BATCH_DEBOUNCES,
-                    step=step, stop_event=self.stop, rust_timeout=int(ROOT_CHECK_SECONDS * 1000),
-                    yield_on_timeout=True, raise_interrupt=True, ignore_permission_denied=True,
-                    force_polling=polling)
+                    *sorted(folders), watch_filter=None, debounce=step * MAX_BATCH_DEBOUNCES, step=step,
+                    stop_event=self.stop, rust_timeout=int(ROOT_CHECK_SECONDS * 1000), yield_on_timeout=True,
+                    raise_interrupt=True, ignore_permission_denied=True, force_polling=polling, recursive=False)
                 return
-            except FileNotFoundError:  # a root went between the check and the watch: the caller re-checks
+            except FileNotFoundError:  # a folder went between the walk and the watch: look again
+                self.stop.wait(0.05)
                 return
             except OSError as exc:
                 if polling:
@@ -149,12 +176,22 @@ class FolderFollower:
                 self.on_batch(WatchBatch(_stamp(), note=f"cannot watch with file events ({exc.strerror or exc}); "
                                                         "polling instead"))
 
-    def _gather(self, changes: set[tuple[Any, str]]) -> None:
+    def _gather(self, changes: set[tuple[Any, str]], folders: set[str]) -> bool:
+        """Queue the changed paths; True when the watcher must be armed again: a folder appeared (it is walked
+        once armed, so what lands in it meanwhile is not missed) or a watched one went or moved."""
+        rearm = False
         for _change, raw in changes:
             rel = self._relative(Path(raw))
-            if rel is not None:
-                self._pending.add(rel)
-                self._events += 1
+            if rel is None:
+                continue
+            self._pending.add(rel)
+            self._events += 1
+            if raw in folders:
+                rearm = rearm or not os.path.isdir(raw)
+            elif os.path.isdir(raw) and not os.path.islink(raw):
+                self._due_paths.add(rel)
+                rearm = True
+        return rearm
 
     def _relative(self, path: Path) -> str | None:
         """The project-relative path of an event worth a look, or None: outside the project, inside the index's
@@ -192,12 +229,17 @@ class FolderFollower:
         self.on_batch(batch)
 
     def _catch_up_due(self, present: tuple[str, ...]) -> None:
-        """Catch up the roots waiting for it (all at start, one that came back), once their watcher is armed."""
+        """Once the watcher is armed: catch up the roots waiting for it (all at start, one that came back),
+        and walk the folders that appeared meanwhile."""
         roots = tuple(r for r in present if r in self._due)
         notes = [note for r, note in self._due.items() if r in roots and note]
         for root in roots:
             del self._due[root]
         self._catch_up(roots, "; ".join(notes) or None)
+        if self._due_paths:
+            self._pending |= self._due_paths
+            self._due_paths.clear()
+            self._flush(present)
 
     def _catch_up(self, roots: tuple[str, ...], note: str | None = None) -> None:
         """An incremental index of whole roots: at start, and for a root that came back."""
