@@ -65,10 +65,28 @@ def test_the_key_file_is_owner_only_and_rewritten_whole(api):
 def test_health_and_readiness(api):
     _, _, _, client = api
     with client() as c:
-        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/livez").json() == {"status": "ok"}
+        health = c.get("/healthz")
+        assert health.status_code == 200 and health.json()["status"] == "ready"
+        assert {name: check["ok"] for name, check in health.json()["checks"].items()} == {
+            "store": True, "embedder": True, "model_guard": True}
         ready = c.get("/readyz").json()
         assert ready["status"] == "ready" and ready["chunks"] == len(FILES)
         assert c.get("/openapi.json").json()["paths"]["/v1/query"]
+
+
+def test_health_is_503_with_the_failed_check_when_the_model_is_not_the_indexs(api):
+    from helpers.fake_embedder import HashingEmbedder
+
+    project = api[0]
+    kb = KnowledgeBase(project.settings, embedder=HashingEmbedder(), providers=[ExtractiveAnswerer()])
+    with TestClient(create_app(kb, ApiConfig())) as c:
+        health = c.get("/healthz")
+        assert health.status_code == 503 and health.json()["status"] == "not_ready"
+        checks = health.json()["checks"]
+        assert checks["store"]["ok"] and checks["embedder"]["ok"] and not checks["model_guard"]["ok"]
+        assert "was built with" in checks["model_guard"]["error"]
+        assert c.get("/livez").status_code == 200
 
 
 def test_missing_bad_and_revoked_keys_are_refused(api):
@@ -363,3 +381,24 @@ def test_an_upload_refused_as_busy_changes_nothing_on_disk_or_in_the_index(api):
     assert "kb/users/alice/uploads/herons.txt" not in report.removed + report.updated
     assert "kb/users/alice/uploads/herons.txt" in {d["file_path"] for d in project.store.list_documents(
         __import__("ragstead").QueryFilters.build(user_slug="alice"))}
+
+
+def test_query_results_are_trimmed_to_a_token_budget_at_chunk_boundaries(api):
+    project, tokens, _, client = api
+    project.write({f"kb/users/alice/long-{i}.md": f"Billing note {i}: " + "the ledger reconciles invoices. " * 60
+                   for i in range(4)})
+    project.index()
+    body = {"query": "billing ledger invoices", "top_k": 5}
+    with client() as c:
+        full = c.post("/v1/query", json=body, headers=auth(tokens["alice"])).json()
+        assert full["budget"]["cut"] == 0 and full["budget"]["max_tokens"] == 8000  # the server's default
+        sizes = [r["token_estimate"] for r in full["results"]]
+        limit = sizes[0] + sizes[1] + sizes[2] // 2  # two chunks and half of the third
+        cut = c.post("/v1/query", json={**body, "max_tokens": limit}, headers=auth(tokens["alice"])).json()
+        assert [r["chunk_id"] for r in cut["results"]] == [r["chunk_id"] for r in full["results"][:2]]
+        assert cut["budget"] == {"max_tokens": limit, "used_tokens": sizes[0] + sizes[1], "returned": 2,
+                                 "cut": len(sizes) - 2, "cut_tokens": sum(sizes[2:]),
+                                 "cut_chunk_ids": [r["chunk_id"] for r in full["results"][2:]]}
+        assert c.post("/v1/query", json={**body, "max_tokens": 0}, headers=auth(tokens["alice"])).status_code == 422
+    with client(max_tokens=0) as c:
+        assert "budget" not in c.post("/v1/query", json=body, headers=auth(tokens["alice"])).json()

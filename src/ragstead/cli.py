@@ -1107,6 +1107,8 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(help="Largest JSON request body.")] = 1_000_000,
     max_upload_bytes: Annotated[int, typer.Option(help="Largest upload.")] = 20_000_000,
     embed_cache: Annotated[int, typer.Option(help="Query vectors kept in an LRU cache (0: off).")] = 1024,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="POST /v1/query's default budget for the "
+                                                               "returned text, in tokens (0: none).")] = 8000,
     log_level: Annotated[str, typer.Option("--log-level", help="warning | info (one access line per request) | "
                                                                "debug (also the server's own messages)")] = "info",
     as_json: Annotated[bool, typer.Option("--json", help="Once up, print the banner as one JSON line on stdout "
@@ -1140,7 +1142,8 @@ def serve(
 
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
             api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
-                                   max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes)
+                                   max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
+                                   max_tokens=max_tokens)
             api = create_app(kb, api_config)
             bound = sock.getsockname()[1]
             show = _banner_json if as_json else _banner

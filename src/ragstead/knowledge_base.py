@@ -731,12 +731,34 @@ class KnowledgeBase:
         return found
 
     def readiness(self) -> dict[str, Any]:
-        """The store answers and the embedder is loaded and matches the index's model (raises if not)."""
+        """Each check a server needs before it can answer: the store reachable (a real round trip), the
+        embedder loaded (a real embedding) and the model the index was built with. Never raises: `status` is
+        "ready" when every check passes, else "not_ready", and each failed check says why."""
+        checks: dict[str, dict[str, Any]] = {}
+        stats: dict[str, Any] = {}
+        embedder: Embedder | None = None
         with self._lock:
-            embedder = self.embedder
-            self.store.check_model(embedder.name, embedder.dim)
-            stats = self.store.stats()
-        return {"status": "ready", "model": embedder.name, "documents": stats["documents"], "chunks": stats["chunks"]}
+            try:
+                stats = self.store.stats()
+                checks["store"] = {"ok": True, "backend": self._spec.kind}
+            except Exception as exc:  # an unreachable server, a damaged file: reported, not raised
+                checks["store"] = {"ok": False, "error": _one_line(exc)}
+            try:
+                embedder = self.embedder if checks["store"]["ok"] else self._load_embedder(None)
+                vector = embedder.embed_query("readiness")
+                checks["embedder"] = {"ok": len(vector) == embedder.dim, "model": embedder.name, "dim": embedder.dim}
+            except Exception as exc:  # a model that fails to load or run: reported, not raised
+                checks["embedder"] = {"ok": False, "error": _one_line(exc)}
+            if checks["store"]["ok"] and embedder is not None:
+                try:
+                    self.store.check_model(embedder.name, embedder.dim)
+                    checks["model_guard"] = {"ok": True, "index_model": self.store.embed_model() or embedder.name}
+                except RagsteadError as exc:
+                    checks["model_guard"] = {"ok": False, "error": _one_line(exc)}
+        ready = all(check["ok"] for check in checks.values()) and len(checks) == 3
+        return {"status": "ready" if ready else "not_ready", "checks": checks,
+                "model": embedder.name if embedder is not None else None,
+                "documents": stats.get("documents"), "chunks": stats.get("chunks")}
 
     # -- measuring -----------------------------------------------------------------------------------
 
@@ -1017,6 +1039,10 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -9,7 +9,7 @@ indexed there. Events keep queueing in `watchfiles` while a batch is indexed, so
 
 A root that disappears is left alone in the index (as `index` leaves a missing root alone: an unmounted disk
 is not a mass delete); the watcher re-arms when it comes back and catches it up. A folder without permission
-is reported by the walk and skipped; the rest is still watched.
+is reported by the walk and skipped; the rest is still watched (folder by folder, see `_follow`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,11 @@ def _stamp() -> str:
 
 
 class FolderFollower:
-    """Keeps the index in line with the files under `roots` until `stop` is set (or Ctrl-C: see `run`)."""
+    """Keeps the index in line with the files under `roots` until `stop` is set (or Ctrl-C: see `run`).
+
+    Every time the watcher is armed (at start, and again when a root goes, comes back or is replaced) the
+    roots it covers are caught up with an incremental index run once it is armed, so nothing that changed
+    while no watcher was armed is missed."""
 
     def __init__(self, options: IndexingOptions, roots: tuple[str, ...], sync: Sync, *,
                  debounce: float = DEFAULT_DEBOUNCE, on_batch: Callable[[WatchBatch], None] | None = None,
@@ -91,11 +95,11 @@ class FolderFollower:
         self.stop = stop or threading.Event()
         self.force_polling = force_polling
         self._own = tuple(Path(os.path.realpath(p)) for p in (*options.skip_dirs, options.lock_file.parent))
+        self._excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
         self._tops = {root: (self.base / root).resolve() for root in roots}
         self._pending: set[str] = set()
-        self._due: dict[str, str | None] = {}  # roots to catch up, with the note to show
-        self._due_paths: set[str] = set()  # folders that appeared: walked once they are watched
-        self._excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
+        self._notes: dict[str, str] = {}  # what to say at the next catch-up (a root that came back)
+        self._started = False
         self._events = 0
         self._interrupts = 0
 
@@ -107,7 +111,6 @@ class FolderFollower:
         stays, and the next start catches up)."""
         with self._first_interrupt_stops():
             seen = self._identities()
-            self._due = {r: None for r, ident in seen.items() if ident is not None}
             while not self.stop.is_set():
                 present = tuple(r for r, ident in seen.items() if ident is not None)
                 if not present:
@@ -119,52 +122,56 @@ class FolderFollower:
                 seen = now
 
     def _follow(self, present: tuple[str, ...], seen: dict[str, tuple[int, int] | None]) -> None:
-        """Watch the folders of the present roots until a root disappears, appears or is replaced, a folder
-        appears or goes (the watcher is then armed again), or `stop` is set."""
-        folders = self._folders(present)
+        """Watch the present roots until one of the roots disappears, appears or is replaced, or `stop` is set.
+
+        Recursively, as a rule: notify then follows new and moved folders itself. But a recursive watch stops
+        adding watches at the first folder it cannot read, leaving the rest of that root unwatched; so when a
+        root holds such a folder, each readable folder is watched on its own instead, and the watcher is armed
+        again whenever a folder appears or goes."""
+        folders, unreadable = self._folders(present)
+        paths = sorted(folders) if unreadable else [str(self._tops[r]) for r in present]
         step = max(50, int(self.debounce * 1000))
-        for changes in self._changes(folders, step):
-            if self._due or self._due_paths:  # the watcher is armed now: what changes from here on is an event
-                self._catch_up_due(present)
-            rearm = self._gather(changes, folders)
+        armed = False
+        for changes in self._changes(paths, step, recursive=not unreadable):
+            if not armed:  # armed now: from here on every change is an event; before, the catch-up sees it
+                armed = True
+                self._catch_up(present)
+            rearm = self._gather(changes, folders if unreadable else None)
             moved = self._identities() != seen
             if self._pending:  # also after the first Ctrl-C: what was gathered is indexed before it stops
                 self._flush(present)
             if moved or rearm:
                 return
 
-    def _folders(self, present: tuple[str, ...]) -> set[str]:
-        """Every folder an index run would enter under the present roots. Each is watched on its own: a
-        recursive watch (inotify through notify) stops adding watches at the first folder it cannot read,
-        leaving the rest of the root unwatched; here an unreadable folder is simply not among them (the index
-        run reports it)."""
+    def _folders(self, present: tuple[str, ...]) -> tuple[set[str], bool]:
+        """Every folder an index run would enter under the present roots, and whether some could not be read."""
         found: set[str] = set()
+        errors: list[OSError] = []
         for root in present:
-            for current, names, _files in os.walk(self._tops[root]):
+            for current, names, _files in os.walk(self._tops[root], onerror=errors.append):
                 found.add(current)
                 keep = []
                 for name in names:
                     folder = os.path.join(current, name)
                     if name.startswith(".") or os.path.islink(folder) or Path(os.path.realpath(folder)) in self._own:
                         continue
-                    rel = Path(folder).relative_to(self.base).as_posix() if Path(folder).is_relative_to(
-                        self.base) else None
-                    if rel is not None and self._excluded is not None and self._excluded.match_file(rel + "/"):
+                    if self._excluded is not None and Path(folder).is_relative_to(self.base) and \
+                            self._excluded.match_file(Path(folder).relative_to(self.base).as_posix() + "/"):
                         continue
                     keep.append(name)
                 names[:] = keep
-        return found
+        return found, bool(errors)
 
-    def _changes(self, folders: set[str], step: int) -> Iterator[set[tuple[Any, str]]]:
-        """`watchfiles.watch` over the folders, one by one; if the OS cannot watch them all (inotify's watch
-        limit), polling instead, with a note."""
+    def _changes(self, paths: list[str], step: int, recursive: bool) -> Iterator[set[tuple[Any, str]]]:
+        """`watchfiles.watch` over the paths; if the OS cannot watch them all (inotify's watch limit), polling
+        instead, with a note."""
         polling = self.force_polling
         while True:
             try:
                 yield from watchfiles.watch(
-                    *sorted(folders), watch_filter=None, debounce=step * MAX_BATCH_DEBOUNCES, step=step,
+                    *paths, watch_filter=None, debounce=step * MAX_BATCH_DEBOUNCES, step=step,
                     stop_event=self.stop, rust_timeout=int(ROOT_CHECK_SECONDS * 1000), yield_on_timeout=True,
-                    raise_interrupt=True, ignore_permission_denied=True, force_polling=polling, recursive=False)
+                    raise_interrupt=True, ignore_permission_denied=True, force_polling=polling, recursive=recursive)
                 return
             except FileNotFoundError:  # a folder went between the walk and the watch: look again
                 self.stop.wait(0.05)
@@ -176,9 +183,9 @@ class FolderFollower:
                 self.on_batch(WatchBatch(_stamp(), note=f"cannot watch with file events ({exc.strerror or exc}); "
                                                         "polling instead"))
 
-    def _gather(self, changes: set[tuple[Any, str]], folders: set[str]) -> bool:
-        """Queue the changed paths; True when the watcher must be armed again: a folder appeared (it is walked
-        once armed, so what lands in it meanwhile is not missed) or a watched one went or moved."""
+    def _gather(self, changes: set[tuple[Any, str]], folders: set[str] | None) -> bool:
+        """Queue the changed paths. Watching folder by folder (`folders`), True when a folder appeared, or a
+        watched one went or moved: the watcher is armed again (and catches up)."""
         rearm = False
         for _change, raw in changes:
             rel = self._relative(Path(raw))
@@ -186,11 +193,9 @@ class FolderFollower:
                 continue
             self._pending.add(rel)
             self._events += 1
-            if raw in folders:
-                rearm = rearm or not os.path.isdir(raw)
-            elif os.path.isdir(raw) and not os.path.islink(raw):
-                self._due_paths.add(rel)
-                rearm = True
+            if folders is not None:
+                is_folder = os.path.isdir(raw) and not os.path.islink(raw)
+                rearm = rearm or (raw in folders) != is_folder
         return rearm
 
     def _relative(self, path: Path) -> str | None:
@@ -228,23 +233,13 @@ class FolderFollower:
         self._events = 0
         self.on_batch(batch)
 
-    def _catch_up_due(self, present: tuple[str, ...]) -> None:
-        """Once the watcher is armed: catch up the roots waiting for it (all at start, one that came back),
-        and walk the folders that appeared meanwhile."""
-        roots = tuple(r for r in present if r in self._due)
-        notes = [note for r, note in self._due.items() if r in roots and note]
-        for root in roots:
-            del self._due[root]
-        self._catch_up(roots, "; ".join(notes) or None)
-        if self._due_paths:
-            self._pending |= self._due_paths
-            self._due_paths.clear()
-            self._flush(present)
-
-    def _catch_up(self, roots: tuple[str, ...], note: str | None = None) -> None:
-        """An incremental index of whole roots: at start, and for a root that came back."""
-        if not roots:
-            return
+    def _catch_up(self, roots: tuple[str, ...]) -> None:
+        """An incremental index of whole roots, once the watcher is armed. Announced at start and for a root that
+        came back (`catch_up`); after any other arming it is a plain batch (a line only if it changed
+        something)."""
+        notes = [self._notes.pop(r) for r in roots if r in self._notes]
+        announce = not self._started or bool(notes)
+        self._started = True
         while True:
             try:
                 report = self.sync(roots, None)
@@ -254,7 +249,8 @@ class FolderFollower:
                                          roots=list(roots)))
                 if self.stop.wait(ROOT_CHECK_SECONDS):
                     return
-        self.on_batch(WatchBatch(_stamp(), report=report, note=note, catch_up=True, roots=list(roots)))
+        self.on_batch(WatchBatch(_stamp(), report=report, note="; ".join(notes) or None, catch_up=announce,
+                                 roots=list(roots)))
 
     # -- roots that come and go --------------------------------------------------------------------------
 
@@ -276,14 +272,14 @@ class FolderFollower:
 
     def _roots_moved(self, before: dict[str, tuple[int, int] | None], after: dict[str, tuple[int, int] | None]) -> None:
         gone = [r for r in self.roots if before[r] is not None and after[r] is None]
-        back = tuple(r for r in self.roots if after[r] is not None and before[r] != after[r])
+        back = [r for r in self.roots if after[r] is not None and before[r] != after[r]]
         if gone:
             self._pending = {p for p in self._pending if not any(Within.of([self._rel_top(r)]).holds(p) for r in gone)}
             self.on_batch(WatchBatch(_stamp(), note=f"{', '.join(gone)} is gone; its documents stay in the index "
                                                     "while it is away, and it is caught up when it comes back",
                                      roots=gone))
-        for root in back:  # caught up as soon as its new watcher is armed
-            self._due[root] = f"{root} is back"
+        for root in back:  # said at the catch-up that follows the next arming
+            self._notes[root] = f"{root} is back"
 
     # -- Ctrl-C ----------------------------------------------------------------------------------------
 

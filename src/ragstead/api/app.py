@@ -58,6 +58,7 @@ class ApiConfig:
     max_upload_bytes: int = 20_000_000
     index_wait_seconds: float = 30.0
     max_top_k: int = 100
+    max_tokens: int = 8000  # /v1/query's default budget for the returned chunks' text (0: none)
 
 
 class ApiError(Exception):
@@ -94,6 +95,9 @@ class QueryRequest(BaseModel):
     fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
     fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
     dedup_sources: bool = Field(default=False, description="keep only the best chunk of each document")
+    max_tokens: int | None = Field(default=None, ge=1, le=200_000, description="/v1/query: a budget for the "
+                                   "returned chunks' text (estimated tokens), cut at chunk boundaries; default: "
+                                   "the server's --max-tokens")
 
 
 class AskRequest(QueryRequest):
@@ -267,18 +271,25 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         except RagsteadError as exc:
             raise ApiError(400, "bad_request", str(exc)) from exc
 
-    @app.get("/healthz", tags=["ops"])
-    def healthz() -> dict[str, str]:
-        """Liveness: the process answers."""
+    @app.get("/livez", tags=["ops"])
+    def livez() -> dict[str, str]:
+        """Liveness: the process answers (no store, no model)."""
         return {"status": "ok"}
+
+    def readiness() -> JSONResponse:
+        report = kb.readiness()
+        return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> JSONResponse:
+        """Readiness: the store answers, the embedder is loaded and runs, and it is the index's model; 200 with
+        each check, or 503 with the failed ones and why."""
+        return readiness()
 
     @app.get("/readyz", tags=["ops"])
     def readyz() -> JSONResponse:
-        """Readiness: the store is open, the embedder is loaded and matches the index's model."""
-        try:
-            return JSONResponse(kb.readiness())
-        except RagsteadError as exc:
-            return _error(503, "not_ready", str(exc))
+        """The same as /healthz (kept for clients of the earlier versions)."""
+        return readiness()
 
     def scope_of(body: QueryRequest, who: Caller) -> dict[str, Any]:
         """Search arguments from a query or ask body; the user always comes from the key."""
@@ -289,10 +300,21 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
                 "top_k_lexical": body.top_k_lexical, "rrf_k": body.rrf_k, "fusion": body.fusion,
                 "fusion_weight": body.fusion_weight, "dedup_sources": body.dedup_sources or None}
 
+    def ask_scope(body: AskRequest, who: Caller) -> dict[str, Any]:
+        if body.max_tokens is not None:  # ask budgets its context with max_context_tokens
+            raise ApiError(422, "invalid_request", "max_tokens applies to /v1/query; ask takes max_context_tokens")
+        return scope_of(body, who)
+
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
-        return run_library(lambda: kb.search(body.query, **scope_of(body, who)).to_dict(include_text=True))
+        budget = body.max_tokens or config.max_tokens
+
+        def run() -> dict[str, Any]:
+            found = kb.search(body.query, **scope_of(body, who))
+            return (found.within_tokens(budget) if budget else found).to_dict(include_text=True)
+
+        return run_library(run)
 
     @app.post("/v1/ask", tags=["search"])
     def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> Any:  # noqa: B008
@@ -301,13 +323,13 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         if not body.stream:
             return run_library(lambda: kb.ask(
                 body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
-                extractive=body.extractive, answerers=answerers, **scope_of(body, who)).to_dict())
-        args = scope_of(body, who)
+                extractive=body.extractive, answerers=answerers, **ask_scope(body, who)).to_dict())
+        args = ask_scope(body, who)
         # Bad filters or options are a plain 400 before the stream starts, not an error line inside it.
         filters = run_library(lambda: kb.scope(**{k: args[k] for k in ("user", "public_only", "doc_types", "date_from",
                                                                          "date_to", "include_archive", "tags")}))
         options = run_library(lambda: kb.search_options(**{k: args[k] for k in (
-            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight")}))
+            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight", "dedup_sources")}))
         return stream_lines(lambda on_text: kb.ask(
             body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
             extractive=body.extractive, answerers=answerers, filters=filters, options=options,

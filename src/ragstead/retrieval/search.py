@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -143,11 +143,30 @@ class SearchResult:
     timings_ms: dict[str, float]
     # The question's vector, for callers that score more chunks against it (ask); not part of the JSON.
     query_vector: np.ndarray | None = field(default=None, repr=False, compare=False)
+    budget: dict[str, Any] | None = None  # set by `within_tokens`: what a token budget kept and cut
 
     def to_dict(self, include_text: bool = False) -> dict[str, Any]:
-        return {"question": self.question, "k": self.k, "mode": self.mode, "filters": self.filters,
+        data = {"question": self.question, "k": self.k, "mode": self.mode, "filters": self.filters,
                 "model": self.model, "params": self.params,
                 "results": [hit.to_dict(include_text) for hit in self.hits], "timings_ms": self.timings_ms}
+        if self.budget is not None:
+            data["budget"] = self.budget
+        return data
+
+    def within_tokens(self, max_tokens: int) -> SearchResult:
+        """The best hits whose chunks fit in `max_tokens` (estimated tokens of their text), cut at chunk
+        boundaries in rank order: a hit that does not fit ends the list, so nothing ranked lower jumps ahead.
+        `budget` says what was kept and what was cut."""
+        kept, used = [], 0
+        for hit in self.hits:
+            if used + hit.token_estimate > max_tokens:
+                break
+            kept.append(hit)
+            used += hit.token_estimate
+        cut = self.hits[len(kept):]
+        return replace(self, hits=tuple(kept), budget={
+            "max_tokens": max_tokens, "used_tokens": used, "returned": len(kept), "cut": len(cut),
+            "cut_tokens": sum(h.token_estimate for h in cut), "cut_chunk_ids": [h.chunk_id for h in cut]})
 
 
 def search(
