@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
@@ -98,3 +99,31 @@ def http_failure(exc: httpx.HTTPError) -> SourceError:
     else:
         reason = f"fetch failed ({type(exc).__name__}: {text or 'no detail'})"
     return SourceError(reason)
+
+
+def split_web_url(url: object) -> tuple[str, SplitResult, list[str]] | None:
+    """(host, parts, path segments) of an http(s) URL, or None for anything a fetcher must not guess about:
+    not a string, over 2,048 characters, whitespace or control characters (urlsplit would drop tabs and
+    newlines and splice the pieces together), credentials, another scheme or an odd port. Scheme-less input
+    ("youtu.be/ID") is read as https; one trailing slash is dropped from the segments."""
+    if not isinstance(url, str) or len(url) > 2048 or not url.strip():
+        return None
+    url = url.strip()
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return None
+    if "://" not in url:
+        url = "https://" + url
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or parts.username is not None or parts.password is not None:
+        return None
+    if port not in (None, 80, 443):
+        return None
+    segments = parts.path.split("/")[1:]
+    if segments and segments[-1] == "":
+        segments = segments[:-1]
+    return host, parts, segments

@@ -10,11 +10,17 @@ import math
 import re
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from ragstead.ingest.base import DEFAULT_MAX_BYTES, Extracted, SourceError, http_failure, read_capped
+from ragstead.ingest.base import (
+    DEFAULT_MAX_BYTES,
+    Extracted,
+    SourceError,
+    http_failure,
+    read_capped,
+    split_web_url,
+)
 
 SYNDICATION_URL = "https://cdn.syndication.twimg.com/tweet-result"
 NOT_FOUND = "post not found (deleted or protected)"
@@ -110,26 +116,12 @@ def post_text(post: dict[str, Any]) -> str:
 
 def _parse_post_url(url: str) -> tuple[str | None, str] | None:
     """(handle or None, id) of a post URL, or None."""
-    if not isinstance(url, str) or len(url) > 2048 or not url.strip():
+    split = split_web_url(url)
+    if split is None:
         return None
-    url = url.strip()
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+    host, _, segments = split
+    if host not in _HOSTS:
         return None
-    if "://" not in url:
-        url = "https://" + url
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or parts.username is not None or parts.password is not None:
-        return None
-    if host not in _HOSTS or port not in (None, 80, 443):
-        return None
-    segments = parts.path.split("/")[1:]
-    if segments and segments[-1] == "":
-        segments = segments[:-1]
     if len(segments) >= 3 and segments[0] == "i" and segments[1] in ("status", "statuses"):
         handle, identifier = None, segments[2]
     elif len(segments) >= 4 and segments[:3] == ["i", "web", "status"]:

@@ -38,7 +38,14 @@ from youtube_transcript_api import (
 )
 
 from ragstead.documents.sources import timestamp_seconds as timestamp_seconds  # re-exported for callers
-from ragstead.ingest.base import DEFAULT_MAX_BYTES, Extracted, SourceError, http_failure, read_capped
+from ragstead.ingest.base import (
+    DEFAULT_MAX_BYTES,
+    Extracted,
+    SourceError,
+    http_failure,
+    read_capped,
+    split_web_url,
+)
 
 WATCH_URL = "https://www.youtube.com/watch?v={video_id}"
 OEMBED_URL = "https://www.youtube.com/oembed"
@@ -61,26 +68,10 @@ BLOCKED = "YouTube refused the request (rate limited or blocked); try later"
 def youtube_video_id(url: str) -> str | None:
     """The 11-character video id of a YouTube video URL (watch, youtu.be, shorts, embed, live, mobile, music,
     nocookie), or None for anything else. Scheme-less input ("youtu.be/ID") is read as https."""
-    if not isinstance(url, str) or len(url) > 2048 or not url.strip():
+    split = split_web_url(url)
+    if split is None:
         return None
-    url = url.strip()
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
-        return None  # urlsplit would silently drop tabs and newlines and splice the pieces together
-    if "://" not in url:
-        url = "https://" + url
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or parts.username is not None or parts.password is not None:
-        return None
-    if port not in (None, 80, 443):
-        return None
-    segments = parts.path.split("/")[1:]
-    if segments and segments[-1] == "":
-        segments = segments[:-1]  # one trailing slash is fine
+    host, parts, segments = split
     candidate: str | None = None
     if host in _SHORT_HOSTS:
         candidate = segments[0] if len(segments) == 1 else None
