@@ -90,6 +90,12 @@ StoreOpt = Annotated[
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
                                                                 "minilm-l6-int8); see `ragstead models`.")]
+AllowDownloadOpt = Annotated[bool, typer.Option("--allow-download", help="Let --model/--reranker hf:ORG/NAME fetch "
+                                                                         "a model missing from the local Hugging Face "
+                                                                         "cache (the one network use; off).")]
+RerankerOpt = Annotated[str | None, typer.Option("--reranker", help="What --rerank uses: a cross-encoder, onnx:DIR | "
+                                                                   "hf:ORG/NAME (default: config reranker, else "
+                                                                   "sentence max-sim).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 FusionOpt = Annotated[str | None, typer.Option("--fusion", help="Hybrid fusion: convex (default) | rrf.")]
 FusionWeightOpt = Annotated[float | None, typer.Option("--fusion-weight", help="convex: vector share, 0..1 "
@@ -336,6 +342,7 @@ def index(
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
+    allow_download: AllowDownloadOpt = False,
     quiet: QuietOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
@@ -359,7 +366,7 @@ def index(
     with _library_errors():
         output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
-                   model=model) as kb:
+                   model=model, allow_download=allow_download or None) as kb:
             # Folders given as arguments are relative to where the command runs, as in any shell command.
             folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
             with _progress_bar(quiet, "indexing") as bar:
@@ -459,6 +466,8 @@ def query(
     output: Annotated[str, _format_opt(*QUERY_FORMATS)] = "table",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
+    reranker: RerankerOpt = None,
+    allow_download: AllowDownloadOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -468,7 +477,8 @@ def query(
     with _library_errors():
         output = _output(output, as_json, *QUERY_FORMATS)
         arguments = flags.arguments()
-        with _open(root, config, db, store_spec, model=model) as kb:
+        with _open(root, config, db, store_spec, model=model, reranker=reranker,
+                   allow_download=allow_download or None) as kb:
             payload = kb.search(question, **arguments).to_dict()
     if output == "table":
         _print_table(payload)
@@ -519,6 +529,8 @@ def ask(
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
+    reranker: RerankerOpt = None,
+    allow_download: AllowDownloadOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -533,7 +545,8 @@ def ask(
         if tools and extractive:
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
         streaming = output == "text" and sys.stdout.isatty()
-        with _open(root, config, db, store_spec, model=model) as kb:
+        with _open(root, config, db, store_spec, model=model, reranker=reranker,
+                   allow_download=allow_download or None) as kb:
             result = kb.ask(question, min_similarity=min_similarity, max_context_tokens=max_context_tokens,
                             extractive=extractive, template=template, remember=remember_it,
                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
@@ -716,6 +729,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of the table.")] = False,
     quiet: QuietOpt = False,
     model: ModelOpt = None,
+    reranker: RerankerOpt = None,
+    allow_download: AllowDownloadOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -736,7 +751,7 @@ def evaluate(
             raise RagsteadError(f"--modes takes a comma-separated subset of {MODES}, got {modes!r}")
         k_list = _eval_ks(ks)
         with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
-                   model=model) as kb:
+                   model=model, reranker=reranker, allow_download=allow_download or None) as kb:
             tuned = kb.search_options(rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                       rerank_top_n=rerank_top_n)
             eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
@@ -1456,7 +1471,7 @@ def guard_check(
                                                               "and check the commits they send.")] = False,
     remote: Annotated[str | None, typer.Option("--remote", help="With --pre-push: the remote pushed to.")] = None,
     max_scan_mb: Annotated[float, typer.Option("--max-scan-mb", help="Larger text files are blocked: too large to "
-                                                                     "scan for secrets.")] = 10.0,
+                                                                     "scan for secrets.")] = 2.0,
     as_json: JsonOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,

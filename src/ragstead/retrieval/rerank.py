@@ -1,6 +1,7 @@
-"""Second-stage re-ranking of the top candidates: sentence-level max-sim with the index's own embedder.
+"""Second-stage re-ranking of the top candidates: sentence-level max-sim with the index's own embedder, or a
+bring-your-own cross-encoder (`--reranker onnx:DIR`).
 
-Opt-in (`--rerank`); a cross-encoder plugs in behind `Reranker` (docs/design.md, "Re-ranking").
+Opt-in (`--rerank`); docs/design.md, "Re-ranking".
 """
 
 from __future__ import annotations
@@ -57,6 +58,40 @@ class SentenceMaxSimReranker:
         for text in texts:
             self._cache.move_to_end(text)
             scores.append(float(np.max(self._cache[text] @ query_vector)))
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return scores
+
+
+class PairScorer(Protocol):
+    """A cross-encoder: `score(question, texts)` gives one relevance score per text (embeddings/onnx_folder.py)."""
+
+    name: str
+
+    def score(self, question: str, texts: list[str]) -> np.ndarray:
+        ...
+
+
+class CrossEncoderReranker:
+    """Score = a cross-encoder's relevance score of (question, candidate), from `--reranker onnx:DIR|hf:ORG/NAME`.
+
+    Scores are cached (LRU by question and text): `ask` re-ranks the same candidates its `query` saw."""
+
+    def __init__(self, model: PairScorer, cache_size: int = 4096) -> None:
+        self.model = model
+        self.name = f"cross-encoder:{model.name}"
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def score(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float]:
+        todo = [t for t in dict.fromkeys(texts) if (question, t) not in self._cache]
+        if todo:
+            for text, value in zip(todo, self.model.score(question, todo), strict=True):
+                self._cache[(question, text)] = float(value)
+        scores = []
+        for text in texts:
+            self._cache.move_to_end((question, text))
+            scores.append(self._cache[(question, text)])
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return scores

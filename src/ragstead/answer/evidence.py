@@ -1,0 +1,216 @@
+"""Sentence-level evidence for `ask`: the units a chunk is read as, which of them are header-like, what kind of
+answer a question asks for, and whether a unit holds one.
+
+Units are sentences, list items, and lines that belong together: a table row whose cells the loader put on
+separate lines, or a PDF line wrapped mid-sentence, is one unit, so "Total / 7,520 €" stays one answer. The
+relevance gate (answer/gate.py) and the extractive answerer both read chunks through `split_units`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ragstead.retrieval.lexical_query import query_terms
+from ragstead.stores.lexical_index import text_analyzer
+
+MAX_UNIT_CHARS = 400
+MIN_WORDS = 4  # shorter units are fragments (a lone heading, "Ingredients") unless they hold a number
+LONG_LINE_WORDS = 8  # a line this long is a line of its own, not a cell or a wrapped piece of the next
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_ENDS_CLAUSE = re.compile(r"[.!?:;]\s*$")
+_DIGIT = re.compile(r"\d")
+_ABBREVIATION = re.compile(r"\b(no|nr|mr|mrs|ms|dr|prof|st|vs|etc|e\.g|i\.e|approx|ca|incl|fig|pp?|vol|ch)\.$", re.I)
+
+# "Attendees: Marta (PM), Jonas (backend), me." and its kin: a label, a colon, then a list. Such a line frames
+# a note; it answers only a question about that label (who attended, when, where, how long).
+_HEADER = re.compile(
+    r"^(attendees|participants|present|members|interviewers|who|date|when|time|where|location|venue|"
+    r"facilitator|to|from|cc|subject|re|owner|duration|severity|agenda)\s*:", re.I)
+HEADER_KINDS = {
+    "attendees": "person", "participants": "person", "present": "person", "members": "person",
+    "interviewers": "person", "who": "person", "facilitator": "person", "owner": "person", "to": "person",
+    "from": "person", "cc": "person", "date": "date", "when": "date", "time": "date", "where": "place",
+    "location": "place", "venue": "place", "duration": "quantity",
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One readable piece of a chunk: its text, its position, and the header label if it is header-like
+    ("" for a title line: the first line of a note, short and without a full stop)."""
+
+    text: str
+    position: int
+    header: str | None = None
+
+
+def split_units(text: str) -> list[Unit]:
+    """The units of `text` in reading order (markdown headings dropped: they title what follows)."""
+    blocks: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text):
+        current: list[str] = []
+        for line in paragraph.split("\n"):
+            if not line.strip():
+                continue
+            if _HEADING.match(line):
+                blocks.append(" ".join(current))
+                current = []
+                continue
+            first = line.lstrip()[:1]
+            starts_new = (not current or bool(_LIST_ITEM.match(line)) or bool(_ENDS_CLAUSE.search(current[-1]))
+                          or (len(current[-1].split()) >= LONG_LINE_WORDS and (first.isupper() or first.isdigit())))
+            if starts_new and current:
+                blocks.append(" ".join(current))
+                current = []
+            current.append(line.strip())
+        blocks.append(" ".join(current))
+    units: list[Unit] = []
+    for block_number, block in enumerate(b for b in blocks if b.strip()):
+        title = block_number == 0 and _is_title(block)
+        for sentence in _sentences(_LIST_ITEM.sub("", block, count=1)):
+            sentence = " ".join(sentence.split()).strip()
+            words = len(sentence.split())
+            if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)):
+                continue
+            if len(sentence) > MAX_UNIT_CHARS:
+                sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
+            found = _HEADER.match(sentence)
+            units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None))
+    return units
+
+
+def _is_title(block: str) -> bool:
+    """A note's first line when it reads as a title: short, and not ending like a sentence."""
+    return len(block.split()) < 10 and not block.rstrip().endswith((".", "!", "?", ":"))
+
+
+def _sentences(block: str) -> list[str]:
+    """Sentences of one block; a split after an abbreviation ("slip no. 5521", "Dr. Okafor") is undone."""
+    out: list[str] = []
+    for piece in _SENTENCE_END.split(block):
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+# What a question asks for, from its opening words: the answerer prefers units that hold such a thing.
+_KINDS = (
+    ("date", re.compile(r"^(when|until when|by when|since when|what time|what date|which day|what day)\b"
+                        r"|\b(deadline|due date|what time|which date)\b", re.I)),
+    ("quantity", re.compile(r"^how (much|many|big|large|long|far|fast|often|old|tall|heavy|high|warm|hot)\b"
+                            r"|\b(cost|price|budget|fee|rent|salary|limit|target|total|size|weight|temperature|"
+                            r"how much|how many)\b", re.I)),
+    ("person", re.compile(r"^(who|whom|whose)\b|\bwhich (person|colleague|one of us)\b", re.I)),
+    ("place", re.compile(r"^where\b", re.I)),
+    ("entity", re.compile(r"^(which|what)\b", re.I)),
+)
+_MONTH = (r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|"
+          r"nov(ember)?|dec(ember)?|monday|tuesday|wednesday|thursday|friday|saturday|sunday|mondays|tuesdays|"
+          r"wednesdays|thursdays|fridays|saturdays|sundays|today|tomorrow|weekend")
+_HAS = {
+    "date": re.compile(rf"\b({_MONTH})\b|\b\d{{1,2}}[:.]\d{{2}}\b|\b(19|20)\d{{2}}\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|"
+                       r"\b\d{1,2}(st|nd|rd|th)\b", re.I),
+    "quantity": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|twice|once|half|"
+                           r"dozen|hundred|thousand|every|daily|weekly|monthly|yearly)\b", re.I),
+    "person": re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zà-ÿ]+\b|\bme\b"),
+    "place": re.compile(r"\b(in|at|on|under|behind|near|next to|inside|from)\s+(the\s+)?\w+", re.I),
+    "entity": re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w-]*\b|\d"),
+}
+
+
+def answer_kind(question: str) -> str | None:
+    """date, quantity, person, place or entity (a name or number: "which tool", "what's the IP") when the
+    question's wording asks for one, else None (a yes/no question, a claim, a keyword query)."""
+    text = question.strip()
+    for kind, pattern in _KINDS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def holds_kind(unit: str, kind: str | None, question: str) -> bool:
+    """Whether `unit` holds something of `kind` that the question does not already say."""
+    if kind is None:
+        return False
+    asked = {w.lower() for w in re.findall(r"\w+", question)}
+    return any(m.group(0).strip().lower() not in asked and not set(re.findall(r"\w+", m.group(0).lower())) <= asked
+               for m in _HAS[kind].finditer(unit))
+
+
+def header_answers(unit: Unit, kind: str | None, question_stems: set[str], label_stems: set[str]) -> bool:
+    """A header-like unit may lead only when the question asks about its label: "Who attended?" for Attendees,
+    "How long did it last?" for Duration. A title line never answers."""
+    if unit.header is None:
+        return True
+    if not unit.header:
+        return False
+    return bool(label_stems & question_stems) or (kind is not None and HEADER_KINDS.get(unit.header) == kind
+                                                  and unit.header not in ("to", "from", "cc", "owner"))
+
+
+@lru_cache(maxsize=1)
+def _analyzer() -> Any:
+    return text_analyzer()
+
+
+def stems_of(text: str) -> set[str]:
+    """The stemmed words of `text`, as the lexical index stems them."""
+    return set(_analyzer().analyze(text))
+
+
+def question_stems(question: str) -> set[str]:
+    """The stemmed content words of a question (stop words dropped, as for a lexical query)."""
+    return stems_of(" ".join(query_terms(question)))
+
+
+@dataclass(frozen=True)
+class SentenceScorer:
+    """How likely a unit is to hold the answer: a logistic model over its cosine to the question, the share of
+    the question's words it holds (each weighted by how rare it is among the candidate units), whether it holds
+    the kind of thing the question asks for, and its chunk's rank. Fitted on the notes set's fit half
+    (`python -m bench answers --fit`). A header-like unit that does not answer scores 0: it may not lead."""
+
+    weights: tuple[float, float, float, float]  # similarity, overlap, kind, rank
+    bias: float
+
+    FEATURES = ("similarity", "overlap", "kind", "rank")
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> SentenceScorer:
+        weights = tuple(float(raw["weights"][name]) for name in cls.FEATURES)
+        return cls((weights[0], weights[1], weights[2], weights[3]), float(raw["bias"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights": dict(zip(self.FEATURES, self.weights, strict=True)), "bias": self.bias}
+
+    def score(self, question: str, items: Sequence[tuple[int, Unit, float]]) -> list[float]:
+        """One probability per (chunk rank, unit, cosine to the question)."""
+        return [0.0 if blocked else 1.0 / (1.0 + math.exp(-(self.bias + sum(
+            w * x for w, x in zip(self.weights, row, strict=True)))))
+            for row, blocked in unit_features(question, items)]
+
+
+def unit_features(question: str, items: Sequence[tuple[int, Unit, float]]) -> list[tuple[list[float], bool]]:
+    """Per item: the SentenceScorer's features, and whether it is a header that may not lead."""
+    wanted = question_stems(question)
+    held = [stems_of(unit.text) & wanted for _, unit, _ in items]
+    weight = {t: math.log(1 + len(items) / (1 + sum(t in h for h in held))) for t in wanted}
+    total = sum(weight.values()) or 1.0
+    kind = answer_kind(question)
+    out = []
+    for (rank, unit, similarity), have in zip(items, held, strict=True):
+        overlap = sum(weight[t] for t in have) / total
+        holds = 1.0 if holds_kind(unit.text, kind, question) else 0.0
+        blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or ""))
+        out.append(([similarity, overlap, holds, 1.0 / (1 + rank)], blocked))
+    return out

@@ -1,0 +1,154 @@
+"""The relevance gate of `ask`: answer, or refuse because nothing retrieved answers the question.
+
+One cosine threshold did not carry over from the dataset it was calibrated on to short questions and personal
+notes (docs/benchmarks.md, "The relevance gate"). The gate reads several signals of the retrieved chunks:
+
+- `dense`: the best cosine of a retrieved chunk to the question (the old threshold's only signal);
+- `lexical`: the best BM25 score divided by the most the question's words could score in this scope, the sum of
+  each word's best single-word score, a word found nowhere counting as the rarest (so 0..1 in any store);
+- `sentence`: the best cosine of one sentence of the top chunks to the question;
+- `coverage`: the largest share of the question's words (stemmed) that one of the top chunks holds;
+- `agreement`: the share of the vector side's top hits that the lexical side also ranks at the top;
+- `evidence`: how likely the best sentence is to hold the answer (the sentence scorer of answer/evidence.py).
+
+A logistic model over the signals, fitted by `python -m bench answers --fit` and shipped as gate_model.json,
+turns them into a probability; at or above the model's threshold, `ask` answers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ragstead.answer.evidence import SentenceScorer, question_stems, split_units, stems_of
+from ragstead.errors import RagsteadError
+
+MODEL_FILE = "gate_model.json"
+EVIDENCE_CHUNKS = 4  # the top chunks whose sentences are embedded: the gate and the extractive answerer read them
+AGREEMENT_DEPTH = 5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the gate reads of one retrieved chunk, in the search's order."""
+
+    text: str
+    similarity: float  # cosine to the question
+    lexical_score: float | None  # BM25, None when the lexical side did not return it
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The gate's inputs for one question (module docstring)."""
+
+    dense: float
+    lexical: float
+    sentence: float
+    coverage: float
+    agreement: float
+    evidence: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {name: round(value, 4) for name, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class GateModel:
+    """A logistic model over named signals: p = sigmoid(bias + sum(weight * (signal - mean) / scale))."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float
+    sentence: SentenceScorer
+    source: str = ""
+
+    def probability(self, signals: Signals) -> float:
+        values = asdict(signals)
+        z = self.bias + sum(w * (values[f] - m) / s for f, m, s, w in
+                            zip(self.features, self.mean, self.scale, self.weights, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
+                "weights": list(self.weights), "bias": self.bias, "threshold": self.threshold,
+                "sentence": self.sentence.to_dict()}
+
+
+class GateModelError(RagsteadError):
+    """A gate model file that cannot be read or does not validate."""
+
+
+def parse_model(raw: dict[str, Any], source: str = "") -> GateModel:
+    """A validated GateModel from its JSON form."""
+    try:
+        features = tuple(str(f) for f in raw["features"])
+        unknown = set(features) - set(Signals.__dataclass_fields__)
+        if unknown:
+            raise GateModelError(f"gate model {source}: unknown signals {sorted(unknown)}")
+        vectors = [tuple(float(x) for x in raw[key]) for key in ("mean", "scale", "weights")]
+        if any(len(v) != len(features) for v in vectors) or any(s <= 0 for s in vectors[1]):
+            raise GateModelError(f"gate model {source}: mean, scale and weights need one positive scale per feature")
+        return GateModel(features, vectors[0], vectors[1], vectors[2], float(raw["bias"]), float(raw["threshold"]),
+                         SentenceScorer.from_dict(raw["sentence"]), source)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GateModelError(f"gate model {source}: {exc!r}") from exc
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str | None = None) -> GateModel:
+    """The shipped model (answer/gate_model.json), or the one at `path`."""
+    try:
+        if path is None:
+            text = (resources.files("ragstead.answer") / MODEL_FILE).read_text(encoding="utf-8")
+            return parse_model(json.loads(text), MODEL_FILE)
+        return parse_model(json.loads(Path(path).read_text(encoding="utf-8")), path)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise GateModelError(f"gate model {path or MODEL_FILE}: {exc}") from exc
+
+
+def attainable(ceilings: dict[str, float]) -> float:
+    """The most the question's words could score together: each word's best single-word BM25 score, a word
+    found nowhere in scope counting as the rarest one found. 0 when no word is found at all."""
+    found = [score for score in ceilings.values() if score > 0]
+    if not found:
+        return 0.0
+    rarest = max(found)
+    return sum(score if score > 0 else rarest for score in ceilings.values())
+
+
+def measure(question: str, candidates: Sequence[Candidate], unit_similarities: dict[int, Sequence[float]],
+            ceilings: dict[str, float], scorer: SentenceScorer) -> tuple[Signals, dict[int, list[float]]]:
+    """The signals for `question` over `candidates` (the search's order). `unit_similarities[i]`: the cosine of
+    each unit of candidate i (`split_units` order), for the top EVIDENCE_CHUNKS. `ceilings`: each query word's
+    best single-word BM25 score in scope. Also returns each scored candidate's unit answer scores."""
+    if not candidates:
+        return Signals(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), {}
+    dense = max(c.similarity for c in candidates)
+    ceiling = attainable(ceilings)
+    lexical_scores = [c.lexical_score for c in candidates if c.lexical_score is not None]
+    lexical = min(1.0, max(lexical_scores) / ceiling) if lexical_scores and ceiling > 0 else 0.0
+    wanted = question_stems(question)
+    top = list(candidates[:EVIDENCE_CHUNKS])
+    coverage = max((len(wanted & stems_of(c.text)) / len(wanted) for c in top), default=0.0) if wanted else 0.0
+    by_vector = sorted(range(len(candidates)), key=lambda i: -candidates[i].similarity)[:AGREEMENT_DEPTH]
+    by_lexical = sorted((i for i, c in enumerate(candidates) if c.lexical_score is not None),
+                        key=lambda i: -(candidates[i].lexical_score or 0.0))[:AGREEMENT_DEPTH]
+    agreement = len(set(by_vector) & set(by_lexical)) / AGREEMENT_DEPTH
+    items = [(i, unit, unit_similarities[i][p]) for i in sorted(unit_similarities)
+             for p, unit in enumerate(split_units(candidates[i].text))]
+    scores = scorer.score(question, items)
+    per_chunk: dict[int, list[float]] = {i: [] for i in unit_similarities}
+    for (i, _, _), value in zip(items, scores, strict=True):
+        per_chunk[i].append(value)
+    sentence = max((similarity for _, _, similarity in items), default=dense)
+    evidence = max(scores, default=0.0)
+    return Signals(dense, lexical, sentence, coverage, agreement, evidence), per_chunk
