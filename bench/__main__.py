@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup.
+| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -17,7 +17,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
-                                           "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging", "dedup"])
+                                           "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
+                                           "dedup", "rerank", "answers"])
+    parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
+    parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
+    parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
+    parser.add_argument("--configs", default="", help="rerank bench: only these labels, ';'-separated")
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
     parser.add_argument("--skip-chroma", action="store_true")
@@ -107,10 +112,18 @@ def main() -> None:
         from bench.dedup_sources import main as dedup_main
 
         dedup_main(args.dataset)
+    if args.what == "answers":  # not in `all`: ~15 min (every SciFact query twice, sentences embedded)
+        from bench.answers import main as answers_main
+
+        answers_main(args.dataset, args.fit, args.limit, args.reuse)
     if args.what == "refusal":
         from bench.refusal_calibration import main as refusal_main
 
         refusal_main(args.dataset)
+    if args.what == "rerank":  # not in `all`: the sentence budget against nDCG@10 and latency
+        from bench.rerank_speed import main as rerank_main
+
+        rerank_main(args.dataset, args.split, args.queries, args.configs)  # --queries: the split's sample size
     if args.what == "fusion":
         from bench.fusion_sweep import main as fusion_main
 

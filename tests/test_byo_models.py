@@ -308,3 +308,23 @@ def test_cli_reranker_flag(tmp_path: Path, minilm_dir: Path) -> None:
     missing = _cli(tmp_path / "p", "query", "warm", "--user", "alice", "--rerank", "--reranker",
                    f"onnx:{tmp_path / 'nope'}")
     assert missing.returncode == 2 and missing.stderr.startswith("error:") and "not found" in missing.stderr
+
+
+def test_the_cross_encoder_reranker_scores_each_pair_once(tmp_path: Path) -> None:
+    from ragstead.retrieval.rerank import CrossEncoderReranker
+
+    model = cross_encoder_for(f"onnx:{_cross_encoder(tmp_path / 'ce')}")
+    batches: list[int] = []
+
+    class Counted:  # the real cross-encoder, with its calls counted
+        name = model.name
+
+        def score(self, question: str, texts: list[str]) -> np.ndarray:
+            batches.append(len(texts))
+            return model.score(question, texts)
+
+    reranker = CrossEncoderReranker(Counted())
+    assert reranker.score("vitamin", None, ["one vitamin", "none at all"]) == [1.0, 0.0]
+    assert reranker.score("vitamin", None, ["none at all", "one vitamin", "vitamin vitamin"]) == [0.0, 1.0, 2.0]
+    assert reranker.score("vitamin?", None, ["one vitamin"]) == [1.0]  # another question is another pair
+    assert batches == [2, 1, 1] and reranker.name == f"cross-encoder:{model.name}"

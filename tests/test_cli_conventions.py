@@ -155,12 +155,18 @@ def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(
     assert sentence == REFUSAL
     payload = json.loads(ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
                                   "--json", root=project).stdout)
-    best = payload["retrieval"]["best_similarity"]
-    assert payload["refused"] and best < payload["retrieval"]["min_similarity"] == 0.428
-    assert knob == f"best match {best:.3f} < --min-similarity 0.428; lower it to answer from weaker matches"
-    lowered = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
-                       "--min-similarity", str(round(best - 0.01, 3)), root=project)
-    assert lowered.stdout.strip().splitlines()[-1] == "answered by extractive"
+    best, gate = payload["retrieval"]["best_similarity"], payload["gate"]
+    assert payload["refused"] and gate["decided_by"] == "gate" and gate["score"] < gate["threshold"]
+    assert knob == (f"relevance {gate['score']:.2f} < gate {gate['threshold']:.2f} (best match {best:.3f}); "
+                    "lower --min-confidence to answer from weaker matches")
+    legacy = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
+                      "--min-similarity", "0.428", root=project)
+    assert legacy.stdout.strip().splitlines()[-1] == (f"best match {best:.3f} < --min-similarity 0.428; lower it "
+                                                      "to answer from weaker matches")
+    for knob_turned in (("--min-similarity", str(round(best - 0.01, 3))), ("--min-confidence", "0")):
+        lowered = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
+                           *knob_turned, root=project)
+        assert lowered.stdout.strip().splitlines()[-1] == "answered by extractive"
 
 
 def test_keys_add_prints_the_key_alone_and_says_it_is_shown_once(project):

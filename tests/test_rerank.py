@@ -60,14 +60,14 @@ def test_rerank_top_n_bounds_what_is_reordered_and_weight_zero_keeps_the_first_s
 
 
 def test_the_reranker_caches_sentence_vectors(make_project, embedder):
-    reranker = SentenceMaxSimReranker(embedder, cache_size=2)
+    reranker = SentenceMaxSimReranker(embedder, cache_size=3)  # sentence vectors: the three sentences below
     texts = ["Alpha beta gamma delta epsilon. Zeta eta theta iota kappa.", "One two three four five six."]
     embedder.reset()
     first = reranker.score("alpha", None, texts)
     calls = embedder.document_calls
     assert reranker.score("alpha", None, texts) == first and embedder.document_calls == calls
     reranker.score("alpha", None, ["Something else entirely, five words."])
-    assert len(reranker._cache) == 2  # LRU bound
+    assert len(reranker._cache) == 3  # LRU bound
 
 
 @pytest.mark.parametrize("bad", [{"fusion": "max"}, {"fusion_weight": 1.5}, {"rerank_top_n": 0},

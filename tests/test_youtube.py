@@ -437,7 +437,7 @@ def test_a_video_ingested_is_found_with_a_link_at_its_time(tmp_path, hashing_emb
     with ragstead.open(tmp_path, embedder=hashing_embedder, owner="ana", auto_tags=False) as kb:
         result = kb.ingest([f"https://youtu.be/{VIDEO}?si=share"], transport=httpx.MockTransport(youtube)).results[0]
         assert result.line == "added", result.to_dict()
-        assert result.file_path.startswith(f"kb/users/ana/ingested/Video/") and VIDEO in result.file_path
+        assert result.file_path.startswith("kb/users/ana/ingested/Video/") and VIDEO in result.file_path
         hit = kb.search("something shorter I made up for testing", user="ana").hits[0]
         assert hit.source_url == f"https://www.youtube.com/watch?v={VIDEO}" and hit.source["type"] == "Video"
         assert hit.video_time == 0 and hit.link == f"https://www.youtube.com/watch?v={VIDEO}&t=0s"

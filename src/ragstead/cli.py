@@ -490,20 +490,22 @@ def query(
 
 def _ask_trailer(result: Any) -> str:
     """The last line of `ask`'s text: who answered, or why nothing did and which knob to turn."""
-    retrieval = result.retrieval
-    gate = retrieval["min_similarity"]
+    retrieval, gate = result.retrieval, result.gate or {}
     if not result.refused:
         return f"answered by {result.provider}"
     if result.provider:
-        return (f"answered by {result.provider}: the {retrieval['relevant']} chunks at or above --min-similarity "
-                f"{gate} do not answer it")
+        return f"answered by {result.provider}: the {retrieval['relevant']} chunks it was given do not answer it"
     if retrieval["relevant"]:
         return "no answerer gave a cited answer (see the notes above)"
     best = retrieval.get("best_similarity")
     if best is None:
         return ("nothing in scope was retrieved; widen the scope (--user, --doc-type, --public-only, "
                 "--include-archive) or run `ragstead index`")
-    return f"best match {best:.3f} < --min-similarity {gate}; lower it to answer from weaker matches"
+    if gate.get("decided_by") == "min_similarity":
+        return (f"best match {best:.3f} < --min-similarity {retrieval['min_similarity']}; lower it to answer "
+                "from weaker matches")
+    return (f"relevance {gate['score']:.2f} < gate {gate['threshold']:.2f} (best match {best:.3f}); lower "
+            "--min-confidence to answer from weaker matches")
 
 
 @app.command(epilog="""Examples:
@@ -514,8 +516,12 @@ def _ask_trailer(result: Any) -> str:
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     flags: SearchFlags,
-    min_similarity: Annotated[float, typer.Option(help="Relevance gate (cosine); below it: refuse.")
-                              ] = DEFAULT_MIN_SIMILARITY,
+    min_confidence: Annotated[float | None, typer.Option(
+        help="The relevance gate's threshold, 0..1; under it: refuse (default: the calibrated model's).",
+        show_default=False)] = None,
+    min_similarity: Annotated[float | None, typer.Option(
+        help=f"Replace the relevance gate with a cosine threshold per chunk (the rule before the gate was "
+             f"{DEFAULT_MIN_SIMILARITY}; -1 hands every chunk over).", show_default=False)] = None,
     max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
     extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
     template: Annotated[str | None, typer.Option(help="LLM prompt template: a name (`ragstead templates`) "
@@ -547,7 +553,8 @@ def ask(
         streaming = output == "text" and sys.stdout.isatty()
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
-            result = kb.ask(question, min_similarity=min_similarity, max_context_tokens=max_context_tokens,
+            result = kb.ask(question, min_similarity=min_similarity, min_confidence=min_confidence,
+                            max_context_tokens=max_context_tokens,
                             extractive=extractive, template=template, remember=remember_it,
                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
                             tools=split_values(tools) if tools else None, **arguments)

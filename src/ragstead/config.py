@@ -55,6 +55,10 @@ class Settings:
     model: str = ""
     # What `--rerank` uses: "" = sentence max-sim with the embedder; onnx:DIR or hf:ORG/NAME = a cross-encoder.
     reranker: str = ""
+    # Sentence max-sim: at most this many uncached sentences through the model per query (0: all). 16 keeps
+    # the exhaustive re-ranker's gain on SciFact train at a sixth of its cost (docs/benchmarks.md,
+    # "A faster sentence re-ranker").
+    rerank_sentences: int = 16
     # hf:ORG/NAME may be fetched from the hub when not in the local cache: ragstead's one network use, off.
     allow_download: bool = False
     embed_batch_size: int = 4  # faster and 4x smaller than 32 on 2 cores (docs/design.md, "Memory while indexing")

@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 import httpx
 
 from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MIN_SIMILARITY, Answer, AskOptions, answer, gather
+from ragstead.answer.ask import UnitVectorCache
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider, Context
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -129,6 +130,7 @@ class KnowledgeBase:
         self._providers = list(providers) if providers is not None else None
         self._transport = transport
         self._reranker: Reranker | None = None
+        self._unit_vectors: UnitVectorCache | None = None  # ask's sentence vectors (answer/gate.py)
         self._lock = threading.RLock()
         self._ingest_embedder: Embedder | None = None  # set for one ingest call: embeds once for all targets
 
@@ -598,7 +600,8 @@ class KnowledgeBase:
                     self._reranker = CrossEncoderReranker(
                         cross_encoder_for(self.settings.reranker, allow_download=self.settings.allow_download))
                 else:
-                    self._reranker = SentenceMaxSimReranker(self.embedder)
+                    self._reranker = SentenceMaxSimReranker(
+                        self.embedder, sentence_budget=self.settings.rerank_sentences or None)
             return self._reranker
 
     def search(self, query: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
@@ -635,7 +638,7 @@ class KnowledgeBase:
     def ask(self, question: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
             doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
             date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
-            rerank: bool = False, min_similarity: float | None = None,
+            rerank: bool = False, min_similarity: float | None = None, min_confidence: float | None = None,
             max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, extractive: bool = False,
             template: str | None = None, remember: bool = False, on_text: Callable[[str], None] | None = None,
             filters: QueryFilters | None = None, options: SearchOptions | None = None,
@@ -647,6 +650,8 @@ class KnowledgeBase:
         `answerers`: a chain built once by `providers()` (a server reuses it); `extractive` overrides it.
         `tools`: the allow-listed tools an LLM answerer may call (`("weather",)`; None: the `tools` setting,
         off by default); results are cited like documents. The extractive answerer never calls tools.
+        `min_confidence`: the relevance gate's threshold (default: the calibrated model's). `min_similarity`:
+        a cosine threshold per chunk that replaces the gate (as `ask` decided before it; -1 hands over all).
         """
         if remember and not user:
             raise InvalidQueryError("remember needs a user: memory belongs to one person")
@@ -655,13 +660,14 @@ class KnowledgeBase:
                                         tags=tags)
         chain = list(answerers) if answerers is not None and not extractive else self.providers(
             extractive=extractive, template=template)
-        ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs),
-                                 DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity,
-                                 max_context_tokens, self.reranker() if rerank else None)
+        ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs), min_similarity,
+                                 max_context_tokens, self.reranker() if rerank else None, min_confidence)
         registry = self.tool_registry(tools)  # unknown tool names fail here, before any work
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
+            if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
+                self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
             found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
-                                     self.settings.scope_rules)
+                                     self.settings.scope_rules, self._unit_vectors)
         result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if remember and user:
             result = replace(result, memory_write=self.remember(question, user=user).to_dict())

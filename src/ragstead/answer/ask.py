@@ -1,11 +1,14 @@
-"""`ask`: retrieve, keep only what is relevant, answer from it with citations, or refuse.
+"""`ask`: retrieve, decide whether what was retrieved answers the question, answer from it with citations, or
+refuse.
 
-Order of work: the usual search (same filters and mode as `query`); the cosine similarity of every
-retrieved chunk to the question (the lexical side's chunks are scored from their stored vectors);
-chunks under `min_similarity` are dropped, and if none is left the answer is the refusal sentence. The
-rest, within a token budget, are screened for prompt injection and handed to the first provider of the
-chain that answers. An answer's citation markers are checked against what was handed over: a marker
-that points at nothing is removed, and an LLM answer with no valid marker counts as a failure.
+Order of work: the usual search (same filters and mode as `query`); the cosine similarity of every retrieved
+chunk to the question (the lexical side's chunks are scored from their stored vectors) and of every sentence of
+the top chunks; the relevance gate (answer/gate.py) turns these and the lexical signals into a probability, and
+below its threshold the answer is the refusal sentence. Otherwise the relevant chunks, best first, without
+duplicate text and within a token budget, are screened for prompt injection and handed to the first provider of
+the chain that answers. An explicit `min_similarity` replaces the gate with the cosine threshold `ask` used before it.
+An answer's citation markers are checked against what was handed over: a marker that points at nothing is
+removed, and an LLM answer with no valid marker counts as a failure.
 """
 
 from __future__ import annotations
@@ -17,37 +20,59 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
+import numpy as np
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, load_model, measure
+from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
 from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
+from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters
 from ragstead.memory.decision import decide
+from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
 from ragstead.stores.base import Store
 
-# Calibrated by `python -m bench refusal` on SciFact train: answers 95 % of answerable train queries,
-# refuses 97 % of off-topic questions (bench/results/refusal_calibration.md).
+# The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
+# explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`).
 DEFAULT_MIN_SIMILARITY = 0.428
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
 CITATION_SNIPPET_CHARS = 240
+# Once the gate answers, a chunk is handed over when its own cosine, or its best sentence's, reaches this: the
+# right note can score low as a whole (a long note, one relevant line) but not in every sentence.
+CONTEXT_FLOOR = 0.3
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 
 
 @dataclass(frozen=True)
 class AskOptions:
-    """How `ask` retrieves and budgets; providers come separately."""
+    """How `ask` retrieves, decides and budgets; providers come separately.
+
+    `min_similarity`: None lets the relevance gate decide (at `min_confidence`, default the model's threshold);
+    a number replaces the gate with that cosine threshold per chunk. `group_sources`: hand the chunks over
+    source by source (each source's best chunk first) rather than in rank order; off, because it measured
+    no better on the notes set (docs/benchmarks.md, "Answers")."""
 
     search: SearchOptions
-    min_similarity: float = DEFAULT_MIN_SIMILARITY
+    min_similarity: float | None = None
     max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
     reranker: Reranker | None = None
+    min_confidence: float | None = None
+    group_sources: bool = False
+    gate: GateModel | None = None  # None: the shipped model
+
+    def validate(self) -> None:
+        if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
+            raise InvalidQueryError(f"min_confidence must be between 0 and 1, got {self.min_confidence}")
+        if self.min_similarity is not None and not -1.0 <= self.min_similarity <= 1.0:
+            raise InvalidQueryError(f"min_similarity must be between -1 and 1, got {self.min_similarity}")
 
 
 def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
@@ -100,13 +125,14 @@ class Answer:
     provider: str | None
     retrieval: dict[str, Any]
     memory: dict[str, Any]
+    gate: dict[str, Any] | None = None  # the relevance gate's verdict (Relevance.to_dict); None: not gathered
     flagged: tuple[dict[str, Any], ...] = ()
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "question": self.question, "retrieval": self.retrieval, "memory": self.memory,
+            "question": self.question, "retrieval": self.retrieval, "gate": self.gate, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
         }
@@ -145,12 +171,28 @@ def ask(
     return answer(found, contexts, options.min_similarity, providers, on_text)
 
 
+@dataclass(frozen=True)
+class Relevance:
+    """The gate's verdict for one question: its probability `score`, the `threshold` it was held to, whether it
+    `passed`, what decided (`gate`, or `min_similarity` when that was given), and the signals it read."""
+
+    score: float
+    threshold: float
+    passed: bool
+    decided_by: str
+    signals: Signals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": round(self.score, 4), "threshold": self.threshold, "passed": self.passed,
+                "decided_by": self.decided_by, "signals": self.signals.to_dict()}
+
+
 class Contexts(list[Context]):
-    """The chunks `gather` hands to the answerers, and `best_similarity`: the highest cosine of any retrieved
-    chunk to the question, gated out or not (None when nothing was retrieved), so a refusal can say how close
-    the best match came to `min_similarity`."""
+    """The chunks `gather` hands to the answerers; `best_similarity`: the highest cosine of any retrieved chunk
+    to the question, handed over or not (None when nothing was retrieved); `relevance`: the gate's verdict."""
 
     best_similarity: float | None = None
+    relevance: Relevance | None = None
 
 
 def gather(
@@ -160,33 +202,98 @@ def gather(
     filters: QueryFilters,
     options: AskOptions,
     rules: tuple[PathRule, ...],
+    cache: UnitVectorCache | None = None,
 ) -> tuple[SearchResult, Contexts]:
-    """The store-side half of `ask`: search, score, gate, budget and screen. Returns (search result, contexts)."""
+    """The store-side half of `ask`: search, score, gate, order, budget and screen. Returns (search result,
+    contexts). `cache` keeps sentence vectors between questions (a KnowledgeBase holds one)."""
+    options.validate()
     found = search(question, store, embedder, filters, options.search, rules, options.reranker)
     query_vector = found.query_vector if found.query_vector is not None else embedder.embed_query(found.question)
-    missing = [hit.chunk_id for hit in found.hits if hit.vector_score is None]
-    stored = store.chunk_vectors(missing)
+    hits = list(found.hits)
+    similarities = _similarities(hits, store, query_vector)
+    lexical = _lexical_scores(found, store, filters)
+    candidates = [Candidate(hit.text, sim, lexical.get(hit.chunk_id))
+                  for hit, sim in zip(hits, similarities, strict=True)]
+    cache = cache or UnitVectorCache(embedder)
+    unit_similarities = {i: cache.vectors(hits[i].text) @ query_vector
+                         for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
+    model = options.gate or load_model()
+    ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
+                for term in query_terms(found.question)} if hits else {}
+    signals, _ = measure(found.question, candidates, unit_similarities, ceilings, model.sentence)
+    score = model.probability(signals) if hits else 0.0
     contexts = Contexts()
+    contexts.best_similarity = max(similarities, default=None)
+    if options.min_similarity is not None:
+        floor, passed = options.min_similarity, any(sim >= options.min_similarity for sim in similarities)
+        contexts.relevance = Relevance(score, options.min_similarity, passed, "min_similarity", signals)
+    else:
+        threshold = model.threshold if options.min_confidence is None else options.min_confidence
+        floor, passed = CONTEXT_FLOOR, bool(hits) and score >= threshold
+        contexts.relevance = Relevance(score, threshold, passed, "gate", signals)
+    if not passed:
+        return found, contexts
+    relevance = [max(sim, float(unit_similarities[i].max()) if i in unit_similarities and
+                     unit_similarities[i].size else -1.0) for i, sim in enumerate(similarities)]
+    if options.min_similarity is None:
+        floor = min(floor, max(relevance))  # past the gate, the best chunk is always handed over
     budget = options.max_context_tokens
-    for hit in found.hits:
-        similarity = hit.vector_score
-        if similarity is None:
-            vector = stored.get(hit.chunk_id)
-            similarity = float(vector @ query_vector) if vector is not None else 0.0
-        if contexts.best_similarity is None or similarity > contexts.best_similarity:
-            contexts.best_similarity = similarity
-        if similarity < options.min_similarity or (hit.token_estimate > budget and contexts):
+    seen: set[str] = set()
+    for i in _order(hits, options.group_sources):
+        hit, units = hits[i], unit_similarities.get(i)
+        if (similarities[i] if options.min_similarity is not None else relevance[i]) < floor:
             continue
+        text = " ".join(hit.text.split())
+        if text in seen or (hit.token_estimate > budget and contexts):
+            continue  # the same text again (a copy of a file) adds nothing; over budget: the next may fit
+        seen.add(text)
         budget -= hit.token_estimate
-        contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarity, 4),
-                                screen(hit.text)))
+        contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
+                                screen(hit.text), tuple(float(x) for x in units) if units is not None else ()))
     return found, contexts
+
+
+def _similarities(hits: list[Hit], store: Store, query_vector: np.ndarray) -> list[float]:
+    """Each hit's cosine to the question; the lexical side's hits are scored from their stored vectors."""
+    stored = store.chunk_vectors([hit.chunk_id for hit in hits if hit.vector_score is None])
+    out = []
+    for hit in hits:
+        if hit.vector_score is not None:
+            out.append(hit.vector_score)
+        else:
+            vector = stored.get(hit.chunk_id)
+            out.append(float(vector @ query_vector) if vector is not None else 0.0)
+    return out
+
+
+def _lexical_scores(found: SearchResult, store: Store, filters: QueryFilters) -> dict[str, float]:
+    """Each hit's BM25 score by chunk id. A vector-only search has none, so the lexical side is asked once for
+    the gate (it reads both sides whatever the mode)."""
+    scores = {hit.chunk_id: hit.lexical_score for hit in found.hits if hit.lexical_score is not None}
+    terms = query_terms(found.question)
+    if scores or not found.hits or not terms or found.mode.startswith("lexical"):
+        return scores
+    ranked = store.lexical_search(terms, filters, max(25, len(found.hits)))
+    rows = store.fetch_chunks([rowid for rowid, _ in ranked], filters)
+    by_id = {rows[rowid]["chunk_id"]: score for rowid, score in ranked if rowid in rows}
+    return {hit.chunk_id: by_id[hit.chunk_id] for hit in found.hits if hit.chunk_id in by_id}
+
+
+def _order(hits: list[Hit], group_sources: bool) -> list[int]:
+    """Hit positions in the order they are handed over: rank order, or source by source (sources in the order
+    of their best chunk, each source's chunks best first), so one long note does not split the others apart."""
+    if not group_sources:
+        return list(range(len(hits)))
+    first: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        first.setdefault(hit.doc_id, i)
+    return sorted(range(len(hits)), key=lambda i: (first[hits[i].doc_id], i))
 
 
 def answer(
     found: SearchResult,
     contexts: list[Context],
-    min_similarity: float,
+    min_similarity: float | None,
     providers: list[AnswerProvider],
     on_text: Callable[[str], None] | None = None,
     tools: ToolRegistry | None = None,
@@ -197,11 +304,13 @@ def answer(
     after the retrieved chunks. With tools and nothing retrieved, only such answerers are tried (a tool may
     answer what the documents cannot)."""
     question = found.question
+    relevance = getattr(contexts, "relevance", None)
     base: dict[str, Any] = {
         "question": question,
         "retrieval": {"mode": found.mode, "filters": found.filters, "retrieved": len(found.hits),
                       "relevant": len(contexts), "min_similarity": min_similarity,
                       "best_similarity": _best_similarity(contexts)},
+        "gate": relevance.to_dict() if relevance is not None else None,
         # What selective memory would make of the question; `ask --remember` writes it if it says so.
         "memory": decide(question).to_dict(),
         "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}

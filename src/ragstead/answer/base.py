@@ -31,6 +31,9 @@ class Context:
     locator: dict[str, Any]
     similarity: float | None  # cosine to the question; None for a tool's result (answer/tools.py)
     flags: list[str] = field(default_factory=list)  # prompt-injection screening reasons; [] when clean
+    # The cosine of each sentence of `text` (answer/evidence.py's `split_units` order) to the question, for the
+    # chunks whose sentences `ask` scored; () otherwise. Not part of what a model reads.
+    unit_similarities: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""

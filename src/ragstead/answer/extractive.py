@@ -1,22 +1,25 @@
-"""The offline, deterministic answerer: the most relevant sentences of the retrieved chunks, each cited.
+"""The offline, deterministic answerer: the sentences of the retrieved chunks most likely to hold the answer,
+each cited.
 
-A sentence's score is the share of the question's content words (stemmed as the lexical index stems
-them) that it contains, weighted by how rare each word is among the candidate sentences, plus a small
-bonus for coming from a higher-ranked chunk. The best few are printed in document order per chunk.
+Every unit (sentence, list item, table row: answer/evidence.py) is scored by the gate model's sentence scorer:
+its cosine to the question (`ask` embeds the sentences of the top chunks), the share of the question's words it
+holds weighted by rarity, whether it holds what the question asks for (a date for "when", a number for "how
+much", a name for "who"), and its chunk's rank. The best unit leads; a header-like line ("Attendees: ...") or a
+note's title never leads unless it answers. Up to two more units follow, best first, when they score at least
+half as well.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
+from ragstead.answer.evidence import SentenceScorer, Unit, split_units
+from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
-from ragstead.retrieval.lexical_query import query_terms
-from ragstead.retrieval.sentences import split_sentences
-from ragstead.stores.lexical_index import text_analyzer
 
 MAX_SENTENCES = 3
+SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at least this share of the lead's
 
 
 class ExtractiveAnswerer:
@@ -24,33 +27,35 @@ class ExtractiveAnswerer:
 
     name = "extractive"
 
-    def __init__(self, max_sentences: int = MAX_SENTENCES) -> None:
+    def __init__(self, max_sentences: int = MAX_SENTENCES, scorer: SentenceScorer | None = None) -> None:
         self.max_sentences = max_sentences
-        self._analyzer = text_analyzer()
-
-    def _stems(self, text: str) -> set[str]:
-        return set(self._analyzer.analyze(text))
+        self._scorer = scorer
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
-        wanted = set(self._analyzer.analyze(" ".join(query_terms(question))))
-        candidates = []  # (context rank, position, sentence, stems)
+        items: list[tuple[int, Unit, float]] = []  # (context rank, unit, cosine to the question)
+        numbers: list[int] = []
         for rank, context in enumerate(contexts):
-            for position, sentence in enumerate(split_sentences(context.text)):
-                if not screen(sentence):  # never quote an instruction-like sentence
-                    candidates.append((rank, position, context.n, sentence, self._stems(sentence) & wanted))
-        if not candidates:
+            units = split_units(context.text)
+            scored = len(context.unit_similarities) == len(units)
+            for position, unit in enumerate(units):
+                if screen(unit.text):  # never quote an instruction-like sentence
+                    continue
+                # Without sentence vectors (a chunk `ask` did not score), the chunk's own cosine stands in.
+                similarity = context.unit_similarities[position] if scored else (context.similarity or 0.0)
+                items.append((rank, unit, similarity))
+                numbers.append(context.n)
+        if not items:
             return ""
-        df = {term: sum(term in c[4] for c in candidates) for term in wanted}
-        weight = {term: math.log(1 + len(candidates) / (1 + df[term])) for term in wanted}
-        total = sum(weight.values()) or 1.0
-
-        def score(c: tuple[int, int, int, str, set[str]]) -> float:
-            return sum(weight[t] for t in c[4]) / total + 0.05 / (1 + c[0])
-
-        ranked = sorted(candidates, key=lambda c: (-score(c), c[0], c[1]))
-        chosen = [c for c in ranked[: self.max_sentences] if c[4]] or ranked[:1]
-        chosen.sort(key=lambda c: (c[0], c[1]))
-        text = " ".join(f"{sentence} [{n}]" for _, _, n, sentence, _ in chosen)
+        scores = (self._scorer or load_model().sentence).score(question, items)
+        order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
+        lead = order[0]
+        chosen = [lead]
+        for j in order[1:]:
+            if len(chosen) == self.max_sentences or scores[j] < SUPPORT_RATIO * scores[lead]:
+                break
+            if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
+                chosen.append(j)
+        text = " ".join(f"{items[j][1].text} [{numbers[j]}]" for j in chosen)
         if on_text:
             on_text(text)
         return text

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -26,7 +28,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragstead.answer.evidence import SentenceScorer, question_stems, split_units, stems_of
+from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError
 
 MODEL_FILE = "gate_model.json"
@@ -55,7 +60,7 @@ class Signals:
     evidence: float
 
     def to_dict(self) -> dict[str, float]:
-        return {name: round(value, 4) for name, value in asdict(self).items()}
+        return {name: round(float(value), 4) for name, value in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,32 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     per_chunk: dict[int, list[float]] = {i: [] for i in unit_similarities}
     for (i, _, _), value in zip(items, scores, strict=True):
         per_chunk[i].append(value)
-    sentence = max((similarity for _, _, similarity in items), default=dense)
-    evidence = max(scores, default=0.0)
+    sentence = float(max((similarity for _, _, similarity in items), default=dense))
+    evidence = float(max(scores, default=0.0))
     return Signals(dense, lexical, sentence, coverage, agreement, evidence), per_chunk
+
+
+class UnitVectorCache:
+    """The vectors of a chunk's units, by chunk text (LRU): the same chunks come back for related questions, and
+    embedding sentences is most of what the gate costs."""
+
+    def __init__(self, embedder: Embedder, size: int = 2048) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, text: str) -> np.ndarray:
+        """One row per unit of `text` (`split_units` order); (0, dim) for a chunk without any."""
+        with self._lock:
+            if text in self._vectors:
+                self._vectors.move_to_end(text)
+                return self._vectors[text]
+        units = [unit.text for unit in split_units(text)]
+        matrix = (np.asarray(self.embedder.embed_documents(units), dtype=np.float32) if units
+                  else np.zeros((0, self.embedder.dim), dtype=np.float32))
+        with self._lock:
+            self._vectors[text] = matrix
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return matrix

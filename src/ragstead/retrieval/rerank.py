@@ -6,12 +6,15 @@ Opt-in (`--rerank`); docs/design.md, "Re-ranking".
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
 
 from ragstead.embeddings.base import Embedder
+from ragstead.errors import ConfigError
+from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.sentences import split_sentences
 
 
@@ -26,41 +29,82 @@ class Reranker(Protocol):
 
 
 class SentenceMaxSimReranker:
-    """Score = the best cosine between the question and any sentence of the candidate.
+    """Score = the best cosine between the question and any embedded sentence of the candidate.
 
-    Sentence vectors are cached (LRU by text) because the same chunks come back for related questions.
+    Fast by three means (docs/design.md, "Re-ranking"): sentence vectors are cached across queries (LRU keyed by
+    the sentence's hash: the same chunks come back for related questions); of the sentences not cached, at most
+    `sentence_budget` go through the model per query (None: all), chosen by how many question terms they share,
+    each candidate's best one first; and they go as one batch. A candidate none of whose sentences has a vector
+    gets the median score of the others, so the first stage decides its place.
     """
 
-    def __init__(self, embedder: Embedder, cache_size: int = 4096) -> None:
+    def __init__(self, embedder: Embedder, cache_size: int = 20_000, sentence_budget: int | None = None) -> None:
         self.embedder = embedder
         self.name = f"sentence-maxsim:{embedder.name}"
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-
-    def _sentences(self, text: str) -> list[str]:
-        return split_sentences(text) or [text]
+        self.cache_size = cache_size  # sentence vectors kept (20k x 384 floats: 30 MB)
+        if sentence_budget is not None and sentence_budget < 1:
+            raise ConfigError(f"the sentence budget must be 1 or more (rerank_sentences 0: all), got {sentence_budget}")
+        self.sentence_budget = sentence_budget
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.embedded = 0  # sentences the model embedded, for benchmarks
 
     def score(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float]:
+        best = self.score_known(question, query_vector, texts)
+        known = [b for b in best if b is not None]
+        fallback = float(np.median(known)) if known else 0.0
+        return [fallback if b is None else b for b in best]
+
+    def score_known(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float | None]:
+        """The max-sim of each text over its sentences that have a vector; None for a text with none."""
         if not texts:
             return []
         if query_vector is None:
             query_vector = self.embedder.embed_query(question)
-        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if todo:
-            # One batch over every uncached sentence: the embedder sorts it by length, so padding is small.
-            pieces = [self._sentences(t) for t in todo]
-            vectors = self.embedder.embed_documents([s for group in pieces for s in group])
-            start = 0
-            for text, group in zip(todo, pieces, strict=True):
-                self._cache[text] = vectors[start:start + len(group)]
-                start += len(group)
-        scores = []
-        for text in texts:
-            self._cache.move_to_end(text)
-            scores.append(float(np.max(self._cache[text] @ query_vector)))
+        groups = [split_sentences(t) or [t] for t in texts]
+        keys = [[_sentence_key(s) for s in group] for group in groups]
+        chosen = self._choose(question, groups, keys)
+        if chosen:
+            vectors = self.embedder.embed_documents([sentence for _, sentence in chosen])
+            self.embedded += len(chosen)
+            for (key, _), vector in zip(chosen, vectors, strict=True):
+                self._cache[key] = vector
+        best: list[float | None] = []
+        for group_keys in keys:
+            found = [self._cache[k] for k in group_keys if k in self._cache]
+            for k in group_keys:
+                if k in self._cache:
+                    self._cache.move_to_end(k)
+            best.append(float(np.max(np.vstack(found) @ query_vector)) if found else None)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        return scores
+        return best
+
+    def _choose(self, question: str, groups: list[list[str]], keys: list[list[bytes]]) -> list[tuple[bytes, str]]:
+        """The uncached sentences to embed now: all of them, or the budget's worth by shared question terms."""
+        missing: dict[bytes, tuple[int, int, str]] = {}  # key -> (candidate rank, position, sentence)
+        for rank, (group, group_keys) in enumerate(zip(groups, keys, strict=True)):
+            for position, (sentence, key) in enumerate(zip(group, group_keys, strict=True)):
+                if key not in self._cache and key not in missing:
+                    missing[key] = (rank, position, sentence)
+        if self.sentence_budget is None or len(missing) <= self.sentence_budget:
+            return [(key, sentence) for key, (_, _, sentence) in missing.items()]
+        terms = set(query_terms(question))
+        overlap = {key: len(terms.intersection(query_terms(sentence))) for key, (_, _, sentence) in missing.items()}
+        covered = {rank for rank, group_keys in enumerate(keys) if any(k in self._cache for k in group_keys)}
+        # First each uncovered candidate's best sentence (best candidates first), then the most overlapping rest.
+        firsts: dict[int, bytes] = {}
+        for key, (rank, _, _) in missing.items():
+            if rank not in covered and (rank not in firsts or overlap[key] > overlap[firsts[rank]]):
+                firsts[rank] = key
+        order = sorted(firsts.values(), key=lambda k: (-overlap[k], missing[k][0]))
+        picked = set(order)
+        order += sorted((k for k in missing if k not in picked), key=lambda k: (-overlap[k], missing[k][0],
+                                                                              missing[k][1]))
+        return [(key, missing[key][2]) for key in order[: self.sentence_budget]]
+
+
+def _sentence_key(sentence: str) -> bytes:
+    return hashlib.blake2b(sentence.encode(), digest_size=16).digest()
 
 
 class PairScorer(Protocol):
@@ -81,17 +125,18 @@ class CrossEncoderReranker:
         self.model = model
         self.name = f"cross-encoder:{model.name}"
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._cache: OrderedDict[bytes, float] = OrderedDict()  # keyed by a hash of (question, text)
 
     def score(self, question: str, query_vector: np.ndarray | None, texts: list[str]) -> list[float]:
-        todo = [t for t in dict.fromkeys(texts) if (question, t) not in self._cache]
+        keys = {t: _sentence_key(f"{question}\x00{t}") for t in dict.fromkeys(texts)}
+        todo = [t for t, key in keys.items() if key not in self._cache]
         if todo:
             for text, value in zip(todo, self.model.score(question, todo), strict=True):
-                self._cache[(question, text)] = float(value)
+                self._cache[keys[text]] = float(value)
         scores = []
         for text in texts:
-            self._cache.move_to_end((question, text))
-            scores.append(self._cache[(question, text)])
+            self._cache.move_to_end(keys[text])
+            scores.append(self._cache[keys[text]])
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return scores

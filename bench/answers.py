@@ -1,0 +1,508 @@
+"""`python -m bench answers [--fit]`: does `ask` answer what the documents say, refuse what they do not, and quote
+the sentence that answers? The relevance gate against the cosine threshold it replaced, in the same run.
+
+Two calibration sources:
+- the notes set (tests/data/notes: 43 personal and team notes in md, txt, html, docx and pdf; answerable questions
+  with the fact the answer must contain, near-miss questions on the same topics that the notes do not answer, and
+  off-topic questions), split into a fit half and a held-out half by note topic;
+- SciFact (BEIR): train queries answerable (full corpus) and near-miss (the query's relevant abstracts removed,
+  as `bench refusal` does), plus 30 off-topic questions; the test split is only ever measured, never fitted.
+A second public BEIR set is not available here (docs/benchmarks.md says what was searched).
+
+Every run fits the gate three ways (notes fit half, SciFact train, both) and reports each on the data it was not
+fitted on; `--fit` also writes the model fitted on both to src/ragstead/answer/gate_model.json. The sentence
+scorer (which sentence holds the answer) is fitted on the notes fit half only: only the notes say which sentence
+answers. Notes answers are produced by the real `ask` path (gather + the extractive answerer).
+Needs the SciFact index that `python -m bench quality` keeps in bench/results/.cache/.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import RESULTS, Timer, write_results
+from bench.refusal_calibration import OFF_TOPIC as SCIFACT_OFF_TOPIC
+
+NOTES = Path(__file__).resolve().parents[1] / "tests" / "data" / "notes"
+MODEL_PATH = Path(__file__).resolve().parents[1] / "src" / "ragstead" / "answer" / "gate_model.json"
+LEGACY_THRESHOLD = 0.428
+K = 8
+FIT_ANSWER_RATE = 0.93  # the threshold is the highest that still answers this share of every fit set's answerable
+L2 = 1.0
+
+
+# -- observing: one search per question, everything the gate reads, reusable with documents taken out ---------
+
+@dataclass
+class Observation:
+    """One question's retrieval, deep enough that a view without some documents still has K hits."""
+
+    question: str
+    hits: list[Any]
+    similarities: list[float]
+    lexical: dict[str, float]
+    ceilings: dict[str, list[tuple[str, float]]]  # query word -> [(file path, best single-word BM25)], best first
+    query_vector: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def observe(kb: Any, filters: Any, question: str, extra: int = 0) -> Observation:
+    from ragstead.answer import ask as ask_module
+    from ragstead.retrieval.lexical_query import query_terms
+
+    found = kb.search(question, k=K + extra, filters=filters)
+    vector = found.query_vector if found.query_vector is not None else kb.embedder.embed_query(found.question)
+    hits = list(found.hits)
+    similarities = ask_module._similarities(hits, kb.store, vector)
+    lexical = ask_module._lexical_scores(found, kb.store, filters)
+    ceilings = {}
+    for term in query_terms(found.question):
+        ranked = kb.store.lexical_search([term], filters, 1 + extra)
+        rows = kb.store.fetch_chunks([rowid for rowid, _ in ranked], filters)
+        ceilings[term] = [(rows[rowid]["file_path"], score) for rowid, score in ranked if rowid in rows]
+    return Observation(found.question, hits, similarities, lexical, ceilings, vector)
+
+
+def signals(obs: Observation, cache: Any, scorer: Any, exclude: Iterable[str] = ()) -> Any:
+    """The gate's signals for `obs`, as if the documents `exclude` (file paths) were not in the index."""
+    from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, measure
+
+    gone = set(exclude)
+    kept = [i for i, hit in enumerate(obs.hits) if hit.file_path not in gone][:K]
+    candidates = [Candidate(obs.hits[i].text, obs.similarities[i], obs.lexical.get(obs.hits[i].chunk_id))
+                  for i in kept]
+    units = {n: cache.vectors(obs.hits[i].text) @ obs.query_vector for n, i in enumerate(kept[:EVIDENCE_CHUNKS])}
+    ceilings = {term: next((score for doc, score in ranked if doc not in gone), 0.0)
+                for term, ranked in obs.ceilings.items()}
+    return measure(obs.question, candidates, units, ceilings, scorer)[0]
+
+
+def unit_items(obs: Observation, cache: Any) -> list[tuple[int, Any, float]]:
+    """(chunk rank, unit, cosine) for the units of the top chunks: what the sentence scorer ranks."""
+    from ragstead.answer.evidence import split_units
+    from ragstead.answer.gate import EVIDENCE_CHUNKS
+
+    items = []
+    for rank, hit in enumerate(obs.hits[:EVIDENCE_CHUNKS]):
+        sims = cache.vectors(hit.text) @ obs.query_vector
+        items += [(rank, unit, float(sims[p])) for p, unit in enumerate(split_units(hit.text))]
+    return items
+
+
+# -- fitting ----------------------------------------------------------------------------------------------------
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None,
+                 l2: float = L2) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """L2-regularised logistic regression by Newton's method on standardised features: (mean, scale, w, b).
+    Written here because it is a dozen lines of numpy and needs no new dependency."""
+    mean, scale = x.mean(0), x.std(0) + 1e-6
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    weight = np.ones(len(y)) if weight is None else weight
+    beta = np.zeros(z.shape[1])
+    penalty = l2 * np.diag(np.r_[np.ones(z.shape[1] - 1), 0.0])
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
+        gradient = z.T @ (weight * (p - y)) + penalty @ beta
+        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + penalty
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return mean, scale, beta[:-1], float(beta[-1])
+
+
+def fit_sentence_scorer(observations: list[Observation], cache: Any) -> Any:
+    """The sentence scorer from the notes fit half: a unit is positive when it holds the expected fact."""
+    from ragstead.answer.evidence import SentenceScorer, unit_features
+
+    rows, labels = [], []
+    for obs in observations:
+        items = unit_items(obs, cache)
+        fact = obs.meta["fact"].lower()
+        for (features, blocked), (_, unit, _) in zip(unit_features(obs.question, items), items, strict=True):
+            if not blocked:
+                rows.append(features)
+                labels.append(1.0 if fact in " ".join(unit.text.split()).lower() else 0.0)
+    x, y = np.array(rows), np.array(labels)
+    mean, scale, w, b = fit_logistic(x, y)
+    raw = w / scale  # back to unstandardised weights: the library scores raw features
+    return SentenceScorer((float(raw[0]), float(raw[1]), float(raw[2]), float(raw[3])), float(b - raw @ mean))
+
+
+ALL_SIGNALS = ("dense", "lexical", "sentence", "coverage", "agreement", "evidence")
+# What the shipped model reads. With the best sentence's cosine in, dense and agreement took negative weights (they
+# say the same thing more weakly) and the six-signal model refused fewer off-topic notes on the held-out half.
+FEATURES = ("lexical", "sentence", "coverage", "evidence")
+FEATURE_SETS = {"four signals (shipped)": FEATURES, "all six signals": ALL_SIGNALS}
+
+
+@dataclass
+class LabelledSet:
+    """One calibration set's signals: answerable, near-miss and off-topic questions."""
+
+    name: str
+    answerable: list[Any]
+    near_miss: list[Any]
+    off_topic: list[Any]
+
+
+def _matrix(values: list[Any], features: tuple[str, ...] = FEATURES) -> np.ndarray:
+    return np.array([[getattr(s, f) for f in features] for s in values]).reshape(-1, len(features))
+
+
+def fit_gate(sets: list[LabelledSet], scorer: Any, features: tuple[str, ...] = FEATURES) -> Any:
+    """A GateModel fitted on `sets`, thresholded so every set answers FIT_ANSWER_RATE of its answerable
+    questions."""
+    from ragstead.answer.gate import GateModel
+
+    xs, ys, ws = [], [], []
+    for s in sets:  # each set weighs the same; within it, half answerable, a quarter each kind of refusal
+        for values, label, share in ((s.answerable, 1.0, 0.5), (s.near_miss, 0.0, 0.25), (s.off_topic, 0.0, 0.25)):
+            xs.append(_matrix(values, features))
+            ys.append(np.full(len(values), label))
+            ws.append(np.full(len(values), share / max(1, len(values))))
+    weight = np.concatenate(ws)
+    mean, scale, w, b = fit_logistic(np.vstack(xs), np.concatenate(ys), weight * len(weight) / weight.sum())
+    model = GateModel(features, tuple(map(float, mean)), tuple(map(float, scale)), tuple(map(float, w)), b, 0.5,
+                      scorer)
+    threshold = 0.01
+    for candidate in np.round(np.arange(0.01, 1.0, 0.01), 2):
+        if all(answer_rate(model, s.answerable, candidate) >= FIT_ANSWER_RATE for s in sets):
+            threshold = float(candidate)
+    return replace(model, threshold=threshold)
+
+
+def answer_rate(model: Any, values: list[Any], threshold: float) -> float:
+    return float(np.mean([model.probability(v) >= threshold for v in values])) if values else math.nan
+
+
+@dataclass(frozen=True)
+class HandRule:
+    """The hand-written alternative: answer when the best sentence is close enough and the question's words are
+    found, or when the best chunk alone is very close."""
+
+    sentence: float
+    coverage: float
+    dense: float
+
+    def passes(self, s: Any) -> bool:
+        return (s.sentence >= self.sentence and s.coverage >= self.coverage) or s.dense >= self.dense
+
+
+def fit_hand_rule(sets: list[LabelledSet]) -> HandRule:
+    """The grid rule that refuses most near-miss and off-topic questions while every set answers
+    FIT_ANSWER_RATE of its answerable ones."""
+    best, best_score = HandRule(0.0, 0.0, 1.0), -1.0
+    for sentence in np.arange(0.20, 0.80, 0.02):
+        for coverage in np.arange(0.0, 1.01, 0.1):
+            for dense in (0.45, 0.5, 0.55, 0.6, 0.7, 1.0):
+                rule = HandRule(float(sentence), float(coverage), dense)
+                if min(np.mean([rule.passes(v) for v in s.answerable]) for s in sets) < FIT_ANSWER_RATE:
+                    continue
+                score = float(np.mean([1 - np.mean([rule.passes(v) for v in s.near_miss + s.off_topic])
+                                       for s in sets]))
+                if score > best_score:
+                    best, best_score = rule, score
+    return best
+
+
+def rates(decide: Callable[[Any], bool], s: LabelledSet) -> dict[str, float]:
+    def share(values: list[Any], answered: bool) -> float:
+        return round(float(np.mean([decide(v) == answered for v in values])), 4) if values else math.nan
+
+    return {"answered": share(s.answerable, True), "refused_near_miss": share(s.near_miss, False),
+            "refused_off_topic": share(s.off_topic, False), "questions": len(s.answerable) + len(s.near_miss)
+            + len(s.off_topic)}
+
+
+# -- the notes set ------------------------------------------------------------------------------------------------
+
+def load_questions() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (NOTES / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def notes_kb(folder: Path, embedder: Any) -> Any:
+    """A personal-mode project over a copy of the notes, indexed."""
+    import ragstead
+
+    shutil.copytree(NOTES / "notes", folder / "notes")
+    kb = ragstead.open(folder, roots=("notes",), owner="me", embedder=embedder)
+    kb.index()
+    return kb
+
+
+def fact_in(text: str, fact: str) -> bool:
+    return " ".join(fact.split()).lower() in " ".join(text.split()).lower()
+
+
+class LegacyExtractive:
+    """The extractive answerer before issue 22, kept here as the baseline: sentences by idf-weighted share of
+    the question's words, printed in document order (so a header line could lead)."""
+
+    name = "extractive"
+
+    def answer(self, question: str, contexts: list[Any], on_text: Any = None) -> str:
+        from ragstead.answer.screening import screen
+        from ragstead.retrieval.lexical_query import query_terms
+        from ragstead.retrieval.sentences import split_sentences
+        from ragstead.stores.lexical_index import text_analyzer
+
+        analyzer = text_analyzer()
+        wanted = set(analyzer.analyze(" ".join(query_terms(question))))
+        candidates = [(rank, position, c.n, sentence, set(analyzer.analyze(sentence)) & wanted)
+                      for rank, c in enumerate(contexts) for position, sentence in enumerate(split_sentences(c.text))
+                      if not screen(sentence)]
+        if not candidates:
+            return ""
+        df = {t: sum(t in c[4] for c in candidates) for t in wanted}
+        weight = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in wanted}
+        total = sum(weight.values()) or 1.0
+        ranked = sorted(candidates, key=lambda c: (-(sum(weight[t] for t in c[4]) / total + 0.05 / (1 + c[0])),
+                                                   c[0], c[1]))
+        chosen = sorted([c for c in ranked[:3] if c[4]] or ranked[:1], key=lambda c: (c[0], c[1]))
+        return " ".join(f"{sentence} [{n}]" for _, _, n, sentence, _ in chosen)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    min_similarity: float | None = None
+    legacy_answerer: bool = False
+    group_sources: bool = False
+    dedup_sources: bool = False
+
+
+VARIANTS = (
+    Variant("before: cosine 0.428, old sentence choice", LEGACY_THRESHOLD, legacy_answerer=True),
+    Variant("cosine 0.428, new sentence choice", LEGACY_THRESHOLD),
+    Variant("gate, rank order (default)"),
+    Variant("gate, best chunk per source only", dedup_sources=True),
+    Variant("gate, source by source", group_sources=True),
+)
+
+
+def run_notes(kb: Any, questions: list[dict[str, Any]], model: Any) -> dict[str, dict[str, Any]]:
+    """Every variant over every notes question through gather + answer: per split, the rates and fact-in-answer."""
+    from ragstead.answer.ask import AskOptions, UnitVectorCache, answer, gather
+    from ragstead.answer.extractive import ExtractiveAnswerer
+
+    filters = kb.scope(user="me")
+    cache = UnitVectorCache(kb.embedder, size=10000)
+    out: dict[str, dict[str, Any]] = {}
+    for variant in VARIANTS:
+        answerer = LegacyExtractive() if variant.legacy_answerer else ExtractiveAnswerer(scorer=model.sentence)
+        options = AskOptions(kb.search_options(k=K, dedup_sources=variant.dedup_sources), variant.min_similarity,
+                             group_sources=variant.group_sources, gate=model)
+        records = []
+        for q in questions:
+            found, contexts = gather(q["question"], kb.store, kb.embedder, filters, options, kb.settings.scope_rules,
+                                     cache)
+            result = answer(found, contexts, options.min_similarity, [answerer])
+            first = result.text.split(" [")[0] if not result.refused else ""
+            records.append({"id": q["id"], "split": q["split"], "kind": q["kind"], "refused": result.refused,
+                            "fact": bool(q["fact"]) and fact_in(result.text, q["fact"]),
+                            "lead": bool(q["fact"]) and fact_in(first, q["fact"]),
+                            "score": result.gate["score"] if result.gate else None, "answer": result.text})
+        out[variant.name] = {split: _notes_rates(records, split) for split in ("fit", "heldout", None)}
+        out[variant.name]["records"] = records  # type: ignore[assignment]
+    return out
+
+
+def _notes_rates(records: list[dict[str, Any]], split: str | None) -> dict[str, Any]:
+    chosen = [r for r in records if split is None or r["split"] == split]
+    answerable = [r for r in chosen if r["kind"] == "answerable"]
+    answered = [r for r in answerable if not r["refused"]]
+
+    def mean(values: list[bool]) -> float:
+        return round(float(np.mean(values)), 4) if values else math.nan
+
+    return {"answerable": len(answerable), "answered": mean([not r["refused"] for r in answerable]),
+            "refused_near_miss": mean([r["refused"] for r in chosen if r["kind"] == "near_miss"]),
+            "refused_off_topic": mean([r["refused"] for r in chosen if r["kind"] == "off_topic"]),
+            "fact_in_answer": mean([r["fact"] for r in answerable]),
+            "fact_when_answered": mean([r["fact"] for r in answered]),
+            "fact_leads": mean([r["lead"] for r in answerable])}
+
+
+# -- the run ----------------------------------------------------------------------------------------------------
+
+def observe_all(dataset: Path, embedder: Any, questions: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
+    """Every retrieval the run needs, once: the notes questions, SciFact train and test (deep enough to take the
+    relevant abstracts out), the off-topic questions; with the sentence vectors they used."""
+    import ragstead
+    from ragstead.answer.gate import UnitVectorCache
+    from ragstead.evaluation.cases import load_beir
+
+    index_db = RESULTS / ".cache" / f"{dataset.name}.db"
+    if not index_db.exists():
+        sys.exit(f"no SciFact index at {index_db}; run `python -m bench quality` first")
+    with tempfile.TemporaryDirectory(prefix="ragstead-notes-") as scratch:
+        kb = notes_kb(Path(scratch), embedder)
+        cache = UnitVectorCache(kb.embedder, size=10**6)
+        notes = []
+        for q in questions:
+            obs = observe(kb, kb.scope(user="me"), q["question"])
+            obs.meta = q
+            unit_items(obs, cache)  # embeds the sentences the sets will read
+            notes.append(obs)
+        kb.close()
+    with ragstead.open(RESULTS / ".cache", db_path=str(index_db), lock_path=f"{index_db}.lock",
+                       embedder=embedder) as sci:
+        sci_cache = UnitVectorCache(sci.embedder, size=10**6)
+        filters = sci.scope()
+        scifact: dict[str, list[Observation]] = {}
+        for split in ("train", "test"):
+            scifact[split] = []
+            for case in load_beir(dataset, split).cases[:limit]:
+                relevant = {f"kb/beir/{d}" for d, gain in case.relevant.items() if gain > 0}
+                obs = observe(sci, filters, case.query, extra=len(relevant))
+                obs.meta = {"relevant": relevant}
+                for hit in obs.hits[:K + len(relevant)]:
+                    sci_cache.vectors(hit.text)
+                scifact[split].append(obs)
+        off = []
+        for question in SCIFACT_OFF_TOPIC:
+            obs = observe(sci, filters, question)
+            unit_items(obs, sci_cache)
+            off.append(obs)
+    return {"notes": notes, "scifact": scifact, "scifact_off_topic": off, "notes_vectors": dict(cache._vectors),
+            "scifact_vectors": dict(sci_cache._vectors), "scifact_limit": limit}
+
+
+def _pct(value: float) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
+
+
+def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool = False) -> None:
+    """`limit`: the first N SciFact queries of each split only (a quick look; the results say so). `reuse`: the
+    retrievals and sentence vectors of the last run (bench/results/.cache/answers-observations.pkl)."""
+    from ragstead.answer.gate import UnitVectorCache, load_model
+    from ragstead.embeddings import default_embedder
+
+    embedder = default_embedder()
+    questions = load_questions()
+    saved = RESULTS / ".cache" / "answers-observations.pkl"
+    timings: dict[str, float] = {}
+    if reuse and saved.exists():
+        with saved.open("rb") as f:
+            observed = pickle.load(f)  # our own cache file, written below
+    else:
+        with Timer() as t:
+            observed = observe_all(dataset, embedder, questions, limit)
+        timings["observe_s"] = round(t.seconds, 1)
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        with saved.open("wb") as f:
+            pickle.dump(observed, f)
+    notes_obs, sci_obs, sci_off = observed["notes"], observed["scifact"], observed["scifact_off_topic"]
+    cache, sci_cache = UnitVectorCache(embedder, size=10**6), UnitVectorCache(embedder, size=10**6)
+    cache._vectors.update(observed["notes_vectors"])
+    sci_cache._vectors.update(observed["scifact_vectors"])
+    scorer = fit_sentence_scorer([o for o in notes_obs if o.meta["kind"] == "answerable"
+                                  and o.meta["split"] == "fit"], cache)
+
+    def sets_for(scorer: Any) -> dict[str, LabelledSet]:
+        out = {}
+        for split in ("fit", "heldout"):
+            chosen = [o for o in notes_obs if o.meta["split"] == split]
+            out[f"notes {split}"] = LabelledSet(
+                f"notes {split}", *[[signals(o, cache, scorer) for o in chosen if o.meta["kind"] == kind]
+                                    for kind in ("answerable", "near_miss", "off_topic")])
+        off = [signals(o, sci_cache, scorer) for o in sci_off]
+        for split, observations in sci_obs.items():
+            out[f"SciFact {split}"] = LabelledSet(
+                f"SciFact {split}", [signals(o, sci_cache, scorer) for o in observations],
+                [signals(o, sci_cache, scorer, o.meta["relevant"]) for o in observations], off)
+        return out
+
+    with Timer() as t:
+        sets = sets_for(scorer)
+    timings["signals_s"] = round(t.seconds, 1)
+
+    fits = {"notes fit half": [sets["notes fit"]], "SciFact train": [sets["SciFact train"]],
+            "both": [sets["notes fit"], sets["SciFact train"]]}
+    cross: dict[str, Any] = {}
+    cross_rows = [["fitted on", "model", "tested on", "answered", "refused near-miss", "refused off-topic"]]
+    models = {}
+    for fit_name, fit_sets in fits.items():
+        deciders: dict[str, Callable[[Any], bool]] = {}
+        cross[fit_name] = {"tests": {}}
+        for label, features in FEATURE_SETS.items():
+            model = fit_gate(fit_sets, scorer, features)
+            models[(fit_name, label)] = model
+            cross[fit_name][label] = model.to_dict()
+            deciders[f"logistic, {label}"] = lambda v, m=model: m.probability(v) >= m.threshold
+        rule = fit_hand_rule(fit_sets)
+        cross[fit_name]["hand rule"] = rule.__dict__
+        deciders["hand rule"] = rule.passes
+        for test_name, test_set in sets.items():
+            if test_set in fit_sets:
+                continue
+            for label, decide in deciders.items():
+                measured = rates(decide, test_set)
+                cross[fit_name]["tests"].setdefault(test_name, {})[label] = measured
+                cross_rows.append([fit_name, label, test_name, _pct(measured["answered"]),
+                                   _pct(measured["refused_near_miss"]), _pct(measured["refused_off_topic"])])
+    if fit:
+        MODEL_PATH.write_text(json.dumps(models[("both", "four signals (shipped)")].to_dict(), indent=2) + "\n",
+                              encoding="utf-8")
+        load_model.cache_clear()
+    shipped = load_model()
+
+    gate_rows = [["set", "gate", "answered (answerable)", "refused near-miss", "refused off-topic"]]
+    gate_results: dict[str, Any] = {}
+    for name, s in sets.items():
+        legacy = rates(lambda v: v.dense >= LEGACY_THRESHOLD, s)
+        new = rates(lambda v: shipped.probability(v) >= shipped.threshold, s)
+        gate_results[name] = {"cosine 0.428": legacy, "gate": new}
+        for label, measured in (("cosine 0.428 (before)", legacy), ("gate", new)):
+            gate_rows.append([name, label, _pct(measured["answered"]), _pct(measured["refused_near_miss"]),
+                              _pct(measured["refused_off_topic"])])
+
+    with tempfile.TemporaryDirectory(prefix="ragstead-notes-") as scratch:
+        kb = notes_kb(Path(scratch), embedder)
+        with Timer() as t:
+            notes = run_notes(kb, questions, shipped)
+        timings["notes_answers_s"] = round(t.seconds, 1)
+        kb.close()
+    notes_rows = [["notes half", "ask", "answered", "refused near-miss", "refused off-topic", "fact in answer",
+                   "fact when answered", "fact in first sentence"]]
+    for variant, by_split in notes.items():
+        for split in ("heldout", "fit"):
+            m = by_split[split]
+            notes_rows.append([split, variant, _pct(m["answered"]), _pct(m["refused_near_miss"]),
+                               _pct(m["refused_off_topic"]), _pct(m["fact_in_answer"]),
+                               _pct(m["fact_when_answered"]), _pct(m["fact_leads"])])
+    (RESULTS / ".cache").mkdir(parents=True, exist_ok=True)
+    (RESULTS / ".cache" / "answers-notes-records.json").write_text(json.dumps(
+        {v: by_split["records"] for v, by_split in notes.items()}, indent=1, ensure_ascii=False))
+    counts = {name: {"answerable": len(s.answerable), "near_miss": len(s.near_miss), "off_topic": len(s.off_topic)}
+              for name, s in sets.items()}
+    results = {"data": __doc__.split("\n\n")[1].replace("\n", " "), "counts": counts,
+               "model": shipped.to_dict(), "fitted_now": fit, "gate": gate_results,
+               "notes": {v: {k: m for k, m in by_split.items() if k != "records"} for v, by_split in notes.items()},
+               "cross_dataset": cross, "timings_s": timings,
+               "scifact_limit": observed["scifact_limit"]}
+    path = write_results("answers", results, gate_rows)
+    markdown = (RESULTS / "answers.md").read_text()
+    extra = "\n".join(["", "Notes set, through `ask` (gather + extractive answerer):", "", *_table(notes_rows), "",
+                       "Cross-dataset: fitted on one source, tested on the others:", "", *_table(cross_rows), ""])
+    (RESULTS / "answers.md").write_text(markdown + extra)
+    print(extra)
+    print(f"wrote {path}")
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
+        "| " + " | ".join(row) + " |" for row in rows[1:]]
