@@ -116,7 +116,7 @@ def test_the_shipped_gate_model_loads_and_a_broken_one_is_refused(tmp_path):
             parse_model(broken, "broken.json")
     path = tmp_path / "bad.json"
     path.write_text("{not json")
-    with pytest.raises(GateModelError, match="bad.json"):
+    with pytest.raises(GateModelError, match=r"bad\.json"):
         load_model(str(path))
 
 

@@ -27,8 +27,15 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MIN_SIMILARITY, Answer, AskOptions, answer, gather
-from ragstead.answer.ask import UnitVectorCache
+from ragstead.answer.ask import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MIN_SIMILARITY,
+    Answer,
+    AskOptions,
+    UnitVectorCache,
+    answer,
+    gather,
+)
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider, Context
 from ragstead.answer.extractive import ExtractiveAnswerer

@@ -38,7 +38,6 @@ from ragstead.errors import (
 from ragstead.filters import USER_SLUG
 from ragstead.knowledge_base import (
     DEFAULT_MAX_CONTEXT_TOKENS,
-    DEFAULT_MIN_SIMILARITY,
     MAX_QUERY_CHARS,
     KnowledgeBase,
 )
@@ -103,7 +102,10 @@ class QueryRequest(BaseModel):
 class AskRequest(QueryRequest):
     """Body of POST /v1/ask: a query body plus how to answer."""
 
-    min_similarity: float = Field(default=DEFAULT_MIN_SIMILARITY, ge=-1.0, le=1.0)
+    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0, description="override: the old cosine rule "
+                                         "(a chunk below it is not relevant) instead of the relevance gate")
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="the relevance gate's threshold "
+                                         "(default: the fitted one)")
     max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=100, le=32000)
     extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
     stream: bool = Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
@@ -322,8 +324,9 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         With `stream`, NDJSON lines as the answer is written (the web page at / reads them)."""
         if not body.stream:
             return run_library(lambda: kb.ask(
-                body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
-                extractive=body.extractive, answerers=answerers, **ask_scope(body, who)).to_dict())
+                body.query, min_similarity=body.min_similarity, min_confidence=body.min_confidence,
+                max_context_tokens=body.max_context_tokens, extractive=body.extractive, answerers=answerers,
+                **ask_scope(body, who)).to_dict())
         args = ask_scope(body, who)
         # Bad filters or options are a plain 400 before the stream starts, not an error line inside it.
         filters = run_library(lambda: kb.scope(**{k: args[k] for k in ("user", "public_only", "doc_types", "date_from",
@@ -331,8 +334,9 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         options = run_library(lambda: kb.search_options(**{k: args[k] for k in (
             "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight", "dedup_sources")}))
         return stream_lines(lambda on_text: kb.ask(
-            body.query, min_similarity=body.min_similarity, max_context_tokens=body.max_context_tokens,
-            extractive=body.extractive, answerers=answerers, filters=filters, options=options,
+            body.query, min_similarity=body.min_similarity, min_confidence=body.min_confidence,
+            max_context_tokens=body.max_context_tokens, extractive=body.extractive, answerers=answerers,
+            filters=filters, options=options,
             on_text=on_text).to_dict(), log)
 
     @app.get("/v1/chunks/{chunk_id}", tags=["search"])
