@@ -61,7 +61,7 @@ def test_dash_h_is_help_with_examples(command):
 def test_help_shows_defaults():
     result = subprocess.run([sys.executable, "-m", "ragstead", "ask", "--help"], capture_output=True, text=True,
                             env={**OFFLINE_ENV, "COLUMNS": "200"}, timeout=120)
-    assert "[default: 0.428]" in result.stdout
+    assert "[default: 3000]" in result.stdout  # --max-context-tokens
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,7 @@ def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
     refused = cli(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
     sentence, knob = refused.stdout.strip().splitlines()
     assert sentence == "I could not find relevant information in the uploaded documents."
-    assert knob.startswith("best match ") and "< --min-similarity 0.428" in knob
+    assert knob.startswith("relevance ") and "lower --min-confidence" in knob
     payload = json.loads(cli(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
                              check=True).stdout)
     assert payload["provider"] == "extractive" and {c["source"] for c in payload["citations"]} == {
