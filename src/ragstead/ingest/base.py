@@ -63,7 +63,8 @@ def read_capped(response: httpx.Response, max_bytes: int = DEFAULT_MAX_BYTES) ->
     """The body of a streamed response, refused as soon as it passes `max_bytes` (never buffered beyond it)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap (fetch_max_mb)")
+        raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap ({int(declared) >> 20} MB declared; "
+                          "fetch_max_mb)")
     body = bytearray()
     for piece in response.iter_bytes():
         body += piece
@@ -72,23 +73,26 @@ def read_capped(response: httpx.Response, max_bytes: int = DEFAULT_MAX_BYTES) ->
     return bytes(body)
 
 
-def http_failure(exc: httpx.HTTPError) -> SourceError:
-    """A transport failure (DNS, refused, TLS, timeout, redirect loop) as a SourceError with a one-line reason,
-    worded like `fetch.fetch`'s."""
+def http_failure(exc: BaseException, *, connect_seconds: float | None = None, read_seconds: float | None = None,
+                 max_redirects: int | None = None) -> SourceError:
+    """A transport failure (DNS, refused, TLS, timeout, redirect loop, a socket error) as a SourceError with a
+    one-line reason. Given the client's limits, the reason names them ("within 10 s", "more than 10")."""
     try:
-        host = exc.request.url.host or "the server"
-    except RuntimeError:  # an error raised before any request existed
+        host = exc.request.url.host or "the server"  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # not httpx's, or raised before any request existed
         host = "the server"
     text = " ".join(str(exc).split())[:160]
     lowered = text.lower()
     if isinstance(exc, httpx.TooManyRedirects):
-        reason = "too many redirects (a redirect loop?)"
+        reason = (f"more than {max_redirects} redirects" if max_redirects is not None else "too many redirects") \
+            + " (a redirect loop?)"
     elif isinstance(exc, httpx.ConnectTimeout):
-        reason = f"could not connect to {host} in time"
+        reason = f"could not connect to {host} " + (f"within {connect_seconds:g} s" if connect_seconds else "in time")
     elif isinstance(exc, httpx.TimeoutException):
-        reason = f"{host} sent no data in time (read timeout)"
-    elif isinstance(exc, httpx.UnsupportedProtocol):
-        reason = f"unsupported URL ({text or 'no scheme'})"
+        reason = f"{host} sent no data " + (f"for {read_seconds:g} s" if read_seconds else "in time") + \
+            " (read timeout)"
+    elif isinstance(exc, httpx.UnsupportedProtocol):  # fetchers start from http(s): only a redirect gets here
+        reason = f"redirected to an unsupported URL ({text or 'no scheme'})"
     elif any(s in lowered for s in ("name or service not known", "nodename nor servname", "name resolution",
                                     "no address associated", "errno -2", "errno -3")):
         reason = f"DNS lookup failed for {host}"

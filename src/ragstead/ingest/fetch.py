@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ragstead.ingest.base import SourceError
+from ragstead.ingest.base import SourceError, http_failure, read_capped
 
 MIB = 1 << 20
 USER_AGENT = "ragstead-ingest/0.1 (+https://github.com/ragstead; local knowledge base)"
@@ -79,49 +79,17 @@ def make_client(options: FetchOptions, transport: httpx.BaseTransport | None = N
 
 def fetch(client: httpx.Client, url: str, options: FetchOptions, *, headers: dict[str, str] | None = None) -> Fetched:
     """GET `url`, streamed, refusing more than `max_bytes`. Raises SourceError with a one-line reason."""
-    host = httpx.URL(url).host
     try:
         with client.stream("GET", url, headers=headers) as response:
             if response.status_code == 304:
                 return Fetched(str(response.url), 304, "", b"", dict(response.headers))
             if response.status_code >= 400:
                 raise SourceError(f"HTTP {response.status_code}")
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > options.max_bytes:
-                raise SourceError(f"response over the {options.max_bytes // MIB} MB cap ({int(declared) // MIB} MB "
-                                  "declared; fetch_max_mb)")
-            chunks, size = [], 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > options.max_bytes:
-                    raise SourceError(f"response over the {options.max_bytes // MIB} MB cap (fetch_max_mb)")
-                chunks.append(chunk)
+            data = read_capped(response, options.max_bytes)
             media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            return Fetched(str(response.url), response.status_code, media, b"".join(chunks), dict(response.headers))
+            return Fetched(str(response.url), response.status_code, media, data, dict(response.headers))
     except SourceError:
         raise
-    except httpx.TooManyRedirects:
-        raise SourceError(f"more than {options.max_redirects} redirects (a redirect loop?)") from None
-    except httpx.ConnectTimeout:
-        raise SourceError(f"could not connect to {host} within {options.connect_seconds:g} s") from None
-    except httpx.TimeoutException:
-        raise SourceError(f"{host} sent no data for {options.read_seconds:g} s (read timeout)") from None
-    except httpx.UnsupportedProtocol as exc:
-        raise SourceError(f"redirected to an unsupported URL ({exc})") from None
-    except httpx.ConnectError as exc:
-        raise SourceError(_connect_reason(exc, host)) from None
     except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
-        raise SourceError(f"fetch failed ({type(exc).__name__}: {str(exc)[:160] or 'no detail'})") from None
-
-
-def _connect_reason(exc: httpx.ConnectError, host: str) -> str:
-    text = str(exc)
-    lowered = text.lower()
-    if "name or service not known" in lowered or "name resolution" in lowered or "nodename nor servname" in lowered \
-            or "no address associated" in lowered or "errno -2" in lowered or "errno -3" in lowered:
-        return f"DNS lookup failed for {host}"
-    if "refused" in lowered:
-        return f"connection refused by {host}"
-    if "ssl" in lowered or "certificate" in lowered or "tls" in lowered:
-        return f"TLS error with {host} ({text[:160]})"
-    return f"could not connect to {host} ({text[:160] or type(exc).__name__})"
+        raise http_failure(exc, connect_seconds=options.connect_seconds, read_seconds=options.read_seconds,
+                           max_redirects=options.max_redirects) from None
