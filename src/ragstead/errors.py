@@ -49,3 +49,9 @@ class DocumentNotFoundError(RagsteadError):
 class RagsteadWarning(UserWarning):
     """Something was wrong and ragstead repaired it (a damaged derived index rebuilt); the CLI prints one
     `warning:` line."""
+
+
+def one_line_reason(exc: BaseException, limit: int = 300) -> str:
+    """An error's message as a report's one-line reason: whitespace collapsed, at most `limit` characters, the
+    exception's type when it has no message."""
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__

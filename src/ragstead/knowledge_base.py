@@ -59,6 +59,7 @@ from ragstead.errors import (
     LoadError,
     RagsteadError,
     UnsupportedFileError,
+    one_line_reason,
 )
 from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
 from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, format_table, run_eval
@@ -79,6 +80,7 @@ from ragstead.freshness import (
 )
 from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.indexing.build import (
+    IndexingOptions,
     IndexReport,
     ProgressHook,
     TextRecord,
@@ -346,10 +348,10 @@ class KnowledgeBase:
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(self.root).as_posix()
         options = self.settings.indexing()
-        make_private_folder(folder)
-        # Hidden names: the indexer never picks up a half-written upload or a backup.
-        tmp = folder / f".upload-{uuid.uuid4().hex}{target.suffix}"
-        backup = folder / f".previous-{uuid.uuid4().hex}{target.suffix}"
+        # A hidden staging folder: the indexer never picks up a half-written upload or a backup.
+        staged = folder / f".upload-{uuid.uuid4().hex}"
+        make_private_folder(staged)
+        tmp = staged / name
         try:
             with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE), "wb") as out:
                 if isinstance(data, bytes):
@@ -361,28 +363,9 @@ class KnowledgeBase:
                 load_document(tmp, options.load_limits)
             except LoadError as exc:
                 raise LoadError(str(exc).replace(str(tmp), name)) from None
-            with self._writer() as store, index_lock(self.settings.lock_file, wait), self._guarded(store):
-                # A hard link keeps the old bytes while the rename swaps in the new ones, so a crash at any
-                # point leaves the old file or the new one at `target`, never neither.
-                existed = target.exists()
-                if existed:
-                    os.link(target, backup)
-                os.replace(tmp, target)
-                embedder = self._load_embedder(store)
-                try:
-                    report = index_paths(options, store, embedder, [rel], take_lock=False)
-                    if report.skipped:  # reasons name files by absolute path: never show the server's
-                        raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
-                except BaseException:
-                    if existed:
-                        os.replace(backup, target)
-                    else:
-                        target.unlink(missing_ok=True)
-                    index_paths(options, store, embedder, [rel], take_lock=False)
-                    raise
+            report = self._install([(tmp, target)], [], staged, [rel], options, wait)
         finally:
-            tmp.unlink(missing_ok=True)
-            backup.unlink(missing_ok=True)
+            shutil.rmtree(staged, ignore_errors=True)
         status = "added" if report.added else "updated" if report.updated else "unchanged"
         return status, self.document(path=rel) or {}
 
@@ -414,7 +397,7 @@ class KnowledgeBase:
             try:
                 own = kb._load_embedder(kb.store if kb.exists() else None)
             except RagsteadError as exc:
-                broken[name] = " ".join(str(exc).split())[:300]
+                broken[name] = one_line_reason(exc)
                 continue
             kb._ingest_embedder = embedder if own.name == embedder.name and own.dim == embedder.dim else None
         use_tags = self.settings.auto_tags if auto_tags is None else auto_tags
@@ -454,7 +437,7 @@ class KnowledgeBase:
                     report = index_paths(kb.settings.indexing((*kb.settings.roots, "artifacts")), store,
                                          kb._ingest_embedder or kb._load_embedder(store), run.paths, wait)
             except RagsteadError as exc:
-                result.targets[name] = {"status": "failed", "reason": " ".join(str(exc).split())[:300]}
+                result.targets[name] = {"status": "failed", "reason": one_line_reason(exc)}
                 continue
             status = "updated" if report.updated else "added" if report.added else "unchanged"
             result.targets[name] = {"status": status, "rows": run.rows, "dossiers": run.paths,
@@ -504,24 +487,32 @@ class KnowledgeBase:
                 raise LoadError(str(exc).replace(f"{staged / target.name}", target.name)) from None
             old = [p for d in replaces for p in (fs_path(self.root, d["file_path"]),
                                                  sidecar_path(fs_path(self.root, d["file_path"])))]
-            with self._writer() as store, index_lock(self.settings.lock_file, wait), self._guarded(store):
-                make_private_folder(target.parent)
-                moves = [(path, target.parent / path.name) for path in written]
-                moved = _swap_files(moves, [p for p in old if p not in {to for _, to in moves}], staged)
-                rels = list(dict.fromkeys([self.relative_path(target), *(d["file_path"] for d in replaces)]))
-                embedder = self._ingest_embedder or self._load_embedder(store)
-                try:
-                    report = index_paths(options, store, embedder, rels, take_lock=False)
-                    if report.skipped:
-                        raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
-                except BaseException:
-                    moved.undo()
-                    index_paths(options, store, embedder, rels, take_lock=False)
-                    raise
-                moved.commit()
+            make_private_folder(target.parent)
+            moves = [(path, target.parent / path.name) for path in written]
+            rels = list(dict.fromkeys([self.relative_path(target), *(d["file_path"] for d in replaces)]))
+            self._install(moves, [p for p in old if p not in {to for _, to in moves}], staged, rels, options, wait)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         return self.document(path=self.relative_path(target)) or {}
+
+    def _install(self, moves: list[tuple[Path, Path]], removals: list[Path], staging: Path, rels: list[str],
+                 options: IndexingOptions, wait: float) -> IndexReport:
+        """Move checked files into place (and `removals` aside) and index `rels`, all or nothing, under the
+        index lock: the files they replace are kept as hard links in `staging`, so a crash at any point leaves
+        the old file or the new one, never neither; if indexing fails (Ctrl-C included) every file goes back
+        and the index is brought back in line with them. Uploads and ingest both land this way."""
+        with self._writer() as store, index_lock(self.settings.lock_file, wait), self._guarded(store):
+            swap = _swap_files(moves, removals, staging)
+            embedder = self._ingest_embedder or self._load_embedder(store)
+            try:
+                report = index_paths(options, store, embedder, rels, take_lock=False)
+                if report.skipped:  # reasons name files by absolute path: never show the server's
+                    raise LoadError(report.skipped[0]["reason"].replace(f"{self.root.resolve()}/", ""))
+            except BaseException:
+                swap.undo()
+                index_paths(options, store, embedder, rels, take_lock=False)
+                raise
+        return report
 
     def delete(self, path: str | Path | None = None, *, doc_id: str | None = None, user: str | None = None,
                wait: float = 30.0) -> dict[str, Any]:
@@ -761,19 +752,19 @@ class KnowledgeBase:
                 stats = self.store.stats()
                 checks["store"] = {"ok": True, "backend": self._spec.kind}
             except Exception as exc:  # an unreachable server, a damaged file: reported, not raised
-                checks["store"] = {"ok": False, "error": _one_line(exc)}
+                checks["store"] = {"ok": False, "error": one_line_reason(exc)}
             try:
                 embedder = self.embedder if checks["store"]["ok"] else self._load_embedder(None)
                 vector = embedder.embed_query("readiness")
                 checks["embedder"] = {"ok": len(vector) == embedder.dim, "model": embedder.name, "dim": embedder.dim}
             except Exception as exc:  # a model that fails to load or run: reported, not raised
-                checks["embedder"] = {"ok": False, "error": _one_line(exc)}
+                checks["embedder"] = {"ok": False, "error": one_line_reason(exc)}
             if checks["store"]["ok"] and embedder is not None:
                 try:
                     self.store.check_model(embedder.name, embedder.dim)
                     checks["model_guard"] = {"ok": True, "index_model": self.store.embed_model() or embedder.name}
                 except RagsteadError as exc:
-                    checks["model_guard"] = {"ok": False, "error": _one_line(exc)}
+                    checks["model_guard"] = {"ok": False, "error": one_line_reason(exc)}
         ready = all(check["ok"] for check in checks.values()) and len(checks) == 3
         return {"status": "ready" if ready else "not_ready", "checks": checks,
                 "model": embedder.name if embedder is not None else None,
@@ -1002,7 +993,8 @@ class _IngestTarget:
 
 
 class _FileSwap:
-    """Files moved into place (and old ones moved aside) so that `undo` puts everything back as it was."""
+    """Files moved into place (and old ones moved aside) so that `undo` puts everything back as it was. The
+    backups live in the staging folder, which the caller removes once the install has landed."""
 
     def __init__(self) -> None:
         self.placed: list[tuple[Path, Path | None]] = []  # (target, backup of what it replaced)
@@ -1016,9 +1008,6 @@ class _FileSwap:
                 target.unlink(missing_ok=True)
         for old, aside in reversed(self.removed):
             os.replace(aside, old)
-
-    def commit(self) -> None:
-        """Nothing to do: the backups live in the staging folder, which the caller removes."""
 
 
 def _swap_files(moves: list[tuple[Path, Path]], removals: list[Path], staging: Path) -> _FileSwap:
@@ -1058,10 +1047,6 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ragstead.errors import RagsteadError
+from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import content_hash, source_fields
 from ragstead.ingest.base import Extracted, SourceError
 from ragstead.ingest.fetch import FetchOptions, fetch, make_client
@@ -206,7 +206,7 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
         try:
             doc = target.store_extracted(extracted, fields, result.tags, existing)
         except RagsteadError as exc:
-            result.targets[target.name] = {"status": "failed", "reason": _one_line(exc)}
+            result.targets[target.name] = {"status": "failed", "reason": one_line_reason(exc)}
             continue
         result.targets[target.name] = {"status": "updated" if existing else "added", "doc_id": doc.get("doc_id"),
                                        "file_path": doc.get("file_path")}
@@ -219,8 +219,4 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
     best = next(t for t in ok if t["status"] == result.status)
     result.doc_id, result.file_path = best.get("doc_id"), best.get("file_path")
     return result
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
