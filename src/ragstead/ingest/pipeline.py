@@ -12,9 +12,9 @@ from typing import Any, Protocol
 import httpx
 
 from ragstead.errors import RagsteadError, one_line_reason
-from ragstead.ingest.archive import content_hash, source_fields
+from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
-from ragstead.ingest.fetch import FetchOptions, fetch, make_client
+from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client
 from ragstead.ingest.posts import fetch_post
 from ragstead.ingest.tagging import Tagging, normalize_tag
 from ragstead.ingest.urls import Source, parse_source
@@ -95,8 +95,6 @@ def read_local(source: Source, max_bytes: int) -> Extracted:
         data = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read the file ({exc.strerror or exc})") from None
-    from ragstead.ingest.fetch import Fetched
-
     fetched = Fetched(path.as_uri(), 200, "", data)
     url = path.as_uri()
     if kind == "html":
@@ -189,7 +187,7 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
         return result
     result.title = extracted.title
     fields = source_fields(extracted, source.key)
-    new_hash = content_hash(extracted)
+    new_hash = fields["content_hash"]  # hashed once, in source_fields
     tagging = None
     if tagger is not None:
         tagging = tagger(extracted.text(), targets[0].existing_tags() if targets else [])
