@@ -15,7 +15,7 @@ from bench.common import DEFAULT_SCIFACT
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "quality", "api",
+    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers"])
@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="api bench: requests per run (upper bound)")
     parser.add_argument("--seconds", type=float, default=60.0, help="api bench: time limit per run")
     parser.add_argument("--threads", type=int, default=8, help="api bench: concurrent client connections")
+    parser.add_argument("--index", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--previous", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--base", default="", help=argparse.SUPPRESS)
     parser.add_argument("--key", default="", help=argparse.SUPPRESS)
     parser.add_argument("--load", default="{}", help=argparse.SUPPRESS)
@@ -56,6 +58,11 @@ def main() -> None:
         from bench.query_latency import one_size
 
         print(json.dumps(one_size(args.size, args.workdir)))
+        return
+    if args.what == "latency-cold":
+        from bench.query_latency import cold_query
+
+        print(json.dumps(cold_query(args.index, args.previous)))
         return
     if args.what in ("index", "all"):
         from bench.index_throughput import main as index_main

@@ -8,14 +8,21 @@ words found in 45 %+ of chunks (the worst case for FTS5, which scores every matc
 samples 4 words from frequency ranks 50-5000, like real queries once stop words are gone.
 Each size runs in its own subprocess so its peak RSS is its own.
 
-Baseline in the same run: SQLite FTS5 (ragstead's lexical engine before tantivy, same tokenizer job,
-filters as MATCH tokens plus SQL WHERE, bm25() ORDER BY LIMIT) over the same chunks and queries,
-built after the ragstead numbers and peak RSS are taken.
+Baselines in the same run, on the same data and queries, measured after ragstead's numbers and peak RSS:
+- the previous vector search ("previous"): every vector loaded from SQLite into one float32 matrix on the
+  first query, scanned exactly (PreviousExactStore keeps that code);
+- SQLite FTS5 (the lexical engine before tantivy, same tokenizer job, filters as MATCH tokens plus SQL
+  WHERE, bm25() ORDER BY LIMIT).
+Cold start: a fresh process opens the index and runs one hybrid query (`bench latency-cold`), for both.
+Recall@10 of the vector search against exact search: on these random vectors through the store, and on
+real embeddings (real_recall: SciFact's chunk vectors and test queries, among synthetic vectors drawn from
+the same distribution up to the size).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -26,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Timer, peak_rss_mb, percentiles, write_results
+from bench.common import RESULTS, Timer, peak_rss_mb, percentiles, write_results
 from ragstead import KnowledgeBase, SearchOptions, Settings
 from ragstead.filters import QueryFilters
-from ragstead.stores import SqliteStore
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
+from ragstead.stores.sqlite import SqliteStore
+from ragstead.stores.vector_index import VectorIndex, best_positions
 
 DIM, USERS, CHUNKS_PER_DOC, WORDS = 384, 50, 10, 60
 MODEL = "synthetic-random-unit-384"
@@ -85,6 +93,46 @@ def build(path: Path, n_chunks: int, seed: int = 11) -> float:
     return t.seconds
 
 
+class PreviousExactStore(SqliteStore):
+    """The vector search before the vector files (the baseline): all vectors loaded from SQLite into one
+    float32 matrix on the first query after any write, scanned exactly over the scope's positions."""
+
+    def _matrix_now(self) -> tuple[np.ndarray, np.ndarray]:
+        version = self._version()
+        if getattr(self, "_matrix", None) is None or self._matrix[0] != version:
+            self._matrix = None
+            self._db.execute("BEGIN")
+            n = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            dim = int(self._meta("embed_dim") or 0)
+            ids, matrix = np.empty(n, dtype=np.int64), np.empty((n, dim), dtype=np.float32)
+            filled = 0
+            cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
+            while filled < n and (rows := cursor.fetchmany(4096)):
+                rows = rows[: n - filled]
+                ids[filled : filled + len(rows)] = [r[0] for r in rows]
+                matrix[filled : filled + len(rows)] = np.frombuffer(b"".join(r[1] for r in rows),
+                                                                    np.float32).reshape(len(rows), dim)
+                filled += len(rows)
+            self._db.execute("COMMIT")
+            self._matrix = (version, ids[:filled], matrix[:filled])
+        return self._matrix[1], self._matrix[2]
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        ids, matrix = self._matrix_now()
+        where, params = filters.to_sql("c")
+        key = (filters, self._version())
+        if getattr(self, "_scope", (None,))[0] != key:
+            eligible = np.fromiter((r[0] for r in self._db.execute(f"SELECT c.id FROM chunks c WHERE {where}",
+                                                                   params)), dtype=np.int64)
+            self._scope = (key, np.searchsorted(ids, eligible))
+        positions = self._scope[1]
+        if positions.size == 0:
+            return []
+        q = query.astype(np.float32)
+        scores = (matrix @ q)[positions] if positions.size * 3 > ids.size else matrix[positions] @ q
+        return [(int(ids[positions[i]]), float(scores[i])) for i in best_positions(scores, k)]
+
+
 def query_sets(queries: int = 100) -> tuple[list[str], list[str]]:
     """The two lexical query sets (see the module docstring), the same in every run."""
     rng = np.random.default_rng(5)
@@ -100,7 +148,7 @@ def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
     out: dict[str, Any] = {"chunks": store.stats()["chunks"]}
     with Timer() as first:  # loads the vector matrix and the default scope's eligible rows
         kb.search("w1 w2", filters=QueryFilters(), options=SearchOptions(mode="hybrid", k=10))
-    out["first_query_ms"] = round(first.seconds * 1000, 1)
+    out["first_query_ms"] = round(first.seconds * 1000, 1)  # in this process, after the store was opened
     scopes = {
         "no user filter": lambda i: QueryFilters(),
         "user filter (2 %), same user": lambda i: QueryFilters(user_slug="u7"),
@@ -121,14 +169,108 @@ def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
     return out
 
 
-def measure(path: Path, queries: int = 100) -> dict[str, Any]:
-    store = SqliteStore(path)
-    out = measure_store(store, queries)
-    out["peak_rss_mb"] = peak_rss_mb()
-    store.close()
-    head_queries, content_queries = query_sets(queries)
-    out.update(fts5_baseline(path, {"head terms": head_queries, "content words": content_queries}))
+def store_recall(store: SqliteStore, exact: SqliteStore, n: int = 100) -> dict[str, float]:
+    """Mean overlap of the store's vector top 10 with exact search's, per scope (random query vectors)."""
+    rng = np.random.default_rng(8)
+    out = {}
+    for scope, filters in (("no user filter", QueryFilters()), ("user filter (2 %)", QueryFilters(user_slug="u7"))):
+        overlaps = []
+        for _ in range(n):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            q /= np.linalg.norm(q)
+            found = {i for i, _ in store.vector_search(q, filters, 10)}
+            overlaps.append(len(found & {i for i, _ in exact.vector_search(q, filters, 10)}) / 10)
+        out[scope] = round(float(np.mean(overlaps)), 4)
     return out
+
+
+def measure(path: Path, queries: int = 100) -> dict[str, Any]:
+    out: dict[str, Any] = {"cold start": cold_start(path, previous=False)}
+    store = SqliteStore(path)
+    out.update(measure_store(store, queries))
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["cold start previous"] = cold_start(path, previous=True)
+    previous = PreviousExactStore(path)
+    for key, value in measure_store(previous, queries).items():
+        if " | " in key:
+            scope, mode = key.split(" | ")
+            out[f"{scope} | previous: {mode}"] = value
+    out["recall@10 vs exact"] = store_recall(store, previous)
+    previous.close()
+    store.close()
+    if out["chunks"] <= 1_000_000:  # beyond, FTS5's head-term queries take seconds each: not run
+        head_queries, content_queries = query_sets(queries)
+        out.update(fts5_baseline(path, {"head terms": head_queries, "content words": content_queries}))
+    return out
+
+
+def cold_start(path: Path, previous: bool) -> dict[str, float]:
+    """A fresh process: open the index, run one hybrid query; the time inside the process (open + query)
+    and the whole process as the shell sees it (interpreter start and imports included)."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench", "latency-cold", "--index", str(path),
+                           *(["--previous"] if previous else [])], capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - started
+    inside = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"open_and_query_ms": inside["open_and_query_ms"], "process_ms": round(wall * 1000, 1),
+            "peak_rss_mb": inside["peak_rss_mb"]}
+
+
+def cold_query(path: Path, previous: bool) -> dict[str, float]:
+    """Run in the fresh process of `cold_start`."""
+    with Timer() as t:
+        store = (PreviousExactStore if previous else SqliteStore)(path)
+        kb = KnowledgeBase(Settings(), store=store, embedder=QueryVectors(np.random.default_rng(3)))
+        kb.search("w12 w40", filters=QueryFilters(), options=SearchOptions(mode="hybrid", k=10))
+    return {"open_and_query_ms": round(t.seconds * 1000, 1), "peak_rss_mb": peak_rss_mb()}
+
+
+def real_recall(size: int, queries: int = 300) -> dict[str, Any]:
+    """Recall@10 of the int8 scan + exact re-score against exact search on real embeddings: SciFact's chunk
+    vectors (the `bench quality` index) and its test queries, among synthetic vectors drawn from the same
+    distribution (a normalised blend of two real chunk vectors plus noise) up to `size` rows."""
+    from bench.common import DEFAULT_SCIFACT
+    from ragstead.embeddings import MiniLMOnnxEmbedder
+
+    db = sqlite3.connect(RESULTS / ".cache" / "scifact.db")
+    real = np.frombuffer(b"".join(r[0] for r in db.execute("SELECT embedding FROM chunks ORDER BY id")),
+                         np.float32).reshape(-1, DIM)
+    db.close()
+    rng = np.random.default_rng(21)
+    texts = [json.loads(line)["text"] for line in (DEFAULT_SCIFACT / "queries.jsonl").read_text().splitlines()]
+    test_ids = {line.split("\t")[0] for line in (DEFAULT_SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]}
+    texts = [json.loads(line)["text"] for line in (DEFAULT_SCIFACT / "queries.jsonl").read_text().splitlines()
+             if json.loads(line)["_id"] in test_ids][:queries]
+    embedder = MiniLMOnnxEmbedder()
+    qs = np.stack([embedder.embed_query(t) for t in texts]).astype(np.float32)
+
+    def batches() -> Any:
+        yield np.arange(real.shape[0]), real
+        for start in range(real.shape[0], size, 100_000):
+            n = min(100_000, size - start)
+            a, b = real[rng.integers(0, len(real), n)], real[rng.integers(0, len(real), n)]
+            v = a + 0.7 * b + 0.02 * rng.standard_normal((n, DIM)).astype(np.float32)
+            yield np.arange(start, start + n), (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    folder = Path(tempfile.mkdtemp(prefix="ragstead-recall-"))
+    index = VectorIndex(folder / "v")
+    index.replace_all(1, DIM, batches())
+    everything = np.arange(index.rows)
+    mask = np.ones(index.rows, dtype=bool)
+    floats = index._float_rows(everything)
+    overlaps, times = [], []
+    for q in qs:
+        exact = set(best_positions(floats @ q, 10).tolist())
+        started = time.perf_counter()
+        found = {i for i, _ in index.search(q, everything, mask, 10, exact_rows=0)}
+        times.append((time.perf_counter() - started) * 1000)
+        overlaps.append(len(found & exact) / 10)
+    index.close()
+    import shutil
+
+    shutil.rmtree(folder)
+    return {"rows": int(size), "queries": len(qs), "recall@10": round(float(np.mean(overlaps)), 4),
+            "min recall@10": float(np.min(overlaps)), "search": percentiles(times)}
 
 
 def fts5_baseline(path: Path, query_sets: dict[str, list[str]]) -> dict[str, Any]:
@@ -179,9 +321,11 @@ def query_embedding_ms(n: int = 50) -> dict[str, float]:
 def one_size(n_chunks: int, workdir: Path) -> dict[str, Any]:
     path = workdir / f"synthetic-{n_chunks}.db"
     build_s = build(path, n_chunks) if not path.exists() else None
+    vectors = path.with_suffix(".vectors")
     result = measure(path)
     result["build_seconds"] = round(build_s, 1) if build_s else None
     result["db_mb"] = round(path.stat().st_size / 1e6, 1)
+    result["vector_files_mb"] = round(sum(f.stat().st_size for f in vectors.iterdir()) / 1e6, 1)
     return result
 
 
@@ -189,20 +333,47 @@ def main(sizes: list[int], workdir: Path | None) -> None:
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-latency-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"data": __doc__.split("\n\n")[1].replace("\n", " "), "sizes": {}}
+    results["machine_memory_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     for n in sizes:
         proc = subprocess.run([sys.executable, "-m", "bench", "latency-one", "--size", str(n),
                                "--workdir", str(workdir)], capture_output=True, text=True, check=True)
         results["sizes"][str(n)] = json.loads(proc.stdout.strip().splitlines()[-1])
     results["query_embedding_ms"] = query_embedding_ms()
-    rows = [["chunks", "scope", "mode", "p50 ms", "p95 ms"]]
+    results["real_recall"] = real_recall(min(max(sizes), 1_000_000))
+    write_results("query_latency", results, table(results))
+
+
+def table(results: dict[str, Any]) -> list[list[str]]:
+    """Previous and current figures side by side, per size, scope and mode."""
+    rows = [["chunks", "scope", "mode", "previous p50 / p95 ms", "now p50 / p95 ms", "p95 speed-up"]]
     for n, data in results["sizes"].items():
-        for key, value in data.items():
-            if " | " in key:
-                scope, mode = key.split(" | ")
-                rows.append([f"{int(n):,}", scope, mode, f"{value['p50']:.2f}", f"{value['p95']:.2f}"])
-        rows.append([f"{int(n):,}", "first query (loads vectors)", "hybrid", f"{data['first_query_ms']:.0f}", ""])
-        rows.append([f"{int(n):,}", f"peak RSS {data['peak_rss_mb']:.0f} MB, index file {data['db_mb']:.0f} MB",
-                     "", "", ""])
+        size = f"{int(n):,}"
+        for key, now in data.items():
+            if " | " not in key or " | previous: " in key:
+                continue
+            scope, mode = key.split(" | ")
+            before = data.get(f"{scope} | previous: {mode}")
+            if mode.startswith("baseline FTS5"):
+                rows.append([size, scope, mode, f"{now['p50']:.2f} / {now['p95']:.2f}", "", ""])
+                continue
+            rows.append([size, scope, mode, f"{before['p50']:.2f} / {before['p95']:.2f}" if before else "",
+                         f"{now['p50']:.2f} / {now['p95']:.2f}",
+                         f"{before['p95'] / now['p95']:.1f}x" if before and now["p95"] else ""])
+        cold, old = data["cold start"], data["cold start previous"]
+        rows.append([size, "fresh process: open + first hybrid query", "", f"{old['open_and_query_ms']:.0f}",
+                     f"{cold['open_and_query_ms']:.0f}", ""])
+        rows.append([size, "fresh process: the whole command (interpreter and imports too)", "",
+                     f"{old['process_ms']:.0f}", f"{cold['process_ms']:.0f}", ""])
+        rows.append([size, "peak RSS, MB (previous: its own fresh process)", "", f"{old['peak_rss_mb']:.0f}",
+                     f"{data['peak_rss_mb']:.0f}", ""])
+        recall = data["recall@10 vs exact"]
+        rows.append([size, "recall@10 vs exact (random vectors)", "vector", "1 (exact)",
+                     " / ".join(f"{k}: {v:.4f}" for k, v in recall.items()), ""])
+        rows.append([size, f"files: SQLite {data['db_mb']:.0f} MB, vector files {data['vector_files_mb']:.0f} MB",
+                     "", "", "", ""])
+    real = results["real_recall"]
+    rows.append([f"{real['rows']:,}", f"recall@10 vs exact, real embeddings ({real['queries']} SciFact test queries)",
+                 "vector", "1 (exact)", f"{real['recall@10']:.4f} (min {real['min recall@10']:.1f})", ""])
     e = results["query_embedding_ms"]
-    rows.append(["-", "query embedding (real model, excluded above)", "-", f"{e['p50']:.2f}", f"{e['p95']:.2f}"])
-    write_results("query_latency", results, rows)
+    rows.append(["-", "query embedding (real model, excluded above)", "-", "", f"{e['p50']:.2f} / {e['p95']:.2f}", ""])
+    return rows

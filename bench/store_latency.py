@@ -31,9 +31,9 @@ import ragstead
 from bench.common import RESULTS, beir_eval, write_results
 from bench.query_latency import USERS, build, measure_store
 from ragstead.filters import QueryFilters
-from ragstead.stores import SqliteStore
 from ragstead.stores.migrate import copy_store
 from ragstead.stores.postgres_local import LocalPostgres
+from ragstead.stores.sqlite import SqliteStore
 
 # Each store as a column; "chroma-all" is the same Chroma folder with ?exact_rows=0 (every vector query goes
 # to Chroma's filtered search, no small-scope planner), so its cost is visible beside the default.

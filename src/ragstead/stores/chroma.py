@@ -189,7 +189,8 @@ class ChromaStore(SqliteStore):
         make_private_folder(aside)
         ours = self.location.sqlite_file.name
         for entry in folder.iterdir():
-            if not entry.name.startswith(ours) and not entry.name.startswith(f"{Path(ours).stem}.tantivy"):
+            if not entry.name.startswith(ours) and not entry.name.startswith(
+                (f"{Path(ours).stem}.tantivy", f"{Path(ours).stem}.vectors")):
                 entry.rename(aside / entry.name)
         return aside
 
@@ -247,7 +248,8 @@ class ChromaStore(SqliteStore):
 
     # -- keeping Chroma in step with SQLite ---------------------------------------------------------
 
-    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int]) -> None:
+    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int],
+                       vectors: np.ndarray | None) -> None:
         """After a SQLite commit: apply its deletions and additions to Chroma, or reconcile if Chroma
         missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
         with self._chroma("write to"):

@@ -98,7 +98,7 @@ def index_paths(sqlite_file: Path, project_root: Path | None) -> list[Path]:
     if own_folder(folder, project_root):
         return [folder]
     return [sqlite_file, *(sqlite_file.with_name(sqlite_file.name + side) for side in SQLITE_SIDE_FILES),
-            sqlite_file.with_suffix(".tantivy")]
+            sqlite_file.with_suffix(".tantivy"), sqlite_file.with_suffix(".vectors")]
 
 
 def private_paths(project_root: Path, sqlite_files: Iterable[Path], files: Iterable[Path]) -> list[Path]:
