@@ -232,11 +232,18 @@ def search(
     else:
         hits = vector_hits if options.mode == "vector" else lexical_hits
         fused, order = {}, [r for r, _ in hits]
-    rows = store.fetch_chunks(order, filters)
     wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
     results: list[dict[str, Any]] = []
     sources: set[str] = set()
-    for rowid in order:
+    # Rows are read a page at a time, in rank order: the fused list holds up to both depths (600 rows by
+    # default) and k of them are usually enough. A page that the filter, the backstop or dedup thinned out
+    # is followed by one twice as long.
+    rows: dict[int, dict[str, Any]] = {}
+    fetched, page = 0, max(2 * wanted, 32)
+    for position, rowid in enumerate(order):
+        if position == fetched:
+            rows = store.fetch_chunks(order[fetched : fetched + page], filters)
+            fetched, page = fetched + page, page * 2
         row = rows.get(rowid)
         if row is None or not filters.admits(row["file_path"], rules):
             continue  # the SQL filter decides scope; the path backstop only ever removes

@@ -133,6 +133,8 @@ def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, creat
 class ChromaStore(SqliteStore):
     """`Store` whose vector search runs in Chroma; everything else is the embedded store's."""
 
+    searches_vector_files = False  # Chroma holds the vectors for search; SQLite keeps the source copy
+
     def __init__(self, location: ChromaLocation, *, project_root: Path | None = None,
                  private_folders: Sequence[Path] = ()) -> None:
         try:

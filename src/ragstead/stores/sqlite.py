@@ -120,6 +120,9 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
 class SqliteStore:
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
+    # Vector search runs over the vector files (False in a subclass that keeps its vectors elsewhere).
+    searches_vector_files = True
+
     def __init__(self, path: Path | str, *, project_root: Path | None = None,
                  private_folders: Sequence[Path] = ()) -> None:
         """`project_root`: the project the index belongs to; when given, the index's folder (unless it is the
@@ -458,7 +461,7 @@ class SqliteStore:
             self._secure()
         return True
 
-    def _vectors_in_step(self) -> None:
+    def _vector_files_in_step(self) -> None:
         """Make the vector index reflect SQLite's latest commit before a vector search (see `_in_step`)."""
         if self._vector_index_checked is None and self._vector_index.refresh() is None and self._sqlite_generation():
             # Never built (an index from before it existed): wait for any writer, then build it once.
@@ -556,7 +559,7 @@ class SqliteStore:
         an int8 scan whose best rows are re-scored exactly (vector_index.py)."""
         if k <= 0:
             return []
-        self._vectors_in_step()
+        self._vector_files_in_step()
         positions, mask = self._eligible(filters, (*self._version(), self._vector_index.mapping))
         return self._vector_index.search(query, positions, mask, k, exact_rows=self.exact_rows)
 
@@ -680,6 +683,9 @@ class SqliteStore:
         """Counts and model; `lexical_rows == chunks` is the consistency invariant."""
         one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
         self._lexical_in_step()
+        vectors = self._vector_index
+        if self.searches_vector_files:
+            self._vector_files_in_step()
         return {
             "store": "sqlite",
             "documents": one("SELECT COUNT(*) FROM documents"),
@@ -687,6 +693,9 @@ class SqliteStore:
             "lexical_rows": self._lexical.count(),
             "lexical_generation": self._lexical.generation(),
             "lexical_segments": self._lexical.segments(),
+            # Rows in the vector files not yet compacted away; live ones equal `chunks` when in step.
+            "vector_rows": vectors.rows - vectors.dead(),
+            "vector_generation": vectors.refresh(),
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "schema_version": SCHEMA_VERSION,
@@ -708,6 +717,13 @@ class SqliteStore:
         generation, rows = self._lexical.generation(), self._lexical.count()
         if generation != wanted or rows != chunks:
             return f"lexical index at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
+        if not self.searches_vector_files:
+            return "ok"
+        self._vector_files_in_step()
+        vectors = self._vector_index
+        generation, rows = vectors.refresh(), vectors.rows - vectors.dead()
+        if chunks and (generation != wanted or rows != chunks):
+            return f"vector files at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
         return "ok"
 
     def close(self) -> None:
