@@ -174,3 +174,18 @@ def test_slug_tokens_do_not_collide_for_lookalike_users(make_project):
     for user in ("ann", "ann-b", "ann.b", "Ann", "ann_b"):
         out = run(project, "rivers note", mode="lexical", user_slug=user)
         assert [r["file_path"] for r in out["results"]] == [f"kb/users/{user}/n.md"]
+
+
+def test_rows_past_the_first_page_are_read_when_the_backstop_thins_it_out(make_project):
+    # 40 of alice's notes claim (in the index) to be bob's and outrank bob's own 5 notes. The first page of
+    # rows read (32 for k 4) is all tampered rows; the backstop drops them, and the later pages must still
+    # deliver bob's notes.
+    files = {f"kb/users/alice/n{i}.md": f"Harbour crane maintenance log {i}: the crane was serviced."
+             for i in range(40)}
+    files |= {f"kb/users/bob/b{i}.md": f"Lunch menu {i}: soup, bread and cheese." for i in range(5)}
+    project = make_project(files)
+    project.index()
+    project.store._db.execute("UPDATE chunks SET user_slug = 'bob' WHERE file_path LIKE 'kb/users/alice/%'")
+    out = search("harbour crane maintenance log", project.store, project.embedder, QueryFilters.build(user_slug="bob"),
+                 SearchOptions(mode="hybrid", k=4, top_k_vector=100), project.settings.path_rules)
+    assert [r["file_path"].split("/")[2] for r in out["results"]] == ["bob"] * 4
