@@ -97,18 +97,21 @@ class VectorIndex:
         the index was never built."""
         if self.directory is None:
             return None if self._state is None else self._state["generation"]
-        try:
-            state = json.loads((self.directory / STATE).read_text())
-        except (FileNotFoundError, ValueError):
-            state = None
-        if state is not None and state.get("format") != FORMAT:
-            state = None
-        if state != self._state:
+        for _ in range(3):  # a rebuild may switch the state and remove the files it named between two reads
+            try:
+                state = json.loads((self.directory / STATE).read_text())
+            except (FileNotFoundError, ValueError):
+                state = None
+            if state is not None and state.get("format") != FORMAT:
+                state = None
+            if state == self._state:
+                break
             try:
                 self._map(state)
+                break
             except (OSError, ValueError):  # files missing or short: rebuilt from SQLite by the caller
                 self._map(None)
-                return None
+                state = None
         return None if state is None else state["generation"]
 
     def _map(self, state: dict | None) -> None:
