@@ -258,7 +258,6 @@ def real_recall(size: int, queries: int = 300) -> dict[str, Any]:
                          np.float32).reshape(-1, DIM)
     db.close()
     rng = np.random.default_rng(21)
-    texts = [json.loads(line)["text"] for line in (DEFAULT_SCIFACT / "queries.jsonl").read_text().splitlines()]
     test_ids = {line.split("\t")[0] for line in (DEFAULT_SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]}
     texts = [json.loads(line)["text"] for line in (DEFAULT_SCIFACT / "queries.jsonl").read_text().splitlines()
              if json.loads(line)["_id"] in test_ids][:queries]
