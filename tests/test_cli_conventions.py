@@ -190,9 +190,12 @@ def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
     write_files(tmp_path, FILES)
     assert ragstead("index", "-q", root=tmp_path).returncode == 0
     with FileLock(str(tmp_path / "kb/rag/index.lock")):  # `remember` waits for it, then is interrupted
+        # The child gets Ctrl-C's default disposition, as a command run from a terminal has: a test run launched
+        # as a background job inherits SIGINT ignored (bash does that), and Python keeps it ignored.
         proc = subprocess.Popen([sys.executable, "-m", "ragstead", "remember", "I prefer tea over coffee.",
                                  "--user", "alice", "--root", str(tmp_path)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=ENV)
+                                stderr=subprocess.PIPE, text=True, env=ENV,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         memory = tmp_path / "kb/users/alice/memory/USER_MEMORY.md"
         deadline = time.monotonic() + 120
         while not memory.exists() and time.monotonic() < deadline and proc.poll() is None:

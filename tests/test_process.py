@@ -201,8 +201,10 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     before = count(db, "SELECT COUNT(*) FROM documents")
     assert before == len(files)
     # Ctrl-C while the rebuild embeds: the old index stays whole.
+    # Ctrl-C's default disposition in the child, whatever the test run inherited (see test_cli_conventions).
     proc = subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--rebuild", "--root", str(tmp_path), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     aside = tmp_path / "kb/rag"
     deadline = time.time() + 120
     while time.time() < deadline and not any(p.name.startswith(".rebuild-") for p in aside.iterdir()):
