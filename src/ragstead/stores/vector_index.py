@@ -25,7 +25,7 @@ from pathlib import Path
 import numkong
 import numpy as np
 
-from ragstead.atomic import PRIVATE_FILE_MODE
+from ragstead.atomic import PRIVATE_FILE_MODE, write_text_atomically
 from ragstead.stores.permissions import make_private_folder
 
 # Scopes of at most this many rows are scored exactly, all of them in float32: a personal collection and a
@@ -312,7 +312,7 @@ class VectorIndex:
                            "scale": scale.tolist(), "stamp": stamp})
         # Readers that mapped the old files keep them until they look again (Linux keeps unlinked inodes).
         for entry in self.directory.iterdir():
-            if entry.name != STATE and entry.suffix != f".{stamp}" and entry.name != f"{STATE}.tmp":
+            if entry.name != STATE and entry.suffix != f".{stamp}":  # a crash's stray temporary state goes too
                 with contextlib.suppress(FileNotFoundError):
                     entry.unlink()
 
@@ -320,14 +320,7 @@ class VectorIndex:
         if self.directory is None:
             self._state = state
             return
-        tmp = self.directory / f"{STATE}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE_MODE)
-        try:
-            os.write(fd, json.dumps(state).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.directory / STATE)
+        write_text_atomically(self.directory / STATE, json.dumps(state))
         self._map(state)
 
     def close(self) -> None:
