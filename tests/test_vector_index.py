@@ -191,6 +191,10 @@ def test_an_index_from_before_the_vector_files_builds_them_on_first_search(tmp_p
     q = _queries()[1]
     _same(reopened.vector_search(q, QueryFilters(), 10), _brute_force(reopened, q, QueryFilters(), 10))
     assert (tmp_path / "index.vectors" / "state.json").exists()
+    stats = reopened.stats()
+    assert stats["vector_rows"] == stats["chunks"] == 180
+    assert stats["vector_generation"] == stats["lexical_generation"]
+    assert reopened.integrity_check() == "ok"
 
 
 def test_another_processs_write_is_seen_by_an_open_reader(tmp_path: Path) -> None:

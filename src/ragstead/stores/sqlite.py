@@ -695,7 +695,7 @@ class SqliteStore:
             "lexical_segments": self._lexical.segments(),
             # Rows in the vector files not yet compacted away; live ones equal `chunks` when in step.
             "vector_rows": vectors.rows - vectors.dead(),
-            "vector_generation": vectors.refresh(),
+            "vector_generation": vectors.generation,  # as `_vector_files_in_step` just mapped it
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "schema_version": SCHEMA_VERSION,
@@ -721,7 +721,7 @@ class SqliteStore:
             return "ok"
         self._vector_files_in_step()
         vectors = self._vector_index
-        generation, rows = vectors.refresh(), vectors.rows - vectors.dead()
+        generation, rows = vectors.generation, vectors.rows - vectors.dead()
         if chunks and (generation != wanted or rows != chunks):
             return f"vector files at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
         return "ok"

@@ -148,6 +148,11 @@ class VectorIndex:
     def rows(self) -> int:
         return int(self._ids.size)
 
+    @property
+    def generation(self) -> int | None:
+        """The generation of the mapped state (what `refresh` last read), or None."""
+        return None if self._state is None else int(self._state["generation"])
+
     def dead(self) -> int:
         return 0 if self._state is None else int(self._state["dead"])
 
