@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -204,17 +205,31 @@ def search(
         t0 = time.perf_counter()
         query_vector = embedder.embed_query(question)
         timings["embed_ms"] = (time.perf_counter() - t0) * 1000
-    if want_vector:
+
+    def vector_side() -> list[tuple[int, float]]:
         t0 = time.perf_counter()
         depth = options.k if options.mode == "vector" else options.top_k_vector
-        vector_hits = store.vector_search(query_vector, filters, depth)
+        hits = store.vector_search(query_vector, filters, depth)
         timings["vector_ms"] = (time.perf_counter() - t0) * 1000
-    if want_lexical:
+        return hits
+
+    def lexical_side() -> list[tuple[int, float]]:
         t0 = time.perf_counter()
         terms = query_terms(question)
         depth = options.k if options.mode == "lexical" else options.top_k_lexical
-        lexical_hits = store.lexical_search(terms, filters, depth) if terms else []
+        hits = store.lexical_search(terms, filters, depth) if terms else []
         timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
+        return hits
+
+    if want_vector and want_lexical and getattr(store, "parallel_searches", False):
+        # A server store runs each side on its own connection: a hybrid query costs its slower side, not both.
+        with ThreadPoolExecutor(max_workers=1) as other:
+            vector_future = other.submit(vector_side)
+            lexical_hits = lexical_side()
+            vector_hits = vector_future.result()
+    else:
+        vector_hits = vector_side() if want_vector else []
+        lexical_hits = lexical_side() if want_lexical else []
 
     t0 = time.perf_counter()
     vector_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(vector_hits, start=1)}

@@ -72,7 +72,11 @@ class ManifestEntry:
 
 
 class Store(Protocol):
-    """A store holds documents, chunks, their vectors and a lexical index, and enforces filters itself."""
+    """A store holds documents, chunks, their vectors and a lexical index, and enforces filters itself.
+
+    Optional attribute: `parallel_searches = True` lets search() run `vector_search` and `lexical_search` on
+    two threads at once (a store whose searches are safe to call concurrently, such as a pooled server).
+    """
 
     def ensure_model(self, model: str, dim: int) -> None:
         """Record the embedding model of an empty index, or raise ModelMismatchError if it differs."""

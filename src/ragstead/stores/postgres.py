@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,15 +27,32 @@ from ragstead.stores.base import (
     assemble_writes,
     check_same_model,
 )
-from ragstead.stores.postgres_migrations import LATEST, SCHEMA, migrate
+from ragstead.stores.postgres_migrations import (
+    AVGLEN_SQL,
+    K1,
+    LATEST,
+    POSTINGS_INDEXES,
+    SCHEMA,
+    B,
+    impact_sql,
+    migrate,
+)
 from ragstead.stores.redaction import redact
 
 # pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
 WRITE_LOCK = 0x7261677772697465
 # Rows per IN-list when reading by key.
 BATCH = 1000
-# BM25 parameters (Lucene's and tantivy's defaults, so both stores rank alike).
-K1, B = 1.2, 0.75
+# Lexical top-k by impact reads at most this many postings per term before it scores every match instead.
+MAX_POSTINGS_PER_TERM = 25_600 * 8
+# ... and at most this many chunks scored exactly from their tsvector in one round.
+MAX_SCORED = 60_000
+# Postings read per term in the first round: deep enough that its k-th score is a floor close to the final one
+# (the next round's depths are planned against it), cheap enough for queries the first round settles.
+FIRST_DEPTH = 100
+# A filtered vector query with at most this many rows in scope is ranked exactly (a bitmap scan of the scope and
+# a sort), not by the HNSW walk, which must visit ~1/selectivity nodes per result and loses recall there.
+EXACT_SCOPE_ROWS = 50_000
 
 _CHUNK_INSERT = (
     "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
@@ -88,6 +106,9 @@ def _import_driver() -> tuple[Any, Any, Any]:
 
 class PostgresStore:
     """`Store` on a PostgreSQL server with pgvector; the tables live in the `ragstead` schema."""
+
+    exact_scope_rows = EXACT_SCOPE_ROWS  # 0: every vector query walks the HNSW graph (the bench's baseline)
+    parallel_searches = True  # search() may run the vector and lexical sides at once, on two pooled connections
 
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         psycopg, register_vector, connection_pool = _import_driver()
@@ -160,8 +181,13 @@ class PostgresStore:
             return self._meta(conn, "embed_model")
 
     def settle_lexical(self) -> bool:
-        """Nothing to do: BM25 statistics here are kept exact by every write (migration 2)."""
-        return False
+        """BM25 statistics here are kept exact by every write (migration 2); the postings are rebuilt only when a
+        bulk load stopped before it rebuilt them, or when the mean length grew past 1.25x the one their impacts
+        used (their bounds, still correct, get loose). Returns whether it rebuilt."""
+        with self._transaction() as conn:
+            ready, stored = self._meta(conn, "postings_ready"), float(self._meta(conn, "postings_avglen") or 0)
+            avglen = conn.execute(f"SELECT {AVGLEN_SQL}").fetchone()[0]
+        return self._settle_postings(force=ready == "1" and stored > 0 and avglen > 1.25 * stored)
 
     def chunking(self) -> str | None:
         """The chunking the index was built with (as `record_chunking` wrote it), or None."""
@@ -184,8 +210,10 @@ class PostgresStore:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            conn.execute("TRUNCATE chunks, doc_tags, documents, lexemes")
-            conn.execute("UPDATE meta SET value = '0' WHERE key IN ('lexical_chunks', 'lexical_length_sum')")
+            conn.execute("TRUNCATE chunks, doc_tags, documents, lexemes, postings")
+            conn.execute("UPDATE meta SET value = '0' WHERE key IN ('lexical_chunks', 'lexical_length_sum', "
+                         "'postings_avglen')")
+            conn.execute("UPDATE meta SET value = '1' WHERE key = 'postings_ready'")
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
             conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector")
             conn.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
@@ -222,15 +250,25 @@ class PostgresStore:
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             paths = removals + [w.document.file_path for w in writes]
+            postings = self._meta(conn, "postings_ready") == "1"
             if paths:
                 self._count_lexemes(conn, "c.doc_id IN (SELECT doc_id FROM documents WHERE file_path = ANY(%s))",
                                     paths, -1)
+                if postings:
+                    # An array, not a subquery: the BRIN index is used for `= ANY(array)`.
+                    conn.execute(
+                        "DELETE FROM postings WHERE chunk_id = ANY((SELECT coalesce(array_agg(c.id), '{}') "
+                        "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE d.file_path = ANY(%s))::bigint[])",
+                        (paths,),
+                    )
                 conn.execute("DELETE FROM documents WHERE file_path = ANY(%s)", (paths,))
             if writes:
                 last_id = conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
                 self._insert(conn, writes)
                 # Identities only grow, and writers hold the lock: the new rows are exactly those past last_id.
                 self._count_lexemes(conn, "c.id > %s", last_id, +1)
+                if postings:
+                    self._add_postings(conn, "c.id > %s", (last_id,))
             if touches:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -256,6 +294,30 @@ class PostgresStore:
             "WHERE key IN ('lexical_chunks', 'lexical_length_sum')",
             (sign * chunks, sign * length),
         )
+
+    def _add_postings(self, conn: Any, where: str, params: tuple[Any, ...]) -> None:
+        """Postings of the chunks matching `where`, weighted with today's mean length; 'postings_avglen' keeps
+        the smallest mean length any stored impact was computed with (the bound in `_top_by_impact` needs it)."""
+        conn.execute(
+            "INSERT INTO postings (lexeme, impact, chunk_id, user_slug) "
+            f"SELECT u.lexeme, {impact_sql('array_length(u.positions, 1)', 'length(c.tsv)', 'a.avglen')}, c.id, "
+            f"c.user_slug FROM (SELECT {AVGLEN_SQL} AS avglen) a, chunks c, unnest(c.tsv) AS u WHERE {where}",
+            params,
+        )
+        conn.execute(
+            f"UPDATE meta SET value = (CASE WHEN value::float8 = 0 THEN {AVGLEN_SQL} "
+            f"ELSE least(value::float8, {AVGLEN_SQL}) END)::text WHERE key = 'postings_avglen'"
+        )
+
+    def _rebuild_postings(self, conn: Any) -> None:
+        """Every chunk's postings again, all with today's mean length (the tightest bounds), indexes built last."""
+        for index in ("postings_top", "postings_user_top", "postings_chunk"):
+            conn.execute(f"DROP INDEX IF EXISTS {index}")
+        conn.execute("TRUNCATE postings")
+        conn.execute("UPDATE meta SET value = '0' WHERE key = 'postings_avglen'")
+        self._add_postings(conn, "true", ())
+        conn.execute(POSTINGS_INDEXES)
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'postings_ready'")
 
     def _insert(self, conn: Any, writes: list[DocumentWrite]) -> None:
         with conn.cursor() as cur:
@@ -303,6 +365,15 @@ class PostgresStore:
             "ORDER BY c.embedding <#> %s LIMIT %s"
         )
         with self._transaction() as conn:
+            if self.exact_scope_rows > 0 and _may_be_small(filters) and conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT %s) s",
+                (*params, self.exact_scope_rows + 1),
+            ).fetchone()[0] <= self.exact_scope_rows:
+                # A small scope: read it through the scope index and sort, exactly (no HNSW walk).
+                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                rows = conn.execute(sql, (q, *params, q, k)).fetchall()
+                rows.sort(key=lambda r: (-r[1], r[0]))
+                return [(int(r[0]), float(r[1])) for r in rows]
             # relaxed_order: the scan keeps going until k filtered rows are found; order is fixed below.
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, k), 1000)),))
@@ -315,40 +386,178 @@ class PostgresStore:
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """BM25 over the chunks the WHERE admits, computed in SQL from the tsvector and the lexeme statistics.
-
-        The GIN index finds the chunks holding any query lexeme (each term its own `plainto_tsquery`, OR-ed,
-        so no user text reaches a tsquery parser). Each hit's tsvector is cut down to the query's lexemes
-        (setweight + ts_filter, in C) before its term frequencies are read, so scoring costs per hit do not
-        grow with chunk length. Length is the number of distinct lexemes (`length(tsvector)`).
-        """
+        """BM25 top-k over the chunks the WHERE admits: from the impact-ordered postings when they are ready
+        (`_top_by_impact`), else by scoring every match. Both give the same ranking and the same scores."""
         if k <= 0 or not terms:
             return []
         where, params = filters.to_sql("c", "%s")
+        with self._transaction() as conn:
+            # One snapshot for the postings read and the scoring, so a write between them cannot skew either.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            words, avglen, factor = self._query_words(conn, terms)
+            if not words:
+                return []
+            if factor is not None:
+                hits = self._top_by_impact(conn, words, where, params, filters.user_slug, k, avglen, factor)
+                if hits is not None:
+                    return hits
+            return self._score_every_match(conn, terms, words, where, params, k, avglen)
+
+    def _query_words(self, conn: Any, terms: list[str]) -> tuple[list[tuple[str, float]], float, float | None]:
+        """The query's lexemes found in the index with their idf, the mean length, and the factor that turns a
+        stored impact into a bound on today's (None while the postings are being rebuilt)."""
+        n, avglen, ready, stored = conn.execute(
+            "SELECT max(value::float8) FILTER (WHERE key = 'lexical_chunks'), "
+            "max(value::float8) FILTER (WHERE key = 'lexical_length_sum') "
+            "  / greatest(max(value::float8) FILTER (WHERE key = 'lexical_chunks'), 1), "
+            "max(value) FILTER (WHERE key = 'postings_ready'), "
+            "max(value::float8) FILTER (WHERE key = 'postings_avglen') "
+            "FROM meta WHERE key IN ('lexical_chunks', 'lexical_length_sum', 'postings_ready', 'postings_avglen')"
+        ).fetchone()
+        words = conn.execute(
+            "SELECT l.lexeme, ln(1 + (%s - l.df + 0.5) / (l.df + 0.5)) FROM lexemes l "
+            "WHERE l.lexeme = ANY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector('english', "
+            "array_to_string(%s::text[], ' ')))) AS w) AND l.df > 0 ORDER BY l.lexeme",
+            (n, terms),
+        ).fetchall()
+        # A stored impact used mean length A_s; with today's A the same posting weighs at most max(1, A/A_s) times
+        # as much (the length term of BM25's denominator shrinks by at most A_s/A), so the smallest A_s bounds all.
+        factor = max(1.0, avglen / stored) if ready == "1" and stored else (1.0 if ready == "1" else None)
+        return [(str(w), float(idf)) for w, idf in words], float(avglen or 0), factor
+
+    def _top_by_impact(self, conn: Any, words: list[tuple[str, float]], where: str, params: list[Any],
+                       user: str | None, k: int, avglen: float, factor: float) -> list[tuple[int, float]] | None:
+        """Exact BM25 top-k from each term's highest-impact postings (a threshold algorithm, in SQL).
+
+        Each term t's top d_t postings are read from the index (with a user filter there too, so a 2 % user
+        scope costs no more rounds than the whole index). A list not read to its end gives theta_t, idf times
+        its d_t-th impact: a chunk missing from that term's top d_t weighs at most theta_t there. So a chunk
+        seen under some terms is bounded by its summed weights plus the other terms' thetas, and a chunk seen
+        under none by the sum of all thetas ('unseen'). Every seen chunk whose bound reaches `floor` (a score
+        the k-th result is known to reach) is scored exactly, from its tsvector and with the WHERE; once the
+        k-th exact score beats 'unseen' and every chunk left unscored is bounded below `floor`, the top k is
+        exact. Otherwise the next round's depths are planned from probes of each list's deeper impacts: the
+        fewest extra postings that bring 'unseen' below `floor` (`_plan_depths`). Past MAX_POSTINGS_PER_TERM
+        the caller scores every match instead. `factor` turns stored impacts into bounds on today's weights
+        (`_query_words`); 1e-6 covers their float4 rounding."""
+        lexemes, idfs = [w for w, _ in words], [i for _, i in words]
+        user_clause, user_params = ("AND p.user_slug = %s", (user,)) if user is not None else ("", ())
+        slack = factor * (1 + 1e-6)
+        depths, floor = [max(4 * k, FIRST_DEPTH)] * len(words), 0.0
+        for _ in range(6):
+            rows = conn.execute(
+                f"""
+                WITH w AS (SELECT * FROM unnest(%s::text[], %s::float8[], %s::int[]) AS w(lexeme, idf, depth)),
+                top AS MATERIALIZED (
+                    SELECT w.lexeme, w.idf, w.depth, p.chunk_id, p.impact FROM w CROSS JOIN LATERAL (
+                        SELECT p.chunk_id, p.impact FROM postings p WHERE p.lexeme = w.lexeme {user_clause}
+                        ORDER BY p.impact DESC LIMIT w.depth) p),
+                theta AS (
+                    SELECT lexeme, CASE WHEN count(*) = max(depth) THEN min(idf * impact) ELSE 0 END AS bound
+                    FROM top GROUP BY lexeme),
+                unseen AS (SELECT coalesce(sum(bound), 0) AS bound FROM theta)
+                SELECT 0, lexeme, NULL::bigint, bound FROM theta
+                UNION ALL (
+                    SELECT 1, NULL, t.chunk_id, sum(t.idf * t.impact - h.bound) + (SELECT bound FROM unseen)
+                    FROM top t JOIN theta h USING (lexeme) GROUP BY t.chunk_id
+                    HAVING (sum(t.idf * t.impact - h.bound) + (SELECT bound FROM unseen)) * %s >= %s
+                    ORDER BY 4 DESC, 3 LIMIT %s)
+                """,
+                (lexemes, idfs, depths, *user_params, slack, floor, MAX_SCORED + 1),
+            ).fetchall()
+            theta = {row[1]: row[3] for row in rows if row[0] == 0}
+            bounds = [(row[2], row[3] * slack) for row in rows if row[0] == 1]
+            unseen = sum(theta.values()) * slack
+            scored = self._score_by_bound(conn, words, bounds[:MAX_SCORED], where, params, k, avglen)
+            kth = scored[-1][1] if len(scored) == k else 0.0
+            floor = max(floor, kth)
+            unscored = bounds[MAX_SCORED][1] if len(bounds) > MAX_SCORED else 0.0
+            if unscored >= floor and unscored > 0:
+                return None  # too many chunks bounded above the k-th score to score them one by one
+            if unseen == 0.0 or unseen < kth:
+                return scored  # every unscored chunk is bounded below floor <= kth, every unseen one below kth
+            depths = self._plan_depths(conn, lexemes, idfs, depths, theta, floor / slack, user_clause, user_params)
+            if depths is None:
+                return None
+        return None
+
+    def _score_by_bound(self, conn: Any, words: list[tuple[str, float]], bounds: list[tuple[int, float]],
+                        where: str, params: list[Any], k: int, avglen: float) -> list[tuple[int, float]]:
+        """The exact top k of the chunks in `bounds` (id, upper bound; falling bounds), scored in batches: after
+        each batch only chunks whose bound reaches the k-th score so far can still enter, so the rest are
+        never read."""
+        best: list[tuple[int, float]] = []
+        start, size = 0, max(4 * k, 400)
+        while start < len(bounds):
+            kth = best[-1][1] if len(best) == k else 0.0
+            batch = [c for c, bound in bounds[start : start + size] if bound >= kth]
+            if not batch:
+                break
+            found = self._score(conn, words, "c.id = ANY(%s::bigint[])", [batch], where, params, k, avglen)
+            best = sorted(best + found, key=lambda r: (-r[1], r[0]))[:k]
+            start, size = start + size, size * 2
+        return best
+
+    def _plan_depths(self, conn: Any, lexemes: list[str], idfs: list[float], depths: list[int],
+                     theta: dict[str, float], target: float, user_clause: str,
+                     user_params: tuple[Any, ...]) -> list[int] | None:
+        """Per-term depths for the next round: from each list's impact at 4x, 16x, ... its depth (a probe walks
+        the index without reading rows), add depth where it lowers the unseen bound most per posting read,
+        until the bound is below `target`; out of reach, every list goes 16x deeper. With no target yet (fewer
+        than k scored), every depth grows 8x. None when no list can go deeper."""
+        options = [[d * 4**j for j in range(1, 9) if d * 4**j <= MAX_POSTINGS_PER_TERM] for d in depths]
+        if target <= 0:
+            grown = [min(d * 8, MAX_POSTINGS_PER_TERM) for d in depths]
+            return grown if grown != depths else None
+        probe = [(t, d) for t, (lexeme, opts) in enumerate(zip(lexemes, options, strict=True)) if theta.get(lexeme)
+                 for d in opts]
+        rows = conn.execute(
+            "SELECT w.n, w.depth, coalesce((SELECT p.impact FROM postings p WHERE p.lexeme = w.lexeme "
+            f"{user_clause} ORDER BY p.impact DESC OFFSET w.depth - 1 LIMIT 1), 0) "
+            "FROM unnest(%s::int[], %s::text[], %s::int[]) AS w(n, lexeme, depth)",
+            (*user_params, [t for t, _ in probe], [lexemes[t] for t, _ in probe], [d for _, d in probe]),
+        ).fetchall() if probe else []
+        at = {(t, d): idfs[t] * impact for t, d, impact in rows}
+        current = {t: theta.get(lexeme, 0.0) for t, lexeme in enumerate(lexemes)}
+        planned = list(depths)
+        while sum(current.values()) >= target:
+            steps = [(current[t] - at[t, d], d - planned[t], t, d) for (t, d) in at
+                     if d > planned[t] and at[t, d] < current[t]]
+            if not steps:
+                # Out of reach with today's floor: every list that can goes 16x deeper; the next round's k-th
+                # score, higher, is the floor the round after is planned against.
+                deeper = [max((o for o in opts if o <= d * 16), default=d) for d, opts in zip(depths, options,
+                                                                                          strict=True)]
+                return deeper if deeper != depths else None
+            _, _, t, d = max(steps, key=lambda s: (s[0] / s[1], s[0]))
+            planned[t], current[t] = d, at[t, d]
+        return planned
+
+    def _score_every_match(self, conn: Any, terms: list[str], words: list[tuple[str, float]], where: str,
+                           params: list[Any], k: int, avglen: float) -> list[tuple[int, float]]:
+        """BM25 of every chunk holding a query lexeme (the GIN index finds them; each term its own
+        `plainto_tsquery`, OR-ed, so no user text reaches a tsquery parser)."""
         tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
+        return self._score(conn, words, f"c.tsv @@ ({tsquery})", list(terms), where, params, k, avglen)
+
+    def _score(self, conn: Any, words: list[tuple[str, float]], match: str, match_params: list[Any], where: str,
+               params: list[Any], k: int, avglen: float) -> list[tuple[int, float]]:
+        """BM25 top-k of the chunks matching `match` and the WHERE. Each hit's tsvector is cut down to the query's
+        lexemes (setweight + ts_filter, in C) before its term frequencies are read, so the cost per hit does not
+        grow with chunk length. Length is the number of distinct lexemes (`length(tsvector)`)."""
+        lexemes = [w for w, _ in words]
         sql = f"""
-            WITH stats AS (
-                SELECT max(value::float8) FILTER (WHERE key = 'lexical_chunks') AS n,
-                       max(value::float8) FILTER (WHERE key = 'lexical_length_sum')
-                         / greatest(max(value::float8) FILTER (WHERE key = 'lexical_chunks'), 1) AS avglen
-                FROM meta WHERE key IN ('lexical_chunks', 'lexical_length_sum')),
-            query AS (SELECT {tsquery} AS q),
-            words AS (
-                SELECT l.lexeme, ln(1 + (s.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-                FROM lexemes l, stats s
-                WHERE l.lexeme = ANY(SELECT DISTINCT w FROM unnest(tsvector_to_array(
-                    to_tsvector('english', array_to_string(%s::text[], ' ')))) AS w) AND l.df > 0),
-            hits AS (
-                SELECT c.id, c.tsv FROM chunks c, query WHERE c.tsv @@ query.q AND {where})
-            SELECT h.id, sum(w.idf * tf * {K1 + 1} / (tf + {K1} * (1 - {B} + {B} * length(h.tsv) / s.avglen))) AS score
-            FROM hits h CROSS JOIN stats s
-            CROSS JOIN LATERAL unnest(ts_filter(setweight(h.tsv, 'A', (SELECT array_agg(lexeme) FROM words)),
-                                                '{{a}}')) AS u
+            WITH words AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS w(lexeme, idf)),
+            hits AS (SELECT c.id, c.tsv FROM chunks c WHERE {match} AND {where})
+            SELECT h.id, sum(w.idf * tf * {K1 + 1} / (tf + {K1} * (1 - {B} + {B} * length(h.tsv) / %s))) AS score
+            FROM hits h
+            CROSS JOIN LATERAL unnest(ts_filter(setweight(h.tsv, 'A', %s::text[]), '{{a}}')) AS u
             JOIN words w ON w.lexeme = u.lexeme
             CROSS JOIN LATERAL (SELECT array_length(u.positions, 1)::float8 AS tf) f
             GROUP BY h.id ORDER BY score DESC, h.id LIMIT %s
         """
-        return [(int(r[0]), float(r[1])) for r in self._rows(sql, (*terms, terms, *params, k))]
+        rows = conn.execute(sql, (lexemes, [i for _, i in words], *match_params, *params, avglen, lexemes, k))
+        return [(int(r[0]), float(r[1])) for r in rows.fetchall()]
 
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
         """Rows for the given ids, with the filter applied once more in SQL."""
@@ -447,23 +656,49 @@ class PostgresStore:
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
-        """Drop the HNSW index for a large load and build it once at the end.
+        """Drop the HNSW index and the postings for a large load and build both once at the end.
 
-        Building the graph once over all rows is several times faster than growing it row by row.
+        Building the graph once over all rows is several times faster than growing it row by row, and the
+        postings built once carry one mean length (the tightest bounds). Until they are back, 'postings_ready'
+        is '0' and lexical search scores every match, so a load that dies midway leaves correct (slower)
+        search; `settle_lexical` rebuilds them after the next write. `build_seconds` records each build.
         """
         with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            conn.execute("UPDATE meta SET value = '0' WHERE key = 'postings_ready'")
         try:
             yield
         finally:
+            self.build_seconds: dict[str, float] = {}
             with self._transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (self._build_memory(conn),))
+                started = time.perf_counter()
                 if self._meta(conn, "embed_model") is not None:
                     conn.execute(
                         "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks "
                         "USING hnsw (embedding vector_ip_ops)"
                     )
+                self.build_seconds["hnsw"] = time.perf_counter() - started
                 conn.execute("ANALYZE chunks")
+            self._settle_postings(force=True)
+
+    def _settle_postings(self, force: bool = False) -> bool:
+        """Rebuild the postings when they are not ready (a load that stopped midway) or, with `force`, always;
+        then VACUUM them, so their index is read without visiting the table (an index-only scan needs the
+        visibility map a fresh table lacks). Returns whether it rebuilt."""
+        started = time.perf_counter()
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            if not force and self._meta(conn, "postings_ready") == "1":
+                return False
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (self._build_memory(conn),))
+            self._rebuild_postings(conn)
+        with self._psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"VACUUM (ANALYZE) {SCHEMA}.postings")
+        self.build_seconds = getattr(self, "build_seconds", {}) | {"postings": time.perf_counter() - started}
+        return True
 
     def _build_memory(self, conn: Any) -> str:
         """maintenance_work_mem for the HNSW build: enough to hold the whole graph, never below the server's.
@@ -491,6 +726,7 @@ class PostgresStore:
             lexical = int(self._meta(conn, "lexical_chunks") or 0)
             model, dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
             generation = self._meta(conn, "generation")
+            postings_ready = self._meta(conn, "postings_ready")
             version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0]
             server = conn.execute("SHOW server_version").fetchone()[0]
             pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
@@ -499,6 +735,7 @@ class PostgresStore:
             "chunks": chunks,
             "lexical_rows": lexical,
             "lexical_generation": int(generation or 0),
+            "lexical_postings": "ready" if postings_ready == "1" else "rebuilding (lexical search scores every match)",
             "embed_model": model,
             "embed_dim": int(dim or 0) or None,
             "schema_version": version,
@@ -532,6 +769,11 @@ class PostgresStore:
             ).fetchone()[0]
             if orphans:
                 return f"{orphans} chunks without a document"
+            if self._meta(conn, "postings_ready") == "1":
+                # One posting per (chunk, lexeme): their count is the length total the BM25 statistics hold.
+                postings = conn.execute("SELECT count(*) FROM postings").fetchone()[0]
+                if postings != int(self._meta(conn, "lexical_length_sum") or 0):
+                    return f"{postings} postings for {self._meta(conn, 'lexical_length_sum')} chunk lexemes"
             dim = self._meta(conn, "embed_dim")
             if dim is not None:
                 wrong = conn.execute(
@@ -544,6 +786,12 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool's connections."""
         self._pool.close()
+
+
+def _may_be_small(filters: QueryFilters) -> bool:
+    """Whether the scope is narrower than a privacy side of the index (then it is worth counting)."""
+    return bool(filters.user_slug is not None or filters.doc_types or filters.tags or filters.date_from
+                or filters.date_to or filters.public_only)
 
 
 def _array(vector: Any) -> np.ndarray:

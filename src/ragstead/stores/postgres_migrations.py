@@ -13,6 +13,30 @@ SCHEMA = "ragstead"
 # pg_advisory_xact_lock key: any fixed bigint; this one is 'ragstead' read as bytes.
 MIGRATION_LOCK = 0x7261677374656164
 
+# BM25 parameters (Lucene's and tantivy's defaults, so both stores rank alike).
+K1, B = 1.2, 0.75
+# The mean chunk length (distinct lexemes) the statistics of migration 2 hold; 1 on an empty index.
+AVGLEN_SQL = (
+    "(SELECT greatest(max(value::float8) FILTER (WHERE key = 'lexical_length_sum')"
+    " / greatest(max(value::float8) FILTER (WHERE key = 'lexical_chunks'), 1), 1)"
+    " FROM meta WHERE key IN ('lexical_chunks', 'lexical_length_sum'))"
+)
+# The postings' read paths: a term's postings by falling impact, in the whole index and in one user's scope
+# (a user's list read directly, not the whole list filtered: 50x fewer entries walked for a 2 % user). The
+# BRIN index finds a document's chunks' rows for deletion (rows are appended in chunk-id order) at a fraction
+# of a B-tree's size.
+POSTINGS_INDEXES = """
+CREATE INDEX postings_top ON postings (lexeme, impact DESC) INCLUDE (chunk_id);
+CREATE INDEX postings_user_top ON postings (user_slug, lexeme, impact DESC) INCLUDE (chunk_id);
+CREATE INDEX postings_chunk ON postings USING brin (chunk_id);
+"""
+
+
+def impact_sql(tf: str, length: str, avglen: str) -> str:
+    """BM25's term weight without idf, as SQL over the given expressions."""
+    return f"({tf})::float8 * {K1 + 1} / (({tf})::float8 + {K1} * (1 - {B} + {B} * ({length}) / ({avglen})))"
+
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -91,6 +115,26 @@ INSERT INTO meta SELECT 'lexical_length_sum', coalesce(sum(length(tsv)), 0)::tex
         """
 ALTER TABLE documents ADD COLUMN source jsonb;
 CREATE INDEX documents_source_key ON documents ((source->>'key'));
+""",
+    ),
+    (
+        4,
+        "impact-ordered postings, so lexical top-k reads a few postings per term instead of scoring every match; "
+        "chunk rows kept whole",
+        f"""
+-- One row per (lexeme, chunk): the term's BM25 weight without idf (its 'impact'), computed with the mean length
+-- recorded in meta 'postings_avglen' (the smallest any stored impact used; see stores/postgres.py).
+CREATE TABLE postings (lexeme text NOT NULL, impact real NOT NULL, chunk_id bigint NOT NULL, user_slug text);
+INSERT INTO meta SELECT 'postings_avglen', {AVGLEN_SQL}::text;
+INSERT INTO meta VALUES ('postings_ready', '1');
+INSERT INTO postings (lexeme, impact, chunk_id, user_slug)
+SELECT u.lexeme, {impact_sql("array_length(u.positions, 1)", "length(c.tsv)", AVGLEN_SQL)}, c.id, c.user_slug
+FROM chunks c, unnest(c.tsv) AS u;
+{POSTINGS_INDEXES}
+-- Chunk rows of new writes stay whole in the table, vector included (below a page, 8160 bytes): a scoped exact
+-- vector scan then reads each row's page once instead of detoasting its vector (1.5 KB, out of line at the
+-- default 2 KB target) through the TOAST index: 2.2x faster for a 20k-row scope. Rows written before keep theirs.
+ALTER TABLE chunks SET (toast_tuple_target = 8160);
 """,
     ),
 ]
