@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--queries", type=int, default=100, help="stores bench: queries per scope and mode")
     parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
+    parser.add_argument("--hnsw-serial", action="store_true",
+                        help="stores bench: also time an HNSW build with no parallel worker (~20 min at 1M)")
     parser.add_argument("--previous-queries", type=int, default=20,
                         help="stores bench: queries per scope and mode for the previous PostgreSQL baseline")
     parser.add_argument("--chunking", default="400/80,200/40,150/30",
@@ -108,7 +110,7 @@ def main() -> None:
         from bench.store_latency import main as stores_main
 
         stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset, args.queries,
-                    args.output or "store_latency", args.skip_chroma, args.previous_queries)
+                    args.output or "store_latency", args.skip_chroma, args.previous_queries, args.hnsw_serial)
     if args.what in ("ingest", "all"):
         from bench.ingest_throughput import main as ingest_main
 

@@ -10,8 +10,10 @@ Random vectors are the hardest case for HNSW (no clusters to exploit); real embe
 Baseline in the same run, on the same database: "PostgreSQL, previous" is the store before impact-ordered
 postings and the small-scope exact path (BM25 of every match; every vector query walks the HNSW graph), run
 on the first `previous_queries` queries of each set (its unfiltered head-term queries take seconds each).
-Also timed at each size: the HNSW build with the server's 1 parallel maintenance worker and with none, and
-the postings build (both inside the load).
+Also timed at each size: the HNSW build with the server's 1 parallel maintenance worker and the postings
+build (both inside the load), and with --hnsw-serial an HNSW build with no worker (after the queries).
+Before a PostgreSQL store is queried, its relations' files are read into the OS page cache (as the
+embedded bench does with its files), so no store is measured with a cold cache.
 
 Real data too: the SciFact index of bench/results/.cache (built by `python -m bench quality`, or here) is
 migrated into each store and `ragstead eval` runs on all of them (train and test): nDCG@10 and
@@ -105,8 +107,26 @@ def hnsw_build_seconds(store: PostgresStore, workers: int) -> float:
         return round(time.perf_counter() - started, 1)
 
 
+def warm_relations(store: PostgresStore, server: LocalPostgres) -> float:
+    """Read the files of the relations queries touch into the OS page cache (this server has no pg_prewarm),
+    as the embedded bench does for its files: every store is measured with its index in memory, as for the
+    second and later queries of any user. Returns the seconds it took."""
+    started = time.perf_counter()
+    with store._transaction() as conn:
+        paths = [row[0] for row in conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'ragstead' AND c.relkind IN ('r', 'i', 't') AND pg_relation_filepath(c.oid) IS NOT NULL"
+        )]
+    for relative in paths:
+        for segment in sorted((server.data_dir / relative).parent.glob(Path(relative).name + "*")):
+            with open(segment, "rb", buffering=0) as handle:
+                while handle.read(1 << 24):
+                    pass
+    return round(time.perf_counter() - started, 1)
+
+
 def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, stores: tuple[str, ...] = STORES,
-             previous_queries: int = 20) -> dict[str, Any]:
+             previous_queries: int = 20, hnsw_serial: bool = False) -> dict[str, Any]:
     path = workdir / f"synthetic-{n}.db"
     if not path.exists():
         build(path, n)
@@ -132,12 +152,15 @@ def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, s
                 result["build seconds | postgresql"] = {
                     "hnsw, 1 parallel worker": round(target.build_seconds["hnsw"], 1),
                     "postings (insert, index, vacuum)": round(target.build_seconds["postings"], 1),
-                    "hnsw, no parallel worker": hnsw_build_seconds(target, 0),
                 }
+        if name.startswith("postgresql"):
+            result[f"warm files, s | {name}"] = warm_relations(target, server)
         count = previous_queries if name == "postgresql-previous" else queries
         result[name] = measure_store(target, count) | {
             "hnsw_recall_at_10": {scope: recall_at_10(embedded, target, p[:count]) for scope, p in probes.items()},
         }
+        if name == "postgresql" and hnsw_serial:  # last: the build evicts what the queries above read
+            result["build seconds | postgresql"]["hnsw, no parallel worker"] = hnsw_build_seconds(target, 0)
         target.close()
     embedded.close()
     return result
@@ -231,7 +254,8 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
 
 
 def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None, queries: int = 100,
-         output: str = "store_latency", skip_chroma: bool = False, previous_queries: int = 20) -> None:
+         output: str = "store_latency", skip_chroma: bool = False, previous_queries: int = 20,
+         hnsw_serial: bool = False) -> None:
     """Run the SciFact part (when `dataset` exists) and each synthetic size; `queries` per scope and mode
     (and per recall probe set); results go to bench/results/<output>.json/.md, rewritten after each part."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-store-latency-"))
@@ -247,6 +271,6 @@ def main(sizes: list[int], workdir: Path | None, dataset: Path | None = None, qu
             write_results(output, results, _rows(results))
             print("scifact: done", flush=True)
         for n in sizes:
-            results["sizes"][str(n)] = one_size(n, workdir, server, queries, stores, previous_queries)
+            results["sizes"][str(n)] = one_size(n, workdir, server, queries, stores, previous_queries, hnsw_serial)
             write_results(output, results, _rows(results))  # each size as soon as it is done
             print(f"{n}: done", flush=True)

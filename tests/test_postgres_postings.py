@@ -200,3 +200,33 @@ def test_integrity_check_counts_postings_and_status_reports_them(store: Postgres
         conn.execute("UPDATE meta SET value = '0' WHERE key = 'postings_ready'")
     assert store.stats()["lexical_postings"].startswith("rebuilding")
     assert store.settle_lexical() is True and store.integrity_check() == "ok"
+
+
+def test_hybrid_sides_at_once_give_the_sequential_answer(pg_server) -> None:  # type: ignore[no-untyped-def]
+    """search() runs a server store's two sides on two threads; the hits, order and scores are the same as
+    one after the other, in every scope."""
+    from helpers.fake_embedder import HashingEmbedder
+    from ragstead.documents.metadata import DEFAULT_PATH_RULES
+    from ragstead.retrieval.search import SearchOptions, search
+
+    embedder = HashingEmbedder(DIM)
+    opened = PostgresStore(new_database(pg_server))
+    try:
+        opened.ensure_model(embedder.name, DIM)
+        writes = _writes(np.random.default_rng(10), 0, 40)
+        for write in writes:
+            write.vectors[:] = embedder.embed_documents([c.text for c in write.chunks])
+        opened.apply(writes, [], [])
+        assert opened.parallel_searches is True
+        for filters in (QueryFilters(), QueryFilters(user_slug="cy"), QueryFilters(public_only=True)):
+            for question in ("w1 w7", "w3 w150 w2", "w300"):
+                options = SearchOptions(mode="hybrid", k=10)
+                together = search(question, opened, embedder, filters, options, DEFAULT_PATH_RULES)
+                opened.parallel_searches = False
+                apart = search(question, opened, embedder, filters, options, DEFAULT_PATH_RULES)
+                opened.parallel_searches = True
+                assert together.hits and [(h.chunk_id, h.score) for h in together.hits] == [
+                    (h.chunk_id, h.score) for h in apart.hits]
+                assert set(together.timings_ms) >= {"vector_ms", "lexical_ms"}
+    finally:
+        opened.close()
