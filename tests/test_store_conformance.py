@@ -437,7 +437,15 @@ def test_cli_runs_on_postgresql(make_project, pg_url, cli):
     status = json.loads(cli(project, "status", "--store", pg_url, "--json").stdout)
     assert status["integrity"] == "ok" and status["documents"] == len(FILES)
     assert status["last_indexed_at"] is not None
-    assert status["pgvector_version"] >= "0.8"
+    assert status["pgvector_version"] >= "0.8" and status["lexical_postings"] == "ready"
+    # What a load that died midway leaves: status says so, and the next index run (nothing to index) rebuilds.
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE ragstead.meta SET value = '0' WHERE key = 'postings_ready'")
+    assert "postings" in cli(project, "status", "--store", pg_url).stdout
+    cli(project, "index", "--store", pg_url, "--roots", "kb,artifacts,docs")
+    assert json.loads(cli(project, "status", "--store", pg_url, "--json").stdout)["lexical_postings"] == "ready"
     # migrate back to a new embedded file, then query it
     cli(project, "migrate", "--from", pg_url, "--to", "sqlite:kb/rag/copy.db")
     copied = json.loads(cli(project, "query", "billing database", "--store", "sqlite:kb/rag/copy.db", "--user",

@@ -888,6 +888,9 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     if stats.get("server_version"):
         rows.append(("server", f"PostgreSQL {stats['server_version']}, pgvector {stats.get('pgvector_version')}",
                      None))
+        if stats.get("lexical_postings", "ready") != "ready":
+            rows.append(("postings", f"{stats['lexical_postings']}; the next `ragstead index` rebuilds them",
+                         "yellow"))
     if stats.get("collection"):
         rows.append(("vectors", f"{stats.get('vector_rows')} in Chroma collection {stats['collection']}", None))
     ok = stats["integrity"] == "ok"
