@@ -8,7 +8,7 @@ import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,15 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+def read_into_page_cache(files: Iterable[Path]) -> None:
+    """Read each file once, so the OS page cache holds it when the measurements start."""
+    for file in files:
+        if file.is_file():
+            with open(file, "rb", buffering=0) as handle:
+                while handle.read(1 << 24):
+                    pass
 
 
 def machine() -> dict[str, Any]:

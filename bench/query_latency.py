@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import RESULTS, Timer, peak_rss_mb, percentiles, write_results
+from bench.common import RESULTS, Timer, peak_rss_mb, percentiles, read_into_page_cache, write_results
 from ragstead import KnowledgeBase, SearchOptions, Settings
 from ragstead.filters import QueryFilters
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
@@ -189,12 +189,7 @@ def warm_os_cache(path: Path) -> float:
     holding them, as it does for the second and later queries of any user (this machine's cache cannot be
     dropped without root, so a truly cold start is not measured). Returns the seconds it took."""
     started = time.perf_counter()
-    files = [path, *(f for side in (".tantivy", ".vectors") for f in path.with_suffix(side).iterdir())]
-    for file in files:
-        if file.is_file():
-            with open(file, "rb", buffering=0) as handle:
-                while handle.read(1 << 24):
-                    pass
+    read_into_page_cache([path, *(f for side in (".tantivy", ".vectors") for f in path.with_suffix(side).iterdir())])
     return round(time.perf_counter() - started, 1)
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 import ragstead
-from bench.common import RESULTS, beir_eval, write_results
+from bench.common import RESULTS, beir_eval, read_into_page_cache, write_results
 from bench.query_latency import USERS, build, measure_store
 from ragstead.filters import QueryFilters
 from ragstead.stores.migrate import copy_store
@@ -117,11 +117,8 @@ def warm_relations(store: PostgresStore, server: LocalPostgres) -> float:
             "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = 'ragstead' AND c.relkind IN ('r', 'i', 't') AND pg_relation_filepath(c.oid) IS NOT NULL"
         )]
-    for relative in paths:
-        for segment in sorted((server.data_dir / relative).parent.glob(Path(relative).name + "*")):
-            with open(segment, "rb", buffering=0) as handle:
-                while handle.read(1 << 24):
-                    pass
+    read_into_page_cache(segment for relative in paths
+                         for segment in sorted((server.data_dir / relative).parent.glob(Path(relative).name + "*")))
     return round(time.perf_counter() - started, 1)
 
 

@@ -194,8 +194,6 @@ def search(
         raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
     timings: dict[str, float] = {}
     query_vector = None
-    vector_hits: list[tuple[int, float]] = []
-    lexical_hits: list[tuple[int, float]] = []
     want_vector = options.mode in ("vector", "hybrid")
     want_lexical = options.mode in ("lexical", "hybrid")
     if want_vector or reranker is not None:

@@ -115,6 +115,7 @@ class PostgresStore:
         self.url = url
         self.path = redact(url)
         self._psycopg = psycopg
+        self.build_seconds: dict[str, float] = {}  # the last bulk load's builds (HNSW, postings), for the bench
         _OPENED.add(url)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
@@ -187,7 +188,10 @@ class PostgresStore:
         with self._transaction() as conn:
             ready, stored = self._meta(conn, "postings_ready"), float(self._meta(conn, "postings_avglen") or 0)
             avglen = conn.execute(f"SELECT {AVGLEN_SQL}").fetchone()[0]
-        return self._settle_postings(force=ready == "1" and stored > 0 and avglen > 1.25 * stored)
+        drifted = ready == "1" and stored > 0 and avglen > 1.25 * stored
+        if ready == "1" and not drifted:
+            return False  # the common case after a write: no second transaction, no lock
+        return self._settle_postings(force=drifted)
 
     def chunking(self) -> str | None:
         """The chunking the index was built with (as `record_chunking` wrote it), or None."""
@@ -365,21 +369,18 @@ class PostgresStore:
             "ORDER BY c.embedding <#> %s LIMIT %s"
         )
         with self._transaction() as conn:
-            if self.exact_scope_rows > 0 and _may_be_small(filters) and conn.execute(
+            small = self.exact_scope_rows > 0 and _may_be_small(filters) and conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT %s) s",
                 (*params, self.exact_scope_rows + 1),
-            ).fetchone()[0] <= self.exact_scope_rows:
-                # A small scope: read it through the scope index and sort, exactly (no HNSW walk).
-                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+            ).fetchone()[0] <= self.exact_scope_rows
+            if not small:
+                # relaxed_order: the scan keeps going until k filtered rows are found; order is fixed below.
+                conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, k), 1000)),))
                 rows = conn.execute(sql, (q, *params, q, k)).fetchall()
-                rows.sort(key=lambda r: (-r[1], r[0]))
-                return [(int(r[0]), float(r[1])) for r in rows]
-            # relaxed_order: the scan keeps going until k filtered rows are found; order is fixed below.
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, k), 1000)),))
-            rows = conn.execute(sql, (q, *params, q, k)).fetchall()
-            if len(rows) < k:
-                # The graph walk ran out before k rows passed the filter: rank exactly, without the index.
+            if small or len(rows) < k:
+                # A small scope, or a graph walk that ran out before k rows passed the filter: rank exactly,
+                # without the HNSW index (the scope index and a sort).
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                 rows = conn.execute(sql, (q, *params, q, k)).fetchall()
         rows.sort(key=lambda r: (-r[1], r[0]))
@@ -505,10 +506,10 @@ class PostgresStore:
         the index without reading rows), add depth where it lowers the unseen bound most per posting read,
         until the bound is below `target`; out of reach, every list goes 16x deeper. With no target yet (fewer
         than k scored), every depth grows 8x. None when no list can go deeper."""
-        options = [[d * 4**j for j in range(1, 9) if d * 4**j <= MAX_POSTINGS_PER_TERM] for d in depths]
         if target <= 0:
             grown = [min(d * 8, MAX_POSTINGS_PER_TERM) for d in depths]
             return grown if grown != depths else None
+        options = [[d * 4**j for j in range(1, 9) if d * 4**j <= MAX_POSTINGS_PER_TERM] for d in depths]
         probe = [(t, d) for t, (lexeme, opts) in enumerate(zip(lexemes, options, strict=True)) if theta.get(lexeme)
                  for d in opts]
         rows = conn.execute(
@@ -670,7 +671,7 @@ class PostgresStore:
         try:
             yield
         finally:
-            self.build_seconds: dict[str, float] = {}
+            self.build_seconds = {}
             with self._transaction() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (self._build_memory(conn),))
@@ -697,7 +698,7 @@ class PostgresStore:
             self._rebuild_postings(conn)
         with self._psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f"VACUUM (ANALYZE) {SCHEMA}.postings")
-        self.build_seconds = getattr(self, "build_seconds", {}) | {"postings": time.perf_counter() - started}
+        self.build_seconds["postings"] = time.perf_counter() - started
         return True
 
     def _build_memory(self, conn: Any) -> str:
