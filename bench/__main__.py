@@ -1,5 +1,5 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker.
+| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -18,7 +18,7 @@ def main() -> None:
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
-                                           "dedup", "rerank", "answers", "ranker"])
+                                           "dedup", "rerank", "answers", "ranker", "feedback"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -127,6 +127,10 @@ def main() -> None:
         from bench.learned_ranker import main as ranker_main
 
         ranker_main()
+    if args.what == "feedback":  # not in `all`: it needs the cached candidates of `bench fusion`
+        from bench.query_feedback import main as feedback_main
+
+        feedback_main()
     if args.what == "answers":  # not in `all`: ~15 min (every SciFact query twice, sentences embedded)
         from bench.answers import main as answers_main
 

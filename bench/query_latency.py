@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,12 +157,17 @@ def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
     }
     runs = [(scope, mode, "head terms", head_queries) for scope in scopes for mode in ("lexical", "vector", "hybrid")]
     runs += [(scope, mode, "content words", content_queries) for scope in scopes for mode in ("lexical", "hybrid")]
+    # The same-run baseline of query feedback (on by default): hybrid with its second vector search off.
+    runs += [(scope, "hybrid", "head terms, no feedback", head_queries) for scope in scopes]
     for scope, mode, label, query_set in runs:
         make = scopes[scope]
+        options = SearchOptions(mode=mode, k=10)
+        if label.endswith("no feedback"):
+            options = replace(options, feedback_k=0)
         times = []
         for i, text in enumerate(query_set):
             started = time.perf_counter()
-            result = kb.search(text, filters=make(i), options=SearchOptions(mode=mode, k=10))
+            result = kb.search(text, filters=make(i), options=options)
             times.append((time.perf_counter() - started) * 1000)
             assert len(result.hits) <= 10
         name = mode if mode == "vector" else f"{mode}, {label}"

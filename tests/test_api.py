@@ -135,13 +135,19 @@ def test_query_results_carry_scores_ranks_checksum_and_provenance(api):
                   "chunk_id", "doc_id", "snippet"):
         assert top[field] is not None, field
     assert out["filters"]["user_slug"] == "alice" and out["filters"]["private_only"] is True
+    assert (out["params"]["feedback_k"], out["params"]["feedback_weight"]) == (2, 0.5)  # the config's
+    with client() as c:
+        body = {"query": "billing database PostgreSQL", "feedback_k": 0}
+        off = c.post("/v1/query", json=body, headers=auth(tokens["alice"])).json()
+    assert off["params"]["feedback_k"] == 0 and off["results"][0]["file_path"] == top["file_path"]
 
 
 @pytest.mark.parametrize(
     "body",
     [{"query": ""}, {"query": "x", "top_k": 0}, {"query": "x", "top_k": 101}, {"query": "x", "mode": "magic"},
      {"query": "x" * 5000}, {"query": 5}, {}, {"query": "x", "date_from": "yesterday"},
-     {"query": "x", "doc_types": ["secret"]}, {"query": "x", "date_from": "2025-05-01", "date_to": "2025-01-01"}],
+     {"query": "x", "doc_types": ["secret"]}, {"query": "x", "date_from": "2025-05-01", "date_to": "2025-01-01"},
+     {"query": "x", "feedback_k": 21}, {"query": "x", "feedback_k": -1}, {"query": "x", "feedback_weight": -1}],
 )
 def test_malformed_queries_get_a_clear_json_error(api, body):
     _, tokens, _, client = api

@@ -102,6 +102,21 @@ def test_query_prints_a_table_by_default_and_the_json_contract_with_json(project
         k: v for k, v in as_format.items() if k != "timings_ms"}
 
 
+def test_feedback_flags_reach_the_search_and_a_bad_value_is_one_error_line(project):
+    def params(*flags: str) -> dict:
+        out = ragstead("query", "billing PostgreSQL", "--user", "alice", "--json", *flags, root=project)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["params"]
+
+    assert params()["feedback_k"] == 2 and params()["feedback_weight"] == 0.5  # the defaults
+    assert params("--feedback", "0")["feedback_k"] == 0 and params("--feedback", "0")["feedback_weight"] is None
+    chosen = params("--feedback", "3", "--feedback-weight", "0.25")
+    assert (chosen["feedback_k"], chosen["feedback_weight"]) == (3, 0.25)
+    bad = ragstead("query", "billing", "--feedback", "30", root=project)
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("error: ") and "feedback_k" in bad.stderr
+
+
 def test_query_jsonl_and_csv(project):
     jsonl = ragstead("query", "billing", "--user", "alice", "--format", "jsonl", root=project)
     rows = [json.loads(line) for line in jsonl.stdout.splitlines()]

@@ -106,7 +106,8 @@ def test_eval_beir_end_to_end_all_modes(tmp_path):
     report = json.loads(report_path.read_text())
     # hybrid is reported under both fusions (the configured one is plain "hybrid"), and re-ranked
     assert report["n_queries"] == 3
-    assert set(report["modes"]) == {"vector", "lexical", "hybrid", "hybrid (rrf)", "hybrid+rerank"}
+    assert set(report["modes"]) == {"vector", "lexical", "hybrid", "hybrid (rrf)", "hybrid (no feedback)",
+                                    "hybrid+rerank"}
     assert report["settings"]["fusion"] == "convex" and report["settings"]["reranker"].startswith("sentence-maxsim")
     assert report["modes"]["vector"]["hit_rate@3"] == 1.0  # tiny corpus: every answer is found
     assert report["run"]["corpus_docs"] == 4 and report["run"]["chunks_embedded"] == 4

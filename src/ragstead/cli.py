@@ -102,6 +102,11 @@ FusionWeightOpt = Annotated[float | None, typer.Option("--fusion-weight", help="
                                                                                  "(implies --fusion convex).")]
 RrfKOpt = Annotated[int | None, typer.Option("--rrf-k", help="RRF constant (implies --fusion rrf).")]
 RerankTopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", help="Candidates --rerank re-orders.")]
+FEEDBACK_HELP = ("Hybrid: move the query vector toward this many first-pass chunks and search again (0: off; "
+                 "default: config, 2).")
+FEEDBACK_WEIGHT_HELP = "How far --feedback moves the query vector (default: config, 0.5)."
+FeedbackOpt = Annotated[int | None, typer.Option("--feedback", help=FEEDBACK_HELP)]
+FeedbackWeightOpt = Annotated[float | None, typer.Option("--feedback-weight", help=FEEDBACK_WEIGHT_HELP)]
 
 SEARCH_PANEL = "Search"
 SCOPE_PANEL = "Scope"
@@ -132,6 +137,8 @@ class SearchFlags:
     rerank: bool = False
     rerank_top_n: int | None = None
     dedup_sources: bool = False
+    feedback: int | None = None
+    feedback_weight: float | None = None
 
     def chosen_mode(self) -> str | None:
         chosen = [m for m, on in (("hybrid", self.hybrid), ("lexical", self.lexical_only), ("vector", self.vector))
@@ -152,7 +159,8 @@ class SearchFlags:
                 "tags": split_values(self.tag), "rerank": self.rerank, "top_k_vector": self.top_k_vector,
                 "top_k_lexical": self.top_k_lexical, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
                 "rrf_k": self.rrf_k, "rerank_top_n": self.rerank_top_n,
-                "dedup_sources": self.dedup_sources or None}
+                "dedup_sources": self.dedup_sources or None, "feedback_k": self.feedback,
+                "feedback_weight": self.feedback_weight}
 
 
 def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL) -> inspect.Parameter:
@@ -184,6 +192,8 @@ _SEARCH_PARAMETERS = [
     _option(False, bool, "--rerank", help="Re-rank the top candidates (sentence max-sim)."),
     _option(None, int | None, "--rerank-top-n", help="Candidates --rerank re-orders (default: config, 30)."),
     _option(False, bool, "--dedup-sources", help="Keep only the best chunk of each document (source)."),
+    _option(None, int | None, "--feedback", help=FEEDBACK_HELP),
+    _option(None, float | None, "--feedback-weight", help=FEEDBACK_WEIGHT_HELP),
 ]
 
 
@@ -721,6 +731,8 @@ def evaluate(
     fusion_weight: FusionWeightOpt = None,
     rerank: Annotated[bool, typer.Option("--rerank", help="Also report hybrid+rerank.")] = False,
     rerank_top_n: RerankTopNOpt = None,
+    feedback: FeedbackOpt = None,
+    feedback_weight: FeedbackWeightOpt = None,
     miss_k: Annotated[int, typer.Option("--miss-k", help="Miss: nothing relevant in this top k.")] = 10,
     report_json: Annotated[Path | None, typer.Option("--report-json", help="Where to write the JSON report.")] = None,
     index_db: Annotated[
@@ -760,7 +772,8 @@ def evaluate(
         with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
                    model=model, reranker=reranker, allow_download=allow_download or None) as kb:
             tuned = kb.search_options(rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
-                                      rerank_top_n=rerank_top_n)
+                                      rerank_top_n=rerank_top_n, feedback_k=feedback,
+                                      feedback_weight=feedback_weight)
             eval_settings = EvalSettings(mode_list, k_list, miss_k, tuned)
             with _progress_bar(quiet, "evaluating") as hook:
                 if beir is not None:

@@ -72,6 +72,8 @@ class Settings:
     fusion_weight: float = SearchOptions.fusion_weight
     rerank_top_n: int = SearchOptions.rerank_top_n
     rerank_weight: float = SearchOptions.rerank_weight
+    feedback_k: int = SearchOptions.feedback_k  # Rocchio feedback on the vector side of hybrid (0: off)
+    feedback_weight: float = SearchOptions.feedback_weight
     default_mode: str = "hybrid"
     # Who owns the files outside the team layout (personal mode): a user slug; "" = the OS user name.
     owner: str = ""
@@ -140,6 +142,7 @@ class Settings:
             "mode": mode or self.default_mode, "top_k_vector": self.top_k_vector,
             "top_k_lexical": self.top_k_lexical, "rrf_k": self.rrf_k, "fusion": self.fusion,
             "fusion_weight": self.fusion_weight, "rerank_top_n": self.rerank_top_n, "rerank_weight": self.rerank_weight,
+            "feedback_k": self.feedback_k, "feedback_weight": self.feedback_weight,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return SearchOptions(**values)

@@ -580,13 +580,15 @@ class KnowledgeBase:
     def search_options(self, *, k: int = 8, mode: str | None = None, top_k_vector: int | None = None,
                        top_k_lexical: int | None = None, fusion: str | None = None,
                        fusion_weight: float | None = None, rrf_k: int | None = None,
-                       rerank_top_n: int | None = None, dedup_sources: bool | None = None) -> SearchOptions:
-        """Search options from the configured defaults (hybrid, convex fusion), validated. `dedup_sources`:
-        the best chunk of each document only."""
+                       rerank_top_n: int | None = None, dedup_sources: bool | None = None,
+                       feedback_k: int | None = None, feedback_weight: float | None = None) -> SearchOptions:
+        """Search options from the configured defaults (hybrid, convex fusion, feedback from the 2 best chunks),
+        validated. `dedup_sources`: the best chunk of each document only. `feedback_k` 0: no query feedback."""
         fusion = choose_fusion(fusion, rrf_k, fusion_weight)
         options = self.settings.search_options(mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
                                                fusion=fusion, fusion_weight=fusion_weight, rrf_k=rrf_k,
-                                               rerank_top_n=rerank_top_n, dedup_sources=dedup_sources)
+                                               rerank_top_n=rerank_top_n, dedup_sources=dedup_sources,
+                                               feedback_k=feedback_k, feedback_weight=feedback_weight)
         options.validate()
         return options
 

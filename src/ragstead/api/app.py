@@ -94,6 +94,9 @@ class QueryRequest(BaseModel):
     fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
     fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
     dedup_sources: bool = Field(default=False, description="keep only the best chunk of each document")
+    feedback_k: int | None = Field(default=None, ge=0, le=20, description="hybrid: first-pass chunks the query "
+                                   "vector moves toward before a second vector search; 0: off (default: config)")
+    feedback_weight: float | None = Field(default=None, ge=0.0, le=10.0, description="how far feedback moves it")
     max_tokens: int | None = Field(default=None, ge=1, le=200_000, description="/v1/query: a budget for the "
                                    "returned chunks' text (estimated tokens), cut at chunk boundaries; default: "
                                    "the server's --max-tokens")
@@ -300,7 +303,8 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
                 "date_from": body.date_from, "date_to": body.date_to, "include_archive": body.include_archive,
                 "tags": body.tags, "k": body.top_k, "mode": body.mode, "top_k_vector": body.top_k_vector,
                 "top_k_lexical": body.top_k_lexical, "rrf_k": body.rrf_k, "fusion": body.fusion,
-                "fusion_weight": body.fusion_weight, "dedup_sources": body.dedup_sources or None}
+                "fusion_weight": body.fusion_weight, "dedup_sources": body.dedup_sources or None,
+                "feedback_k": body.feedback_k, "feedback_weight": body.feedback_weight}
 
     def ask_scope(body: AskRequest, who: Caller) -> dict[str, Any]:
         if body.max_tokens is not None:  # ask budgets its context with max_context_tokens
@@ -332,7 +336,8 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         filters = run_library(lambda: kb.scope(**{k: args[k] for k in ("user", "public_only", "doc_types", "date_from",
                                                                          "date_to", "include_archive", "tags")}))
         options = run_library(lambda: kb.search_options(**{k: args[k] for k in (
-            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight", "dedup_sources")}))
+            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight", "dedup_sources",
+            "feedback_k", "feedback_weight")}))
         return stream_lines(lambda on_text: kb.ask(
             body.query, min_similarity=body.min_similarity, min_confidence=body.min_confidence,
             max_context_tokens=body.max_context_tokens, extractive=body.extractive, answerers=answerers,

@@ -33,17 +33,20 @@ class EvalSettings:
     search: SearchOptions = field(default_factory=SearchOptions)  # fusion and re-rank knobs under test
 
 
-def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[str, str, str, bool]]:
-    """(label, mode, fusion, rerank) runs: hybrid under both fusions (the configured one is `hybrid`),
-    and `hybrid+rerank` when a reranker is given."""
-    out = []
+def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[str, str, dict[str, Any], bool]]:
+    """(label, mode, option overrides, rerank) runs: hybrid under both fusions (the configured one is `hybrid`),
+    without query feedback when it is on (the same-run baseline of what feedback buys and costs), and
+    `hybrid+rerank` when a reranker is given."""
+    out: list[tuple[str, str, dict[str, Any], bool]] = []
     for mode in settings.modes:
-        out.append((mode, mode, settings.search.fusion, False))
+        out.append((mode, mode, {}, False))
         if mode == "hybrid":
             other = "rrf" if settings.search.fusion == "convex" else "convex"
-            out.append((f"hybrid ({other})", mode, other, False))
+            out.append((f"hybrid ({other})", mode, {"fusion": other}, False))
+            if settings.search.feedback_k:
+                out.append(("hybrid (no feedback)", mode, {"feedback_k": 0}, False))
             if reranker is not None:
-                out.append(("hybrid+rerank", mode, settings.search.fusion, True))
+                out.append(("hybrid+rerank", mode, {}, True))
     return out
 
 
@@ -79,8 +82,8 @@ def run_eval(
     qrels = {case.qid: case.relevant for case in cases}
     variants = _variants(settings, reranker)
     total, done = len(cases) * len(variants), 0
-    for label, mode, fusion, rerank in variants:
-        options = replace(settings.search, mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, fusion=fusion)
+    for label, mode, overrides, rerank in variants:
+        options = replace(settings.search, mode=mode, k=depth, top_k_vector=depth, top_k_lexical=depth, **overrides)
         runs: dict[str, list[str]] = {}
         latencies: list[float] = []
         misses = []
@@ -113,6 +116,7 @@ def run_eval(
     tuned = settings.search
     results["settings"] = {"modes": list(settings.modes), "ks": list(settings.ks), "rrf_k": tuned.rrf_k,
                            "fusion": tuned.fusion, "fusion_weight": tuned.fusion_weight,
+                           "feedback_k": tuned.feedback_k, "feedback_weight": tuned.feedback_weight,
                            "reranker": reranker.name if reranker is not None else None,
                            "rerank_top_n": tuned.rerank_top_n, "rerank_weight": tuned.rerank_weight,
                            "candidates_per_side": depth, "miss_k": settings.miss_k,

@@ -22,6 +22,7 @@ from ragstead.stores.base import Store
 MODES = ("vector", "lexical", "hybrid")
 MAX_QUERY_CHARS = 4096
 MAX_K = 1000
+MAX_FEEDBACK_K = 20
 SNIPPET_CHARS = 320
 
 
@@ -38,6 +39,11 @@ class SearchOptions:
     fusion_weight: float = 0.5  # convex: share of the vector side
     rerank_top_n: int = 30  # candidates a reranker (if one is given to search) re-orders
     rerank_weight: float = 0.5  # final = min-max(first-stage score) + weight * min-max(rerank score)
+    # Hybrid only: Rocchio feedback moves the query vector toward the mean of the first pass's best
+    # `feedback_k` chunks, by `feedback_weight`, and searches the vector side again (0: off). Chosen on SciFact
+    # train by `python -m bench feedback` (docs/benchmarks.md, "Query feedback").
+    feedback_k: int = 2
+    feedback_weight: float = 0.5
     dedup_sources: bool = False  # keep only the best chunk of each document (a source)
 
     def validate(self) -> None:
@@ -57,6 +63,10 @@ class SearchOptions:
             raise InvalidQueryError(f"rerank_top_n must be between 1 and 200, got {self.rerank_top_n}")
         if not 0.0 <= self.rerank_weight <= 100.0:
             raise InvalidQueryError(f"rerank_weight must be between 0 and 100, got {self.rerank_weight}")
+        if not isinstance(self.feedback_k, int) or not 0 <= self.feedback_k <= MAX_FEEDBACK_K:
+            raise InvalidQueryError(f"feedback_k must be between 0 and {MAX_FEEDBACK_K}, got {self.feedback_k}")
+        if not 0.0 <= self.feedback_weight <= 10.0:
+            raise InvalidQueryError(f"feedback_weight must be between 0 and 10, got {self.feedback_weight}")
 
 
 def choose_fusion(fusion: str | None, rrf_k: int | None, fusion_weight: float | None) -> str | None:
@@ -230,36 +240,61 @@ def search(
         lexical_hits = lexical_side() if want_lexical else []
 
     t0 = time.perf_counter()
-    vector_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(vector_hits, start=1)}
-    lexical_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(lexical_hits, start=1)}
-    if options.mode == "hybrid":
+    rows: dict[int, dict[str, Any]] = {}  # chunk rows read so far (the ones the filters admit), by rowid
+    read: set[int] = set()
+
+    def read_rows(rowids: list[int]) -> None:
+        unread = [r for r in rowids if r not in read]
+        if unread:
+            read.update(unread)
+            rows.update(store.fetch_chunks(unread, filters))
+
+    def admitted(rowid: int) -> bool:  # the SQL filter decides scope; the path backstop only ever removes
+        row = rows.get(rowid)
+        return row is not None and filters.admits(row["file_path"], rules)
+
+    def fuse(vector_hits: list[tuple[int, float]]) -> tuple[dict[int, float], list[int]]:
+        if options.mode != "hybrid":
+            return {}, [r for r, _ in (vector_hits if options.mode == "vector" else lexical_hits)]
         if options.fusion == "rrf":
             fused = reciprocal_rank_fusion([[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], options.rrf_k)
         else:
             fused = convex_fusion(vector_hits, lexical_hits, options.fusion_weight)
+        vector_rank = {rowid: rank for rank, (rowid, _) in enumerate(vector_hits)}
+        lexical_rank = {rowid: rank for rank, (rowid, _) in enumerate(lexical_hits)}
         # Ties broken by vector rank, then lexical rank, so output order is deterministic.
-        order = sorted(
-            fused,
-            key=lambda r: (-fused[r], vector_rank.get(r, (MAX_K + 1,))[0], lexical_rank.get(r, (MAX_K + 1,))[0]),
-        )
-    else:
-        hits = vector_hits if options.mode == "vector" else lexical_hits
-        fused, order = {}, [r for r, _ in hits]
+        return fused, sorted(fused, key=lambda r: (-fused[r], vector_rank.get(r, MAX_K), lexical_rank.get(r, MAX_K)))
+
     wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
+    page = max(2 * wanted, 32)
+    fused, order = fuse(vector_hits)
+    # The question's own similarity of each chunk: the first pass's vector scores, whatever feedback does after.
+    similarity = dict(vector_hits)
+    if options.mode == "hybrid" and options.feedback_k and vector_hits:
+        t1 = time.perf_counter()
+        read_rows(order[:page])
+        seeds = [rows[r]["chunk_id"] for r in order[:page] if admitted(r)][: options.feedback_k]
+        seed_vectors = list(store.chunk_vectors(seeds).values()) if seeds else []
+        if seed_vectors:
+            moved = query_vector + options.feedback_weight * np.mean(seed_vectors, axis=0)
+            vector_hits = store.vector_search(moved / np.linalg.norm(moved), filters, options.top_k_vector)
+            fused, order = fuse(vector_hits)
+        timings["feedback_ms"] = (time.perf_counter() - t1) * 1000
+    vector_rank = {rowid: rank for rank, (rowid, _) in enumerate(vector_hits, start=1)}
+    lexical_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(lexical_hits, start=1)}
     results: list[dict[str, Any]] = []
     sources: set[str] = set()
     # Rows are read a page at a time, in rank order: the fused list holds up to both depths (600 rows by
     # default) and k of them are usually enough. A page that the filter, the backstop or dedup thinned out
     # is followed by one twice as long.
-    rows: dict[int, dict[str, Any]] = {}
-    fetched, page = 0, max(2 * wanted, 32)
+    fetched = 0
     for position, rowid in enumerate(order):
         if position == fetched:
-            rows = store.fetch_chunks(order[fetched : fetched + page], filters)
+            read_rows(order[fetched : fetched + page])
             fetched, page = fetched + page, page * 2
-        row = rows.get(rowid)
-        if row is None or not filters.admits(row["file_path"], rules):
-            continue  # the SQL filter decides scope; the path backstop only ever removes
+        if not admitted(rowid):
+            continue
+        row = rows[rowid]
         if options.dedup_sources and reranker is None:
             if row["doc_id"] in sources:
                 continue  # a lower chunk of a document already listed
@@ -272,19 +307,22 @@ def search(
             source_url=(row.get("source") or {}).get("url"),
             link=link,
             video_time=video_time,
-            vector_rank=v[0] if v else None,
-            vector_score=round(v[1], 6) if v else None,
-            dense_distance=round(1.0 - v[1], 6) if v else None,
+            vector_rank=v,
+            vector_score=round(similarity[rowid], 6) if rowid in similarity else None,
+            dense_distance=round(1.0 - similarity[rowid], 6) if rowid in similarity else None,
             lexical_rank=lx[0] if lx else None,
             lexical_score=round(lx[1], 6) if lx else None,
             fused_score=round(fused[rowid], 8) if rowid in fused else None,
         )
-        row["score"] = row["fused_score"] if options.mode == "hybrid" else (
-            row["vector_score"] if options.mode == "vector" else row["lexical_score"]
-        )
         results.append(row)
         if len(results) == wanted:
             break
+    if want_vector:  # a chunk feedback found, which the first pass did not: its similarity to the question
+        fill_similarity(results, store, query_vector)
+    for row in results:
+        row["score"] = row["fused_score"] if options.mode == "hybrid" else (
+            row["vector_score"] if options.mode == "vector" else row["lexical_score"]
+        )
     timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
     if reranker is not None and results:
         t0 = time.perf_counter()
@@ -309,11 +347,25 @@ def search(
             "reranker": reranker.name if reranker is not None else None,
             "rerank_top_n": options.rerank_top_n if reranker is not None else None,
             "rerank_weight": options.rerank_weight if reranker is not None else None,
+            "feedback_k": options.feedback_k if options.mode == "hybrid" else None,
+            "feedback_weight": options.feedback_weight if options.mode == "hybrid" and options.feedback_k else None,
         },
         hits=hits,
         timings_ms={k: round(v, 3) for k, v in timings.items()},
         query_vector=query_vector,
     )
+
+
+def fill_similarity(results: list[dict[str, Any]], store: Store, query_vector: np.ndarray) -> None:
+    """Set `vector_score` and `dense_distance` (to the question) on rows that came only from the feedback pass."""
+    missing = [row for row in results if row["vector_rank"] is not None and row["vector_score"] is None]
+    if not missing:
+        return
+    vectors = store.chunk_vectors([row["chunk_id"] for row in missing])
+    for row in missing:
+        if row["chunk_id"] in vectors:
+            value = float(vectors[row["chunk_id"]] @ query_vector)
+            row["vector_score"], row["dense_distance"] = round(value, 6), round(1.0 - value, 6)
 
 
 def rerank_head(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
