@@ -272,8 +272,14 @@ def search(
     similarity = dict(vector_hits)
     if options.mode == "hybrid" and options.feedback_k and vector_hits:
         t1 = time.perf_counter()
-        read_rows(order[:page])
-        seeds = [rows[r]["chunk_id"] for r in order[:page] if admitted(r)][: options.feedback_k]
+        # A few rows at a time: the order changes after feedback, so rows read ahead now may not be needed.
+        seeds: list[str] = []
+        start, step = 0, 4 * options.feedback_k
+        while len(seeds) < options.feedback_k and start < len(order):
+            read_rows(order[start : start + step])
+            seeds += [rows[r]["chunk_id"] for r in order[start : start + step] if admitted(r)]
+            start, step = start + step, step * 2
+        seeds = seeds[: options.feedback_k]
         seed_vectors = list(store.chunk_vectors(seeds).values()) if seeds else []
         if seed_vectors:
             moved = query_vector + options.feedback_weight * np.mean(seed_vectors, axis=0)
