@@ -15,7 +15,8 @@ from bench.common import DEFAULT_SCIFACT
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "quality", "api",
+    parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "latency-feedback",
+                                           "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback"])
@@ -62,6 +63,11 @@ def main() -> None:
         from bench.query_latency import one_size
 
         print(json.dumps(one_size(args.size, args.workdir)))
+        return
+    if args.what == "latency-feedback":  # not in `all`: it reuses the indexes `bench latency --workdir` left
+        from bench.query_latency import feedback_cost
+
+        feedback_cost([int(n) for n in args.sizes.split(",")], args.workdir)
         return
     if args.what == "latency-cold":
         from bench.query_latency import cold_query

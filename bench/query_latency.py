@@ -398,3 +398,20 @@ def table(results: dict[str, Any]) -> list[list[str]]:
     e = results["query_embedding_ms"]
     rows.append(["-", "query embedding (real model, excluded above)", "-", "", f"{e['p50']:.2f} / {e['p95']:.2f}", ""])
     return rows
+
+
+def feedback_cost(sizes: list[int], workdir: Path) -> None:
+    """Hybrid with query feedback (the default) against without, in the same run, on the synthetic indexes
+    `bench latency` left in `workdir` (random vectors: this measures the cost, not the quality)."""
+    results: dict[str, Any] = {}
+    rows = [["chunks", "scope", "hybrid, head terms: p50 / p95 ms", "without feedback: p50 / p95 ms"]]
+    for n in sizes:
+        path = workdir / f"synthetic-{n}.db"
+        warm_os_cache(path)
+        store = SqliteStore(path)
+        results[str(n)] = out = measure_store(store)
+        store.close()
+        for scope in ("no user filter", "user filter (2 %), same user", "user filter (2 %), a new user each query"):
+            on, off = out[f"{scope} | hybrid, head terms"], out[f"{scope} | hybrid, head terms, no feedback"]
+            rows.append([f"{n:,}", scope, f"{on['p50']:.1f} / {on['p95']:.1f}", f"{off['p50']:.1f} / {off['p95']:.1f}"])
+    write_results("query_latency_feedback", results, rows)
