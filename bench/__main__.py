@@ -1,5 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
-| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback.
+| lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
+| title.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -19,7 +20,7 @@ def main() -> None:
                                            "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
-                                           "dedup", "rerank", "answers", "ranker", "feedback"])
+                                           "dedup", "rerank", "answers", "ranker", "feedback", "title"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -137,6 +138,10 @@ def main() -> None:
         from bench.query_feedback import main as feedback_main
 
         feedback_main()
+    if args.what == "title":  # not in `all`: it needs the cached candidates of `bench fusion`
+        from bench.title_field import main as title_main
+
+        title_main()
     if args.what == "answers":  # not in `all`: ~15 min (every SciFact query twice, sentences embedded)
         from bench.answers import main as answers_main
 
