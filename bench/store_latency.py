@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 import ragstead
-from bench.common import RESULTS, beir_eval, read_into_page_cache, write_results
-from bench.query_latency import USERS, build, measure_store
+from bench.common import RESULTS, beir_eval, percentiles, read_into_page_cache, write_results
+from bench.query_latency import USERS, build, measure_store, query_sets
 from ragstead.filters import QueryFilters
+from ragstead.retrieval.lexical_query import query_terms
 from ragstead.stores.migrate import copy_store
 from ragstead.stores.postgres import PostgresStore
 from ragstead.stores.postgres_local import LocalPostgres
@@ -122,6 +123,22 @@ def warm_relations(store: PostgresStore, server: LocalPostgres) -> float:
     return round(time.perf_counter() - started, 1)
 
 
+def parallel_scoring_ab(store: PostgresStore, queries: int) -> dict[str, dict[str, float]]:
+    """Head-term lexical queries with the exact-scoring batches' parallel workers off and on, interleaved query by
+    query (the order alternating), so both see the same page cache; the answers must be identical."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for i, text in enumerate(query_sets(queries)[0]):
+        answers = {}
+        for parallel in ((False, True) if i % 2 == 0 else (True, False)):
+            store.parallel_scoring = parallel
+            started = time.perf_counter()
+            answers[parallel] = store.lexical_search(query_terms(text), QueryFilters(), 10)
+            times[parallel].append((time.perf_counter() - started) * 1000)
+        assert answers[False] == answers[True], text
+    store.parallel_scoring = True
+    return {"off": percentiles(times[False]), "on": percentiles(times[True])}
+
+
 def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, stores: tuple[str, ...] = STORES,
              previous_queries: int = 20, hnsw_serial: bool = False) -> dict[str, Any]:
     path = workdir / f"synthetic-{n}.db"
@@ -156,6 +173,8 @@ def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, s
         result[name] = measure_store(target, count) | {
             "hnsw_recall_at_10": {scope: recall_at_10(embedded, target, p[:count]) for scope, p in probes.items()},
         }
+        if name == "postgresql":
+            result["lexical head terms, parallel scoring off / on | postgresql"] = parallel_scoring_ab(target, queries)
         if name == "postgresql" and hnsw_serial:  # last: the build evicts what the queries above read
             result["build seconds | postgresql"]["hnsw, no parallel worker"] = hnsw_build_seconds(target, 0)
         target.close()
@@ -244,6 +263,11 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
         rows.append([f"synthetic {int(n):,}", "load (migrate): seconds, chunks/s", "", "", *(
             f"{data[f'load | {name}']['seconds']} s, {data[f'load | {name}']['chunks_per_second']:.0f}/s"
             if name in LOADED else "" for name in stores), "", ""])
+        ab = data.get("lexical head terms, parallel scoring off / on | postgresql")
+        if ab:
+            rows.append([f"synthetic {int(n):,}", "no user filter, interleaved", "lexical, head terms: parallel "
+                         "scoring off / on", "", *(f"{_pair(ab['off'])} / {_pair(ab['on'])}" if name == "postgresql"
+                                                   else "" for name in stores), "", ""])
         for step, seconds in data.get("build seconds | postgresql", {}).items():
             rows.append([f"synthetic {int(n):,}", f"PostgreSQL build: {step}, s", "", "",
                          *(str(seconds) if name == "postgresql" else "" for name in stores), "", ""])

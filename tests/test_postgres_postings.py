@@ -230,3 +230,25 @@ def test_hybrid_sides_at_once_give_the_sequential_answer(pg_server) -> None:  # 
                 assert set(together.timings_ms) >= {"vector_ms", "lexical_ms"}
     finally:
         opened.close()
+
+
+def test_large_scoring_batches_may_use_parallel_workers_and_stay_exact(store: PostgresStore,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragstead.stores import postgres
+
+    store.apply(_writes(np.random.default_rng(5), 0, 60), [], [])
+    monkeypatch.setattr(postgres, "PARALLEL_SCORING_ROWS", 1)  # every exact-scoring batch takes the parallel path
+    settings: list[str] = []
+    score = PostgresStore._score
+
+    def recording(self: PostgresStore, conn: Any, *args: Any) -> list[tuple[int, float]]:
+        settings.append(conn.execute("SELECT current_setting('parallel_setup_cost')").fetchone()[0])
+        return score(self, conn, *args)
+
+    monkeypatch.setattr(PostgresStore, "_score", recording)
+    for filters in (QueryFilters(), QueryFilters(user_slug="bo"), QueryFilters(public_only=True)):
+        for terms in QUERIES:
+            _assert_same(_by_postings(store, monkeypatch, terms, filters, 10), _every_match(store, terms, filters, 10))
+    assert "0" in settings  # scoring batches ran with the parallel costs lowered ...
+    with store._transaction() as conn:  # ... for their own transaction only
+        assert conn.execute("SELECT current_setting('parallel_setup_cost')").fetchone()[0] == "1000"

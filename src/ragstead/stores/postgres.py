@@ -47,6 +47,8 @@ BATCH = 1000
 MAX_POSTINGS_PER_TERM = 25_600 * 8
 # ... and at most this many chunks scored exactly from their tsvector in one round.
 MAX_SCORED = 60_000
+# An exact-scoring batch of at least this many chunks may use the server's parallel workers (_score_by_bound).
+PARALLEL_SCORING_ROWS = 1_600
 # Postings read per term in the first round (at least 4k): cheap, and its k-th score is the floor the next round's
 # depths are planned against (1,600 for a closer floor measured no faster at 1M: the first round then costs more).
 FIRST_DEPTH = 100
@@ -109,6 +111,7 @@ class PostgresStore:
 
     exact_scope_rows = EXACT_SCOPE_ROWS  # 0: every vector query walks the HNSW graph (the bench's baseline)
     parallel_searches = True  # search() may run the vector and lexical sides at once, on two pooled connections
+    parallel_scoring = True  # large exact-scoring batches may use parallel workers (_score_by_bound)
 
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         psycopg, register_vector, connection_pool = _import_driver()
@@ -494,6 +497,12 @@ class PostgresStore:
             batch = [c for c, bound in bounds[start : start + size] if bound >= kth]
             if not batch:
                 break
+            if len(batch) >= PARALLEL_SCORING_ROWS and self.parallel_scoring:
+                # Thousands of random row reads: worth the server's parallel workers (its own default cost
+                # settings never choose them for an id list). For the rest of this transaction only.
+                conn.execute("SELECT set_config('parallel_setup_cost', '0', true), "
+                             "set_config('parallel_tuple_cost', '0', true), "
+                             "set_config('min_parallel_index_scan_size', '0', true)")
             found = self._score(conn, words, "c.id = ANY(%s::bigint[])", [batch], where, params, k, avglen)
             best = sorted(best + found, key=lambda r: (-r[1], r[0]))[:k]
             start, size = start + size, size * 2
