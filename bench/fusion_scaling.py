@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.common import write_results
 from bench.fusion_sweep import chunk_docs, collect, documents
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.fusion import min_max, min_max_above_zero
+from ragstead.retrieval.fusion import fused_order, min_max, min_max_above_zero
 
 Scale = Callable[[Sequence[tuple[Hashable, float]]], dict[Hashable, float]]
 
@@ -43,9 +43,7 @@ def main(dataset: Path, weight: float = 0.5) -> None:
                     vector, lexical = ([tuple(h) for h in q[side][:depth]] for side in ("vector", "lexical"))
                     a, b = scale(vector), scale(lexical)
                     fused = {r: weight * a.get(r, 0.0) + (1 - weight) * b.get(r, 0.0) for r in a.keys() | b.keys()}
-                    vrank = {r: i for i, (r, _) in enumerate(vector)}
-                    lrank = {r: i for i, (r, _) in enumerate(lexical)}
-                    order = sorted(fused, key=lambda r: (-fused[r], vrank.get(r, 10**6), lrank.get(r, 10**6)))
+                    order = fused_order(fused, vector, lexical)
                     runs[q["qid"]], qrels[q["qid"]] = documents(order, docs), q["relevant"]
                 m = summarize(runs, qrels, (10, 100))
                 data[f"{split} depth {depth} {name}"] = {"ndcg@10": m["ndcg@10"], "recall@100": m["recall@100"]}

@@ -33,7 +33,7 @@ from bench.answers import fit_logistic
 from bench.common import RESULTS, write_results
 from bench.fusion_sweep import documents
 from ragstead.evaluation.metrics import summarize
-from ragstead.retrieval.fusion import convex_fusion, min_max
+from ragstead.retrieval.fusion import convex_fusion, fused_order, min_max
 from ragstead.retrieval.lexical_query import query_terms
 
 DEPTH = 100  # entries of each retriever's list the features look at
@@ -85,8 +85,7 @@ def prepare(split: str, chunks: dict[int, tuple[str, str, str]]) -> list[dict[st
         vector = [(int(r), float(s)) for r, s in q["vector"]]
         lexical = [(int(r), float(s)) for r, s in q["lexical"]]
         fused = convex_fusion(vector, lexical, 0.5)
-        v_rank, l_rank = {r: i for i, (r, _) in enumerate(vector)}, {r: i for i, (r, _) in enumerate(lexical)}
-        order = sorted(fused, key=lambda r: (-fused[r], v_rank.get(r, 10**6), l_rank.get(r, 10**6)))
+        order = fused_order(fused, vector, lexical)
         head = order[:HEAD]
         out.append({"qid": q["qid"], "relevant": q["relevant"], "ids": head, "tail": order[HEAD:],
                     "x": features(q["query"], head, vector, lexical, fused, chunks),

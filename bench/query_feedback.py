@@ -36,7 +36,7 @@ from bench.fusion_sweep import chunk_docs, documents
 from ragstead.embeddings import default_embedder
 from ragstead.evaluation.metrics import summarize
 from ragstead.filters import QueryFilters
-from ragstead.retrieval.fusion import convex_fusion
+from ragstead.retrieval.fusion import convex_fusion, fused_order
 from ragstead.retrieval.lexical_query import STOP_WORDS, query_terms
 from ragstead.stores.sqlite import SqliteStore
 
@@ -47,9 +47,9 @@ ROCCHIO = [{"k": k, "beta": beta} for k in (1, 2, 3, 5, 10) for beta in (0.1, 0.
 RM3 = [{"k": k, "terms": terms, "lam": lam} for k in (5, 10) for terms in (10, 20) for lam in (0.2, 0.4)]
 
 
-def fused_order(vector: Hits, lexical: Hits) -> list[int]:
-    fused = convex_fusion(vector, lexical, 0.5)
-    return sorted(fused, key=lambda r: -fused[r])
+def convex_order(vector: Hits, lexical: Hits) -> list[int]:
+    """Convex fusion (w 0.5) of the two lists, ordered as `search` orders it."""
+    return fused_order(convex_fusion(vector, lexical, 0.5), vector, lexical)
 
 
 def rocchio(query_vector: np.ndarray, first: list[int], vectors: np.ndarray, row_of: dict[int, int],
@@ -132,7 +132,7 @@ def main(index_db: Path | None = None) -> None:
             q["vector"] = [(int(r), float(s)) for r, s in q["vector"]]
             q["lexical"] = [(int(r), float(s)) for r, s in q["lexical"]]
             q["fused"] = convex_fusion(q["vector"], q["lexical"], 0.5)
-            q["first"] = sorted(q["fused"], key=lambda r: -q["fused"][r])
+            q["first"] = fused_order(q["fused"], q["vector"], q["lexical"])
             q["qvec"] = np.asarray(embedder.embed_query(q["query"]), dtype=np.float64)
 
     def run(split: str, dense: dict[str, Any] | None, lexical: dict[str, Any] | None) -> dict[str, float]:
@@ -141,7 +141,7 @@ def main(index_db: Path | None = None) -> None:
             v = rocchio(q["qvec"], q["first"], vectors, row_of, ids, dense) if dense else q["vector"]
             lx = (rm3(q["query"], q["first"], q["fused"], texts, store, q["lexical"], lexical) if lexical
                   else q["lexical"])
-            orders[q["qid"]] = fused_order(v, lx)
+            orders[q["qid"]] = convex_order(v, lx)
         return score(splits[split], docs, orders)
 
     results: dict[str, Any] = {"depth": DEPTH, "train": {}, "test": {}}

@@ -25,7 +25,7 @@ import tantivy
 
 from bench.common import RESULTS, write_results
 from bench.fusion_sweep import chunk_docs
-from bench.query_feedback import fused_order, rocchio, score
+from bench.query_feedback import convex_order, rocchio, score
 from ragstead.embeddings import default_embedder
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.search import SearchOptions
@@ -93,9 +93,9 @@ def main(index_db: Path | None = None) -> None:
         orders = {}
         for q in splits[split]:
             lexical = indexes[title_in_text].search(q["query"], weight)
-            first = fused_order(q["vector"], lexical)
+            first = convex_order(q["vector"], lexical)
             vector = rocchio(q["qvec"], first, vectors, row_of, ids, feedback)
-            orders[q["qid"]] = fused_order(vector, lexical)
+            orders[q["qid"]] = convex_order(vector, lexical)
         return score(splits[split], docs, orders)
 
     variants = {"none (the default)": (False, 0.0), **{f"title field, weight {w}": (False, w) for w in WEIGHTS},

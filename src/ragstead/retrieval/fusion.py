@@ -45,6 +45,16 @@ def min_max_above_zero(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable,
     return {item: (s - floor) / (high - floor) for item, s in hits}
 
 
+def fused_order(fused: dict[Hashable, float], vector_hits: Sequence[tuple[Hashable, float]],
+                lexical_hits: Sequence[tuple[Hashable, float]]) -> list[Hashable]:
+    """The fused ids best first, ties broken by vector rank, then lexical rank (an id a list lacks after all of
+    its own), so the order is deterministic."""
+    missing = len(vector_hits) + len(lexical_hits)
+    vector_rank = {item: rank for rank, (item, _) in enumerate(vector_hits)}
+    lexical_rank = {item: rank for rank, (item, _) in enumerate(lexical_hits)}
+    return sorted(fused, key=lambda r: (-fused[r], vector_rank.get(r, missing), lexical_rank.get(r, missing)))
+
+
 def convex_fusion(
     vector_hits: Sequence[tuple[Hashable, float]],
     lexical_hits: Sequence[tuple[Hashable, float]],

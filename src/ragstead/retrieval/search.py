@@ -14,7 +14,7 @@ from ragstead.documents.sources import citation_link
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text
-from ragstead.retrieval.fusion import FUSIONS, convex_fusion, min_max, reciprocal_rank_fusion
+from ragstead.retrieval.fusion import FUSIONS, convex_fusion, fused_order, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
 from ragstead.stores.base import Store
@@ -260,10 +260,7 @@ def search(
             fused = reciprocal_rank_fusion([[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], options.rrf_k)
         else:
             fused = convex_fusion(vector_hits, lexical_hits, options.fusion_weight)
-        vector_rank = {rowid: rank for rank, (rowid, _) in enumerate(vector_hits)}
-        lexical_rank = {rowid: rank for rank, (rowid, _) in enumerate(lexical_hits)}
-        # Ties broken by vector rank, then lexical rank, so output order is deterministic.
-        return fused, sorted(fused, key=lambda r: (-fused[r], vector_rank.get(r, MAX_K), lexical_rank.get(r, MAX_K)))
+        return fused, fused_order(fused, vector_hits, lexical_hits)
 
     wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
     page = max(2 * wanted, 32)

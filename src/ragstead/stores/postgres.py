@@ -491,18 +491,19 @@ class PostgresStore:
         each batch only chunks whose bound reaches the k-th score so far can still enter, so the rest are
         never read."""
         best: list[tuple[int, float]] = []
-        start, size = 0, max(4 * k, 400)
+        start, size, parallel = 0, max(4 * k, 400), False
         while start < len(bounds):
             kth = best[-1][1] if len(best) == k else 0.0
             batch = [c for c, bound in bounds[start : start + size] if bound >= kth]
             if not batch:
                 break
-            if len(batch) >= PARALLEL_SCORING_ROWS and self.parallel_scoring:
+            if len(batch) >= PARALLEL_SCORING_ROWS and self.parallel_scoring and not parallel:
                 # Thousands of random row reads: worth the server's parallel workers (its own default cost
                 # settings never choose them for an id list). For the rest of this transaction only.
                 conn.execute("SELECT set_config('parallel_setup_cost', '0', true), "
                              "set_config('parallel_tuple_cost', '0', true), "
                              "set_config('min_parallel_index_scan_size', '0', true)")
+                parallel = True
             found = self._score(conn, words, "c.id = ANY(%s::bigint[])", [batch], where, params, k, avglen)
             best = sorted(best + found, key=lambda r: (-r[1], r[0]))[:k]
             start, size = start + size, size * 2
