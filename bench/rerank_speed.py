@@ -10,6 +10,8 @@ case, a first question); "warm" keeps one re-ranker across the query stream, as 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -20,8 +22,9 @@ from bench.fusion_sweep import cached_candidates, documents
 from ragstead.embeddings import default_embedder, make_embedder
 from ragstead.evaluation.metrics import summarize
 from ragstead.retrieval.fusion import convex_fusion
-from ragstead.retrieval.rerank import SentenceMaxSimReranker
+from ragstead.retrieval.rerank import SentenceMaxSimReranker, fill_sentence_vectors
 from ragstead.retrieval.search import SearchOptions, rerank_head
+from ragstead.stores.sqlite import SqliteStore
 
 TOP_N = 30
 # (label, sentence budget, warm): budget None is today's re-ranker (every sentence of the 30 candidates).
@@ -34,6 +37,9 @@ CONFIGS: list[tuple[str, int | None, bool]] = [
 ABSTAIN = [("budget 8, cold, abstain", 8, False), ("budget 16, cold, abstain", 16, False)]
 # Every sentence through a static model (WordLlama, the `models` extra): no transformer at query time.
 STATIC = [("all sentences, wordllama-256, cold", None, False)]
+# Sentence vectors stored at index time (`sentence_vectors = true`): read from the index, not embedded; the
+# default budget of 16 applies only to sentences the index lacks (none here). Timed: the store read included.
+STORED = [("stored sentence vectors (sentence_vectors = true), cold", 16, False)]
 
 
 def _minmax(values: list[float]) -> list[float]:
@@ -66,8 +72,10 @@ def _sample(queries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 def run(queries: list[dict[str, Any]], docs: dict[int, str], texts: dict[int, str], embedder: Any,
         budget: int | None, warm: bool, rerank: bool = True, abstain: bool = False,
-        sentence_model: Any = None) -> dict[str, Any]:
-    """`sentence_model`: embed the sentences (and the question, timed) with this model instead of the index's."""
+        sentence_model: Any = None, store: Any = None) -> dict[str, Any]:
+    """`sentence_model`: embed the sentences (and the question, timed) with this model instead of the index's.
+    `store`: an index holding sentence vectors, which the re-ranker reads first (`SentenceMaxSimReranker.preload`)."""
+    chunk_ids = dict(store._db.execute("SELECT id, chunk_id FROM chunks")) if store is not None else {}
     options = SearchOptions(rerank_top_n=TOP_N)
     scorer = sentence_model or embedder
     shared = SentenceMaxSimReranker(scorer, sentence_budget=budget)
@@ -82,6 +90,8 @@ def run(queries: list[dict[str, Any]], docs: dict[int, str], texts: dict[int, st
             query_vector = None if sentence_model else embedder.embed_query(q["query"])
             rows = [{"id": r, "text": texts[r], "score": fused[r]} for r in order[:TOP_N]]
             started = time.perf_counter()
+            if store is not None:
+                reranker.preload(store, [(chunk_ids[r], texts[r]) for r in order[:TOP_N]])
             if abstain:
                 head = _abstaining_head(q["query"], query_vector, rows, reranker, options.rerank_weight)
             else:
@@ -108,18 +118,52 @@ def main(dataset: Path, split: str = "train", limit: int = 120, only: str = "") 
     rows.append(["no rerank (hybrid, convex 0.5)", f"{table['no rerank']['ndcg@10']:.4f}",
                  f"{table['no rerank']['recall@100']:.4f}", "-", "-", "0"])
     print(rows[-1], flush=True)
-    for label, budget, warm in CONFIGS + ABSTAIN + STATIC:
+    for label, budget, warm in CONFIGS + ABSTAIN + STATIC + STORED:
         if only and label not in only.split(";"):
             continue
         static = make_embedder("wordllama-256") if "wordllama" in label else None
+        store, index_cost = _stored_index(index_db, embedder) if label.startswith("stored") else (None, {})
         result = run(queries, docs, texts, embedder, budget, warm, abstain=label.endswith("abstain"),
-                     sentence_model=static)
-        table[label] = result
+                     sentence_model=static, store=store)
+        table[label] = {**result, **index_cost}
         rows.append([label, f"{result['ndcg@10']:.4f}", f"{result['recall@100']:.4f}",
                      f"{result['rerank_ms']['p50']:.0f}", f"{result['rerank_ms']['p95']:.0f}",
                      f"{result['sentences_embedded_per_query']}"])
         print(rows[-1], flush=True)
         _write(dataset, split, queries, table, rows)  # after each row: a long run keeps what it measured
+
+
+def _stored_index(index_db: Path, embedder: Any) -> tuple[Any, dict[str, Any]]:
+    """A copy of the cached SciFact index with every chunk's sentence vectors stored (made once, kept beside the
+    cache), and what storing them cost: their time against re-embedding the same chunks, in the same run."""
+    copy = index_db.with_name(f"{index_db.stem}-sentences.db")
+    cost_file = copy.with_suffix(".cost.json")
+    if not cost_file.exists():
+        copy.unlink(missing_ok=True)
+        with sqlite3.connect(index_db) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        for suffix in (".tantivy", ".vectors"):  # the lexical and vector files beside it
+            shutil.rmtree(copy.with_suffix(suffix), ignore_errors=True)
+            if index_db.with_suffix(suffix).is_dir():
+                shutil.copytree(index_db.with_suffix(suffix), copy.with_suffix(suffix))
+        store = SqliteStore(copy)
+        with sqlite3.connect(copy) as conn:
+            chunk_texts = [text for (text,) in conn.execute("SELECT text FROM chunks ORDER BY id")]
+        started = time.perf_counter()
+        embedder.embed_documents(chunk_texts)  # what indexing spends on the model for these chunks
+        chunk_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        filled = fill_sentence_vectors(store, embedder)
+        fill_seconds = time.perf_counter() - started
+        sentences = sum(len(m) for m in store.sentence_vectors(
+            [cid for (cid,) in store._db.execute("SELECT chunk_id FROM chunks")]).values())
+        cost_file.write_text(json.dumps({
+            "chunks": filled, "sentences": sentences, "chunk_embedding_seconds": round(chunk_seconds, 1),
+            "sentence_vector_seconds": round(fill_seconds, 1),
+            "sentence_vectors_over_chunk_embedding": round(fill_seconds / chunk_seconds, 2),
+            "sentence_vector_bytes": os.path.getsize(copy) - os.path.getsize(index_db)}, indent=2))
+        store.close()
+    return SqliteStore(copy), {"index_cost": json.loads(cost_file.read_text())}
 
 
 def _write(dataset: Path, split: str, queries: list[dict[str, Any]], table: dict[str, Any],

@@ -15,7 +15,9 @@ from helpers.library import search
 from helpers.project import spec_for
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.filters import QueryFilters
+from ragstead.retrieval.rerank import fill_sentence_vectors
 from ragstead.retrieval.search import SearchOptions
+from ragstead.retrieval.sentences import split_sentences
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.chroma import chroma_where
 
@@ -307,6 +309,38 @@ def test_vector_cache_and_chunk_vectors_round_trip(project):
     stored = project.store.chunk_vectors([row["chunk_id"]])[row["chunk_id"]]
     assert stored.dtype == np.float32 and stored.shape == (project.embedder.dim,)
     np.testing.assert_allclose(stored, project.embedder.embed_documents([row["text"]])[0], atol=1e-5)
+
+
+def test_sentence_vectors_round_trip_and_go_with_their_chunks(project):
+    store = project.store
+    missing = store.chunks_without_sentence_vectors(0, 1000)
+    assert len(missing) == store.stats()["chunks"] and store.stats()["sentence_vector_chunks"] == 0
+    assert fill_sentence_vectors(store, project.embedder) == len(missing)
+    assert fill_sentence_vectors(store, project.embedder) == 0  # incremental: nothing left to embed
+    assert store.stats()["sentence_vector_chunks"] == len(missing)
+    by_id = store.fetch_chunks([h[0] for h in store.lexical_search(["billing"], QueryFilters.build(), 10)],
+                               QueryFilters.build())
+    stored = store.sentence_vectors([row["chunk_id"] for row in by_id.values()] + ["no-such-chunk"])
+    assert set(stored) == {row["chunk_id"] for row in by_id.values()}
+    for row in by_id.values():
+        expected = project.embedder.embed_documents(split_sentences(row["text"]) or [row["text"]])
+        assert stored[row["chunk_id"]].dtype == np.float32
+        np.testing.assert_allclose(stored[row["chunk_id"]], expected, atol=1e-5)
+    # A chunk rewritten since it was read is not given the old text's vectors.
+    rowid = missing[0][0]
+    assert store.put_sentence_vectors([(rowid, "another-text-hash", np.ones((1, project.embedder.dim)))]) == 0
+    # Edited and deleted files take their chunks' sentence vectors with them; the next fill embeds only the new.
+    (project.root / "kb/users/alice/2025-03-02-travel.md").write_text("# Travel\nAlice now flies by train only.")
+    (project.root / "kb/users/bob/2025-04-01-salary.md").unlink()
+    project.index()
+    stats = store.stats()
+    assert stats["sentence_vector_chunks"] == stats["chunks"] - 1
+    project.embedder.reset()
+    assert fill_sentence_vectors(store, project.embedder) == 1
+    assert all("train" in text for text in project.embedder.texts_embedded)
+    assert store.integrity_check() == "ok"
+    store.reset()
+    assert store.stats()["sentence_vector_chunks"] == 0
 
 
 def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_spec):

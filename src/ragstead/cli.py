@@ -349,6 +349,9 @@ def index(
     chunk_size: Annotated[int | None, typer.Option(help="Words per chunk (words/markdown).")] = None,
     overlap: Annotated[int | None, typer.Option(help="Overlapping words between chunks.")] = None,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another index run's lock.")] = 0.0,
+    sentence_vectors: Annotated[bool, typer.Option(
+        "--sentence-vectors", help="Also store a vector per sentence, so `--rerank` runs no model at query time "
+                                   "(recorded in ragstead.toml: later runs keep them current).")] = False,
     output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -368,6 +371,7 @@ def index(
         ragstead index ~/notes            # index a folder (recorded as a root of the project)
         ragstead index                    # again, incrementally: only what changed
         ragstead index --rebuild          # re-embed everything, the old index kept until the new one is whole
+        ragstead index --sentence-vectors # make `query --rerank` fast (about as long again as embedding chunks)
     """
     if paths and roots:
         raise _fail(RagsteadError("give folders as arguments or --roots, not both"))
@@ -376,7 +380,8 @@ def index(
     with _library_errors():
         output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec, chunker=chunker, chunk_size=chunk_size, overlap=overlap,
-                   model=model, allow_download=allow_download or None) as kb:
+                   model=model, allow_download=allow_download or None,
+                   sentence_vectors=sentence_vectors or None) as kb:
             # Folders given as arguments are relative to where the command runs, as in any shell command.
             folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
             with _progress_bar(quiet, "indexing") as bar:
@@ -393,6 +398,7 @@ def index(
                     raise typer.Exit(130) from None
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
+            kept = sentence_vectors and kb.keep_sentence_vectors()
             stats = kb.stats()
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
@@ -410,7 +416,13 @@ def index(
             typer.echo(f"  {label} {path}")
     for item in report.skipped:
         typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+    if report.sentence_vector_chunks:
+        typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
+                   f"(for `--rerank`)")
     typer.echo(f"index: {stats['path']} ({stats['documents']} documents, {stats['chunks']} chunks)")
+    if kept:
+        typer.echo("sentence vectors: recorded in ragstead.toml (sentence_vectors = true); later runs keep them "
+                   "current")
     if recorded:
         typer.echo(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
     _completed_with_skips(report.failed)

@@ -59,6 +59,9 @@ class Settings:
     # the exhaustive re-ranker's gain on SciFact train at a sixth of its cost (docs/benchmarks.md,
     # "A faster sentence re-ranker").
     rerank_sentences: int = 16
+    # Index runs also embed every sentence of each chunk into the store, so `--rerank` runs no model at query
+    # time (~5 ms instead of ~150-500 ms) for an index-time cost; docs/benchmarks.md, "Stored sentence vectors".
+    sentence_vectors: bool = False
     # hf:ORG/NAME may be fetched from the hub when not in the local cache: ragstead's one network use, off.
     allow_download: bool = False
     embed_batch_size: int = 4  # faster and 4x smaller than 32 on 2 cores (docs/design.md, "Memory while indexing")

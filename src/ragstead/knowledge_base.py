@@ -16,6 +16,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import tomllib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -103,7 +104,12 @@ from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
 from ragstead.retrieval.passages import Passage, read_passage
-from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
+from ragstead.retrieval.rerank import (
+    CrossEncoderReranker,
+    Reranker,
+    SentenceMaxSimReranker,
+    fill_sentence_vectors,
+)
 from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
 from ragstead.stores import permissions
 from ragstead.stores.base import ManifestEntry, Store
@@ -229,8 +235,19 @@ class KnowledgeBase:
         if rebuild:
             return self._rebuild(roots, wait, progress)
         with self._writer() as store, self._guarded(store):
-            return index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
-                               wait, progress)
+            report = index_roots(self.settings.indexing(roots), store, self._load_embedder(store), roots, False,
+                                 wait, progress)
+            self._fill_sentence_vectors(store, report, progress)
+        return report
+
+    def _fill_sentence_vectors(self, store: Store, report: IndexReport, progress: Progress | None = None) -> None:
+        """With `sentence_vectors` on: embed the sentences of every chunk that has none stored yet (the
+        re-ranker's, retrieval/rerank.py), timed apart from the index run; `progress` counts those chunks."""
+        if not self.settings.sentence_vectors:
+            return
+        started = time.perf_counter()
+        report.sentence_vector_chunks = fill_sentence_vectors(store, self._load_embedder(store), progress)
+        report.sentence_vector_seconds = time.perf_counter() - started
 
     @contextmanager
     def _guarded(self, store: Store) -> Iterator[None]:
@@ -241,6 +258,7 @@ class KnowledgeBase:
         if store.chunking() is None:
             store.record_chunking(self.settings.chunking.describe())
         store.settle_lexical()
+        self._fill_sentence_vectors(store, IndexReport())  # the chunks this write added (index() did its own)
 
     def _check_chunking(self, store: Store) -> None:
         """The settings guard: an index is cut one way. New chunking settings on an existing index are refused
@@ -300,6 +318,18 @@ class KnowledgeBase:
         self.settings = self.settings.with_overrides(roots=wanted)
         return wanted
 
+    def keep_sentence_vectors(self) -> bool:
+        """Record `sentence_vectors = true` in the project's config, so every later write keeps the re-ranker's
+        sentence vectors current. Returns whether the config changed."""
+        config = self.root / CONFIG_FILE
+        if config.exists():
+            with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
+                if tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}).get("sentence_vectors"):
+                    return False
+        save_settings(self.root, {"sentence_vectors": True})
+        self.settings = self.settings.with_overrides(sentence_vectors=True)
+        return True
+
     def _rebuild(self, roots: tuple[str, ...], wait: float, progress: Progress | None) -> IndexReport:
         """Re-embed everything with the configured model into a scratch index beside the real one, then swap
         its documents in. A failure or Ctrl-C while embedding leaves the old index as it was, and every root
@@ -324,6 +354,7 @@ class KnowledgeBase:
                             store.apply(batch, [], [])
                 finally:
                     aside.close()
+            self._fill_sentence_vectors(store, report, progress)
         report.rebuild = True
         return report
 

@@ -100,6 +100,8 @@ class IndexReport:
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    sentence_vector_chunks: int = 0  # chunks whose sentences were embedded for the re-ranker (`sentence_vectors`)
+    sentence_vector_seconds: float = 0.0  # not part of `seconds`
     seconds: float = 0.0
     rebuild: bool = False
 
@@ -121,6 +123,8 @@ class IndexReport:
             "chunks_written": self.chunks_written,
             "chunks_embedded": self.chunks_embedded,
             "chunks_reused": self.chunks_reused,
+            "sentence_vector_chunks": self.sentence_vector_chunks,
+            "sentence_vector_seconds": round(self.sentence_vector_seconds, 3),
             "seconds": round(self.seconds, 3),
             "rebuild": self.rebuild,
         }

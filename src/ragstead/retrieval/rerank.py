@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -16,6 +17,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.sentences import split_sentences
+from ragstead.stores.base import Store
 
 
 class Reranker(Protocol):
@@ -79,6 +81,24 @@ class SentenceMaxSimReranker:
             self._cache.popitem(last=False)
         return best
 
+    def preload(self, store: Store, chunks: list[tuple[str, str]]) -> int:
+        """Cache the stored sentence vectors of these (chunk id, text) pairs (`sentence_vectors`, computed at
+        index time), so scoring them embeds nothing. Vectors of another model, or rows that no longer match the
+        chunk's sentences (another splitter), are not used. Returns the sentences cached."""
+        if not chunks or store.embed_model() != self.embedder.name:
+            return 0
+        stored = store.sentence_vectors([chunk_id for chunk_id, _ in chunks])
+        cached = 0
+        for chunk_id, text in chunks:
+            matrix = stored.get(chunk_id)
+            sentences = split_sentences(text) or [text]
+            if matrix is None or len(matrix) != len(sentences):
+                continue
+            for sentence, vector in zip(sentences, matrix, strict=True):
+                self._cache[_sentence_key(sentence)] = vector
+            cached += len(sentences)
+        return cached
+
     def _choose(self, question: str, groups: list[list[str]], keys: list[list[bytes]]) -> list[tuple[bytes, str]]:
         """The uncached sentences to embed now: all of them, or the budget's worth by shared question terms."""
         missing: dict[bytes, tuple[int, int, str]] = {}  # key -> (candidate rank, position, sentence)
@@ -105,6 +125,30 @@ class SentenceMaxSimReranker:
 
 def _sentence_key(sentence: str) -> bytes:
     return hashlib.blake2b(sentence.encode(), digest_size=16).digest()
+
+
+# Chunks per write while filling sentence vectors: one transaction per ~600 sentences (a few seconds of model).
+FILL_BATCH = 64
+
+
+def fill_sentence_vectors(store: Store, embedder: Embedder,
+                          progress: Callable[[int, int], None] | None = None) -> int:
+    """Embed every sentence of each chunk that has no stored sentence vectors, and store them (the sentence
+    re-ranker then reads them instead of running the model at query time). Incremental and safe to interrupt:
+    each batch commits on its own, and a later run resumes with what is missing. Returns the chunks filled."""
+    stats = store.stats()
+    total = max(0, int(stats["chunks"]) - int(stats.get("sentence_vector_chunks") or 0))
+    after, done = 0, 0
+    while rows := store.chunks_without_sentence_vectors(after, FILL_BATCH):
+        groups = [split_sentences(text) or [text] for _, _, text in rows]
+        unique = list(dict.fromkeys(s for group in groups for s in group))
+        vectors = dict(zip(unique, embedder.embed_documents(unique), strict=True))
+        store.put_sentence_vectors([(rowid, text_hash, np.stack([vectors[s] for s in group]))
+                                    for (rowid, text_hash, _), group in zip(rows, groups, strict=True)])
+        after, done = rows[-1][0], done + len(rows)
+        if progress:
+            progress(done, max(done, total))  # chunks, as indexing counts them
+    return done
 
 
 class PairScorer(Protocol):

@@ -16,7 +16,7 @@ from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text
 from ragstead.retrieval.fusion import FUSIONS, convex_fusion, fused_order, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
-from ragstead.retrieval.rerank import Reranker
+from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
 from ragstead.stores.base import Store
 
 MODES = ("vector", "lexical", "hybrid")
@@ -329,6 +329,8 @@ def search(
     timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
     if reranker is not None and results:
         t0 = time.perf_counter()
+        if isinstance(reranker, SentenceMaxSimReranker):  # sentence vectors the index holds: no model run for them
+            reranker.preload(store, [(row["chunk_id"], row["text"]) for row in results[: options.rerank_top_n]])
         results = rerank_head(question, query_vector, results, reranker, options)
         if options.dedup_sources:  # the reranked order decides which chunk of a document stays
             results = [r for n, r in enumerate(results) if r["doc_id"] not in {x["doc_id"] for x in results[:n]}]

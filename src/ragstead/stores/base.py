@@ -138,6 +138,18 @@ class Store(Protocol):
         """Stored vectors by chunk id."""
         ...
 
+    def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The sentence re-ranker's stored vectors by chunk id: one row per sentence (split_sentences order)."""
+        ...
+
+    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(row id, text hash, text) of chunks after row id `after` that have no sentence vectors, in id order."""
+        ...
+
+    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
+        """Store sentence matrices by (row id, text hash), skipping chunks gone or rewritten since; one transaction."""
+        ...
+
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
         ...

@@ -217,7 +217,7 @@ class PostgresStore:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            conn.execute("TRUNCATE chunks, doc_tags, documents, lexemes, postings")
+            conn.execute("TRUNCATE chunk_sentences, chunks, doc_tags, documents, lexemes, postings")
             conn.execute("UPDATE meta SET value = '0' WHERE key IN ('lexical_chunks', 'lexical_length_sum', "
                          "'postings_avglen')")
             conn.execute("UPDATE meta SET value = '1' WHERE key = 'postings_ready'")
@@ -595,6 +595,36 @@ class PostgresStore:
         rows = self._rows("SELECT chunk_id, embedding FROM chunks WHERE chunk_id = ANY(%s)", (chunk_ids,), binary=True)
         return {chunk_id: _array(vector) for chunk_id, vector in rows}
 
+    # -- sentence vectors: the sentence re-ranker's, computed at index time when asked (docs/design.md) --------
+
+    def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored sentence vectors of these chunks (a sentences x dim matrix each); absent ones are left out."""
+        if not chunk_ids:
+            return {}
+        with self._transaction() as conn:
+            dim = int(self._meta(conn, "embed_dim") or 0)
+            rows = conn.execute("SELECT c.chunk_id, s.vectors FROM chunks c JOIN chunk_sentences s ON s.chunk = c.id "
+                                "WHERE c.chunk_id = ANY(%s)", (chunk_ids,)).fetchall()
+        return {chunk_id: np.frombuffer(blob, dtype=np.float32).reshape(-1, dim) for chunk_id, blob in rows if dim}
+
+    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(row id, text hash, text) of up to `limit` chunks with a row id above `after` and no sentence vectors."""
+        return self._rows("SELECT c.id, c.text_hash, c.text FROM chunks c WHERE c.id > %s AND NOT EXISTS "
+                          "(SELECT 1 FROM chunk_sentences s WHERE s.chunk = c.id) ORDER BY c.id LIMIT %s",
+                          (after, limit))
+
+    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
+        """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
+        was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
+        stored = 0
+        with self._transaction() as conn:
+            for rowid, text_hash, matrix in rows:
+                stored += conn.execute(
+                    "INSERT INTO chunk_sentences (chunk, vectors) SELECT id, %s FROM chunks WHERE id = %s AND "
+                    "text_hash = %s ON CONFLICT (chunk) DO UPDATE SET vectors = excluded.vectors",
+                    (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
+        return stored
+
     # -- documents --------------------------------------------------------------------------------
 
     def _documents(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -734,6 +764,7 @@ class PostgresStore:
         with self._transaction() as conn:
             documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
             chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            sentence_vector_chunks = conn.execute("SELECT COUNT(*) FROM chunk_sentences").fetchone()[0]
             lexical = int(self._meta(conn, "lexical_chunks") or 0)
             model, dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
             generation = self._meta(conn, "generation")
@@ -749,6 +780,7 @@ class PostgresStore:
             "lexical_postings": "ready" if postings_ready == "1" else "rebuilding (lexical search scores every match)",
             "embed_model": model,
             "embed_dim": int(dim or 0) or None,
+            "sentence_vector_chunks": sentence_vector_chunks,
             "schema_version": version,
             "store": "postgresql",
             "server_version": server,

@@ -137,6 +137,16 @@ FROM chunks c, unnest(c.tsv) AS u;
 ALTER TABLE chunks SET (toast_tuple_target = 8160);
 """,
     ),
+    (
+        5,
+        "the sentence re-ranker's vectors, per chunk (opt-in: `sentence_vectors`)",
+        """
+-- One float32 row per sentence of the chunk, in split_sentences order: a cache derived from chunks.text that
+-- goes with its chunk and is never exported.
+CREATE TABLE chunk_sentences (chunk bigint PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
+                              vectors bytea NOT NULL);
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

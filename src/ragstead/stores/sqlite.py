@@ -104,6 +104,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(is_private, user_slug, doc_type, created_at);
+-- The sentence re-ranker's vectors (opt-in, `sentence_vectors`): one float32 row per sentence of the chunk, in
+-- split_sentences order. A cache derived from chunks.text: it goes with its chunk, and is never exported.
+CREATE TABLE IF NOT EXISTS chunk_sentences (
+    chunk INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    vectors BLOB NOT NULL
+);
 """
 
 __all__ = ["EXACT_ROWS", "SqliteStore", "best_positions"]
@@ -599,6 +605,44 @@ class SqliteStore:
         )
         return {chunk_id: np.frombuffer(blob, dtype=np.float32) for chunk_id, blob in rows}
 
+    # -- sentence vectors: the sentence re-ranker's, computed at index time when asked (docs/design.md) --------
+
+    def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored sentence vectors of these chunks (a sentences x dim matrix each); absent ones are left out."""
+        if not chunk_ids:
+            return {}
+        dim = int(self._meta("embed_dim") or 0)
+        rows = self._db.execute(
+            "SELECT c.chunk_id, s.vectors FROM chunks c JOIN chunk_sentences s ON s.chunk = c.id "
+            f"WHERE c.chunk_id IN ({','.join('?' * len(chunk_ids))})", chunk_ids)
+        return {chunk_id: np.frombuffer(blob, dtype=np.float32).reshape(-1, dim) for chunk_id, blob in rows if dim}
+
+    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(row id, text hash, text) of up to `limit` chunks with a row id above `after` and no sentence vectors."""
+        return list(self._db.execute(
+            "SELECT c.id, c.text_hash, c.text FROM chunks c WHERE c.id > ? AND NOT EXISTS "
+            "(SELECT 1 FROM chunk_sentences s WHERE s.chunk = c.id) ORDER BY c.id LIMIT ?", (after, limit)))
+
+    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
+        """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
+        was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
+        if not rows:
+            return 0
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            stored = 0
+            for rowid, text_hash, matrix in rows:
+                stored += self._db.execute(
+                    "INSERT OR REPLACE INTO chunk_sentences (chunk, vectors) "
+                    "SELECT id, ? FROM chunks WHERE id = ? AND text_hash = ?",
+                    (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._secure()
+        return stored
+
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
         where, params = filters.to_sql("c")
@@ -698,6 +742,7 @@ class SqliteStore:
             "vector_generation": vectors.generation,  # as `_vector_files_in_step` just mapped it
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
+            "sentence_vector_chunks": one("SELECT COUNT(*) FROM chunk_sentences"),
             "schema_version": SCHEMA_VERSION,
             "path": redact(str(self.path)),
         }
