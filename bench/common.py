@@ -53,8 +53,10 @@ def machine() -> dict[str, Any]:
                             cwd=Path(__file__).parent).stdout.strip()
     import os
 
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     return {"commit": commit or None, "python": platform.python_version(), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
+            "ram_gb": round(ram / 2**30, 1) or None, "machine": platform.machine(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def write_results(name: str, data: dict[str, Any], table: list[list[str]]) -> Path:

@@ -123,20 +123,25 @@ def warm_relations(store: PostgresStore, server: LocalPostgres) -> float:
     return round(time.perf_counter() - started, 1)
 
 
-def parallel_scoring_ab(store: PostgresStore, queries: int) -> dict[str, dict[str, float]]:
-    """Head-term lexical queries with the exact-scoring batches' parallel workers off and on, interleaved query by
-    query (the order alternating), so both see the same page cache; the answers must be identical."""
-    times: dict[bool, list[float]] = {False: [], True: []}
+# Interleaved A/Bs of the exact-scoring step: (attribute of PostgresStore, the value before, the shipped value).
+SCORING_AB = {"parallel scoring off / on": ("parallel_scoring", False, True),
+              "scoring from chunks / chunk_terms": ("scoring_table", "chunks", "chunk_terms")}
+
+
+def scoring_ab(store: PostgresStore, queries: int, attribute: str, before: Any, after: Any) -> dict[str, Any]:
+    """Head-term lexical queries with `attribute` at `before` and at `after`, interleaved query by query (the
+    order alternating), so both see the same page cache; the answers must be identical."""
+    times: dict[Any, list[float]] = {before: [], after: []}
     for i, text in enumerate(query_sets(queries)[0]):
         answers = {}
-        for parallel in ((False, True) if i % 2 == 0 else (True, False)):
-            store.parallel_scoring = parallel
+        for value in ((before, after) if i % 2 == 0 else (after, before)):
+            setattr(store, attribute, value)
             started = time.perf_counter()
-            answers[parallel] = store.lexical_search(query_terms(text), QueryFilters(), 10)
-            times[parallel].append((time.perf_counter() - started) * 1000)
-        assert answers[False] == answers[True], text
-    store.parallel_scoring = True
-    return {"off": percentiles(times[False]), "on": percentiles(times[True])}
+            answers[value] = store.lexical_search(query_terms(text), QueryFilters(), 10)
+            times[value].append((time.perf_counter() - started) * 1000)
+        assert answers[before] == answers[after], text
+    setattr(store, attribute, after)
+    return {"off": percentiles(times[before]), "on": percentiles(times[after])}
 
 
 def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, stores: tuple[str, ...] = STORES,
@@ -174,7 +179,9 @@ def one_size(n: int, workdir: Path, server: LocalPostgres, queries: int = 100, s
             "hnsw_recall_at_10": {scope: recall_at_10(embedded, target, p[:count]) for scope, p in probes.items()},
         }
         if name == "postgresql":
-            result["lexical head terms, parallel scoring off / on | postgresql"] = parallel_scoring_ab(target, queries)
+            for label, (attribute, before, after) in SCORING_AB.items():
+                result[f"lexical head terms, {label} | postgresql"] = scoring_ab(target, queries, attribute, before,
+                                                                                 after)
         if name == "postgresql" and hnsw_serial:  # last: the build evicts what the queries above read
             result["build seconds | postgresql"]["hnsw, no parallel worker"] = hnsw_build_seconds(target, 0)
         target.close()
@@ -263,11 +270,12 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
         rows.append([f"synthetic {int(n):,}", "load (migrate): seconds, chunks/s", "", "", *(
             f"{data[f'load | {name}']['seconds']} s, {data[f'load | {name}']['chunks_per_second']:.0f}/s"
             if name in LOADED else "" for name in stores), "", ""])
-        ab = data.get("lexical head terms, parallel scoring off / on | postgresql")
-        if ab:
-            rows.append([f"synthetic {int(n):,}", "no user filter, interleaved", "lexical, head terms: parallel "
-                         "scoring off / on", "", *(f"{_pair(ab['off'])} / {_pair(ab['on'])}" if name == "postgresql"
-                                                   else "" for name in stores), "", ""])
+        for label in SCORING_AB:
+            ab = data.get(f"lexical head terms, {label} | postgresql")
+            if ab:
+                rows.append([f"synthetic {int(n):,}", "no user filter, interleaved", f"lexical, head terms: {label}",
+                             "", *(f"{_pair(ab['off'])} / {_pair(ab['on'])}" if name == "postgresql" else ""
+                                   for name in stores), "", ""])
         for step, seconds in data.get("build seconds | postgresql", {}).items():
             rows.append([f"synthetic {int(n):,}", f"PostgreSQL build: {step}, s", "", "",
                          *(str(seconds) if name == "postgresql" else "" for name in stores), "", ""])

@@ -241,9 +241,9 @@ def test_large_scoring_batches_may_use_parallel_workers_and_stay_exact(store: Po
     settings: list[str] = []
     score = PostgresStore._score
 
-    def recording(self: PostgresStore, conn: Any, *args: Any) -> list[tuple[int, float]]:
+    def recording(self: PostgresStore, conn: Any, *args: Any, **kwargs: Any) -> list[tuple[int, float]]:
         settings.append(conn.execute("SELECT current_setting('parallel_setup_cost')").fetchone()[0])
-        return score(self, conn, *args)
+        return score(self, conn, *args, **kwargs)
 
     monkeypatch.setattr(PostgresStore, "_score", recording)
     for filters in (QueryFilters(), QueryFilters(user_slug="bo"), QueryFilters(public_only=True)):
@@ -252,3 +252,42 @@ def test_large_scoring_batches_may_use_parallel_workers_and_stay_exact(store: Po
     assert "0" in settings  # scoring batches ran with the parallel costs lowered ...
     with store._transaction() as conn:  # ... for their own transaction only
         assert conn.execute("SELECT current_setting('parallel_setup_cost')").fetchone()[0] == "1000"
+
+
+def test_chunk_terms_mirror_the_chunks_through_every_write_and_an_upgrade(pg_server) -> None:  # type: ignore[no-untyped-def]
+    url = new_database(pg_server)
+    store = PostgresStore(url)
+    store.ensure_model("fake", DIM)
+    rng = np.random.default_rng(11)
+    columns = "id, doc_id, is_private, user_slug, doc_type, created_at, tsv::text"
+
+    def mirrored() -> bool:
+        with store._transaction() as conn:
+            chunks = conn.execute(f"SELECT {columns} FROM chunks ORDER BY id").fetchall()
+            terms = conn.execute(f"SELECT {columns} FROM chunk_terms ORDER BY id").fetchall()
+        return chunks == terms and len(chunks) > 0
+
+    store.apply(_writes(rng, 0, 20), [], [])  # COPY
+    store.apply(_writes(rng, 5, 1, length=90), ["kb/users/bo/d1.md", "docs/d0.md"], [])  # replace + delete
+    with store.bulk_load():
+        store.apply(_writes(rng, 20, 10), [], [])
+    assert mirrored() and store.integrity_check() == "ok"
+    # A scoring row that disagrees with its chunk (here: a private chunk made public) is reported.
+    with store._transaction() as conn:
+        conn.execute("UPDATE chunk_terms SET is_private = NOT is_private WHERE id = (SELECT min(id) FROM chunks)")
+    assert "lexical scoring row differs" in store.integrity_check()
+    # An index from before migration 6 gets its chunk_terms built from the chunks on the next open.
+    with store._transaction() as conn:
+        conn.execute("DROP TABLE chunk_terms CASCADE")
+        conn.execute("DROP TRIGGER chunks_inserted_terms ON chunks")
+        conn.execute("DROP TRIGGER chunks_updated_terms ON chunks")
+        conn.execute("DROP FUNCTION chunk_terms_copy()")
+        conn.execute("DELETE FROM ragstead.migrations WHERE version = 6")
+    store.close()
+    store = PostgresStore(url)
+    try:
+        assert mirrored() and store.integrity_check() == "ok"
+        terms = ["w1", "w3", "w7"]
+        assert store.lexical_search(terms, QueryFilters(), 10) == _every_match(store, terms, QueryFilters(), 10)
+    finally:
+        store.close()

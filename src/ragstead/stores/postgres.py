@@ -112,6 +112,7 @@ class PostgresStore:
     exact_scope_rows = EXACT_SCOPE_ROWS  # 0: every vector query walks the HNSW graph (the bench's baseline)
     parallel_searches = True  # search() may run the vector and lexical sides at once, on two pooled connections
     parallel_scoring = True  # large exact-scoring batches may use parallel workers (_score_by_bound)
+    scoring_table = "chunk_terms"  # what exact scoring by id reads: the narrow copy (chunks: the wide rows)
 
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         psycopg, register_vector, connection_pool = _import_driver()
@@ -217,7 +218,7 @@ class PostgresStore:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            conn.execute("TRUNCATE chunk_sentences, chunks, doc_tags, documents, lexemes, postings")
+            conn.execute("TRUNCATE chunk_sentences, chunk_terms, chunks, doc_tags, documents, lexemes, postings")
             conn.execute("UPDATE meta SET value = '0' WHERE key IN ('lexical_chunks', 'lexical_length_sum', "
                          "'postings_avglen')")
             conn.execute("UPDATE meta SET value = '1' WHERE key = 'postings_ready'")
@@ -504,7 +505,8 @@ class PostgresStore:
                              "set_config('parallel_tuple_cost', '0', true), "
                              "set_config('min_parallel_index_scan_size', '0', true)")
                 parallel = True
-            found = self._score(conn, words, "c.id = ANY(%s::bigint[])", [batch], where, params, k, avglen)
+            found = self._score(conn, words, "c.id = ANY(%s::bigint[])", [batch], where, params, k, avglen,
+                                table=self.scoring_table)
             best = sorted(best + found, key=lambda r: (-r[1], r[0]))[:k]
             start, size = start + size, size * 2
         return best
@@ -552,14 +554,15 @@ class PostgresStore:
         return self._score(conn, words, f"c.tsv @@ ({tsquery})", list(terms), where, params, k, avglen)
 
     def _score(self, conn: Any, words: list[tuple[str, float]], match: str, match_params: list[Any], where: str,
-               params: list[Any], k: int, avglen: float) -> list[tuple[int, float]]:
+               params: list[Any], k: int, avglen: float, table: str = "chunks") -> list[tuple[int, float]]:
         """BM25 top-k of the chunks matching `match` and the WHERE. Each hit's tsvector is cut down to the query's
         lexemes (setweight + ts_filter, in C) before its term frequencies are read, so the cost per hit does not
-        grow with chunk length. Length is the number of distinct lexemes (`length(tsvector)`)."""
+        grow with chunk length. Length is the number of distinct lexemes (`length(tsvector)`). `table`: chunks,
+        or chunk_terms (the same columns without text and vector) for chunks looked up by id."""
         lexemes = [w for w, _ in words]
         sql = f"""
             WITH words AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS w(lexeme, idf)),
-            hits AS (SELECT c.id, c.tsv FROM chunks c WHERE {match} AND {where})
+            hits AS (SELECT c.id, c.tsv FROM {table} c WHERE {match} AND {where})
             SELECT h.id, sum(w.idf * tf * {K1 + 1} / (tf + {K1} * (1 - {B} + {B} * length(h.tsv) / %s))) AS score
             FROM hits h
             CROSS JOIN LATERAL unnest(ts_filter(setweight(h.tsv, 'A', %s::text[]), '{{a}}')) AS u
@@ -812,6 +815,14 @@ class PostgresStore:
             ).fetchone()[0]
             if orphans:
                 return f"{orphans} chunks without a document"
+            # Lexical scoring filters on chunk_terms' copy of the scope columns: it must be chunks' exactly.
+            drift = conn.execute(
+                "SELECT COUNT(*) FROM chunks c FULL JOIN chunk_terms t USING (id) WHERE c.doc_id IS NULL OR "
+                "t.doc_id IS NULL OR (c.doc_id, c.is_private, c.user_slug, c.doc_type, c.created_at, c.tsv) IS "
+                "DISTINCT FROM (t.doc_id, t.is_private, t.user_slug, t.doc_type, t.created_at, t.tsv)"
+            ).fetchone()[0]
+            if drift:
+                return f"{drift} chunks whose lexical scoring row differs from the chunk"
             if self._meta(conn, "postings_ready") == "1":
                 # One posting per (chunk, lexeme): their count is the length total the BM25 statistics hold.
                 postings = conn.execute("SELECT count(*) FROM postings").fetchone()[0]

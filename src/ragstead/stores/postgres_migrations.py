@@ -32,6 +32,9 @@ CREATE INDEX postings_chunk ON postings USING brin (chunk_id);
 """
 
 
+CHUNK_TERMS_COLUMNS = "id, doc_id, is_private, user_slug, doc_type, created_at, tsv"
+
+
 def impact_sql(tf: str, length: str, avglen: str) -> str:
     """BM25's term weight without idf, as SQL over the given expressions."""
     return f"({tf})::float8 * {K1 + 1} / (({tf})::float8 + {K1} * (1 - {B} + {B} * ({length}) / ({avglen})))"
@@ -145,6 +148,38 @@ ALTER TABLE chunks SET (toast_tuple_target = 8160);
 -- goes with its chunk and is never exported.
 CREATE TABLE chunk_sentences (chunk bigint PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
                               vectors bytea NOT NULL);
+""",
+    ),
+    (
+        6,
+        "what exact lexical scoring reads, apart from the wide chunk rows, kept in step by triggers",
+        f"""
+-- The tsvector and the filter columns of each chunk: about a fifth of its row (text and vector make the rest), so
+-- the thousands of random reads that score a head-term query's candidates hit a table the page cache can hold.
+-- Statement triggers with transition tables copy every insert and update of chunks (COPY included); deletes
+-- cascade. docs/design.md, "PostgreSQL".
+CREATE TABLE chunk_terms (
+    id bigint PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
+    doc_id text NOT NULL,
+    is_private boolean NOT NULL,
+    user_slug text,
+    doc_type text NOT NULL,
+    created_at text,
+    tsv tsvector NOT NULL
+);
+INSERT INTO chunk_terms SELECT {CHUNK_TERMS_COLUMNS} FROM chunks ORDER BY id;
+CREATE FUNCTION chunk_terms_copy() RETURNS trigger LANGUAGE plpgsql SET search_path = {SCHEMA} AS $$
+BEGIN
+    INSERT INTO chunk_terms SELECT {CHUNK_TERMS_COLUMNS} FROM changed_chunks
+    ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, is_private = excluded.is_private,
+        user_slug = excluded.user_slug, doc_type = excluded.doc_type, created_at = excluded.created_at,
+        tsv = excluded.tsv;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chunks_inserted_terms AFTER INSERT ON chunks REFERENCING NEW TABLE AS changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_copy();
+CREATE TRIGGER chunks_updated_terms AFTER UPDATE ON chunks REFERENCING NEW TABLE AS changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_copy();
 """,
     ),
 ]
