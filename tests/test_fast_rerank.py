@@ -184,3 +184,4 @@ def test_index_sentence_vectors_fills_them_and_keeps_them_current(make_project, 
     (project.root / "kb/users/alice/new.md").write_text("The heron survey moves to May this year.")
     later = json.loads(cli(project, "index", "--roots", "kb", "--json").stdout)  # no flag: the config keeps it on
     assert later["sentence_vector_chunks"] == 1 and later["index"]["sentence_vector_chunks"] == 4
+    assert "sentences    vectors for 4 of 4 chunks" in cli(project, "status").stdout

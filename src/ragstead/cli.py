@@ -918,6 +918,9 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
                          "yellow"))
     if stats.get("collection"):
         rows.append(("vectors", f"{stats.get('vector_rows')} in Chroma collection {stats['collection']}", None))
+    if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
+        rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
+                                  "(`--rerank` reads them)", None))
     ok = stats["integrity"] == "ok"
     rows.append(("integrity", stats["integrity"], "green" if ok else "red"))
     loose = stats["permissions"]
