@@ -303,14 +303,19 @@ class KnowledgeBase:
                 return True
         return False
 
+    def _saved_settings(self) -> dict[str, Any]:
+        """The `[ragstead]` table of the project's config file as written (no defaults, no environment); empty
+        when there is none or it cannot be read."""
+        config = self.root / CONFIG_FILE
+        if config.exists():
+            with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
+                return dict(tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}))
+        return {}
+
     def record_roots(self, roots: Sequence[str]) -> tuple[str, ...] | None:
         """Add these folders to the roots the project's config names (creating the config if there is none),
         so a later plain `index` walks them too. Returns the new roots, or None if nothing changed."""
-        config = self.root / CONFIG_FILE
-        named: tuple[str, ...] = ()
-        if config.exists():
-            with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
-                named = tuple(tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}).get("roots", ()))
+        named = tuple(self._saved_settings().get("roots", ()))
         wanted = tuple(dict.fromkeys((*named, *roots)))
         if wanted == named:
             return None
@@ -321,11 +326,8 @@ class KnowledgeBase:
     def keep_sentence_vectors(self) -> bool:
         """Record `sentence_vectors = true` in the project's config, so every later write keeps the re-ranker's
         sentence vectors current. Returns whether the config changed."""
-        config = self.root / CONFIG_FILE
-        if config.exists():
-            with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
-                if tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}).get("sentence_vectors"):
-                    return False
+        if self._saved_settings().get("sentence_vectors"):
+            return False
         save_settings(self.root, {"sentence_vectors": True})
         self.settings = self.settings.with_overrides(sentence_vectors=True)
         return True

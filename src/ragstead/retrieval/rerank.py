@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -62,8 +63,7 @@ class SentenceMaxSimReranker:
             return []
         if query_vector is None:
             query_vector = self.embedder.embed_query(question)
-        groups = [split_sentences(t) or [t] for t in texts]
-        keys = [[_sentence_key(s) for s in group] for group in groups]
+        groups, keys = zip(*(_keyed_sentences(t) for t in texts), strict=True)
         chosen = self._choose(question, groups, keys)
         if chosen:
             vectors = self.embedder.embed_documents([sentence for _, sentence in chosen])
@@ -91,15 +91,15 @@ class SentenceMaxSimReranker:
         cached = 0
         for chunk_id, text in chunks:
             matrix = stored.get(chunk_id)
-            sentences = split_sentences(text) or [text]
-            if matrix is None or len(matrix) != len(sentences):
+            keys = _keyed_sentences(text)[1]
+            if matrix is None or len(matrix) != len(keys):
                 continue
-            for sentence, vector in zip(sentences, matrix, strict=True):
-                self._cache[_sentence_key(sentence)] = vector
-            cached += len(sentences)
+            self._cache.update(zip(keys, matrix, strict=True))
+            cached += len(keys)
         return cached
 
-    def _choose(self, question: str, groups: list[list[str]], keys: list[list[bytes]]) -> list[tuple[bytes, str]]:
+    def _choose(self, question: str, groups: Sequence[Sequence[str]],
+                keys: Sequence[Sequence[bytes]]) -> list[tuple[bytes, str]]:
         """The uncached sentences to embed now: all of them, or the budget's worth by shared question terms."""
         missing: dict[bytes, tuple[int, int, str]] = {}  # key -> (candidate rank, position, sentence)
         for rank, (group, group_keys) in enumerate(zip(groups, keys, strict=True)):
@@ -127,6 +127,19 @@ def _sentence_key(sentence: str) -> bytes:
     return hashlib.blake2b(sentence.encode(), digest_size=16).digest()
 
 
+def _candidate_sentences(text: str) -> list[str]:
+    """What the re-ranker scores of a text: its sentences, or the text itself when it has none."""
+    return split_sentences(text) or [text]
+
+
+@lru_cache(maxsize=4096)
+def _keyed_sentences(text: str) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+    """A candidate's sentences and their cache keys. Memoised: `preload` and scoring both need them for the same
+    texts, and the same chunks come back for related questions."""
+    sentences = tuple(_candidate_sentences(text))
+    return sentences, tuple(_sentence_key(s) for s in sentences)
+
+
 # Chunks per write while filling sentence vectors: one transaction per ~600 sentences (a few seconds of model).
 FILL_BATCH = 64
 
@@ -136,18 +149,24 @@ def fill_sentence_vectors(store: Store, embedder: Embedder,
     """Embed every sentence of each chunk that has no stored sentence vectors, and store them (the sentence
     re-ranker then reads them instead of running the model at query time). Incremental and safe to interrupt:
     each batch commits on its own, and a later run resumes with what is missing. Returns the chunks filled."""
-    stats = store.stats()
-    total = max(0, int(stats["chunks"]) - int(stats.get("sentence_vector_chunks") or 0))
-    after, done = 0, 0
-    while rows := store.chunks_without_sentence_vectors(after, FILL_BATCH):
-        groups = [split_sentences(text) or [text] for _, _, text in rows]
+    rows = store.chunks_without_sentence_vectors(0, FILL_BATCH)
+    if not rows:  # the common case after every write once filled: one cheap query, no counting
+        return 0
+    total = 0
+    if progress:
+        stats = store.stats()
+        total = int(stats["chunks"]) - int(stats.get("sentence_vector_chunks") or 0)
+    done = 0
+    while rows:
+        groups = [_candidate_sentences(text) for _, _, text in rows]
         unique = list(dict.fromkeys(s for group in groups for s in group))
         vectors = dict(zip(unique, embedder.embed_documents(unique), strict=True))
         store.put_sentence_vectors([(rowid, text_hash, np.stack([vectors[s] for s in group]))
                                     for (rowid, text_hash, _), group in zip(rows, groups, strict=True)])
-        after, done = rows[-1][0], done + len(rows)
+        done += len(rows)
         if progress:
             progress(done, max(done, total))  # chunks, as indexing counts them
+        rows = store.chunks_without_sentence_vectors(rows[-1][0], FILL_BATCH)
     return done
 
 
