@@ -238,6 +238,18 @@ def fit_hand_rule(sets: list[LabelledSet]) -> HandRule:
     return best
 
 
+def tentative_shares(model: Any, s: LabelledSet) -> dict[str, tuple[float, int]]:
+    """Of the answerable and the near-miss questions the gate answers, the share `ask` marks tentative (and how
+    many it answers): near misses should mostly be marked, right answers mostly not."""
+    from ragstead.answer.gate import confidence
+
+    def share(values: list[Any]) -> tuple[float, int]:
+        marks = [confidence(p, True) for p in map(model.probability, values) if p >= model.threshold]
+        return (round(float(np.mean([m == "tentative" for m in marks])), 4) if marks else math.nan, len(marks))
+
+    return {"answerable": share(s.answerable), "near_miss": share(s.near_miss)}
+
+
 CEILING_ANSWER_RATE = 0.90  # the issue's answer target: each refusal rate below is read at this operating point
 
 
@@ -531,10 +543,13 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
 
     gate_rows = [["set", "gate", "answered (answerable)", "refused near-miss", "refused off-topic"]]
     gate_results: dict[str, Any] = {}
+    tentative_rows = [["set", "answerable answers marked tentative", "near-miss answers marked tentative"]]
     for name, s in sets.items():
         legacy = rates(lambda v: v.dense >= LEGACY_THRESHOLD, s)
         new = rates(lambda v: shipped.probability(v) >= shipped.threshold, s)
-        gate_results[name] = {"cosine 0.428": legacy, "gate": new}
+        gate_results[name] = {"cosine 0.428": legacy, "gate": new, "tentative": tentative_shares(shipped, s)}
+        tentative_rows.append([name, *(f"{_pct(share)} of {answered}" for share, answered in
+                                       gate_results[name]["tentative"].values())])
         for label, measured in (("cosine 0.428 (before)", legacy), ("gate", new)):
             gate_rows.append([name, label, _pct(measured["answered"]), _pct(measured["refused_near_miss"]),
                               _pct(measured["refused_off_topic"])])
@@ -572,6 +587,8 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
     path = write_results("answers", results, gate_rows)
     markdown = (RESULTS / "answers.md").read_text()
     extra = "\n".join(["", "Notes set, through `ask` (gather + extractive answerer):", "", *_table(notes_rows), "",
+                       "Answers the gate lets through at a probability under one half are marked tentative:", "",
+                       *_table(tentative_rows), "",
                        "Cross-dataset: fitted on one source, tested on the others:", "", *_table(cross_rows), "",
                        f"The ceiling: each signal alone, and a logistic fitted on the set itself, thresholded on the "
                        f"set to answer {CEILING_ANSWER_RATE:.0%} of its answerable questions (upper bounds, not "

@@ -164,7 +164,11 @@ def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(
     answered = ragstead("ask", "Where do we migrate billing?", "--user", "alice", "--extractive", root=project)
     assert answered.returncode == 0, answered.stderr
     lines = answered.stdout.strip().splitlines()
-    assert lines[-1] == "answered by extractive" and lines[1].startswith("[1] kb/users/alice/2025-03-01-db.md")
+    sure = json.loads(ragstead("ask", "Where do we migrate billing?", "--user", "alice", "--extractive", "--json",
+                               root=project).stdout)["gate"]
+    assert sure["passed"] and sure["confidence"] == "likely" and sure["score"] >= 0.5
+    assert lines[-1] == f"answered by extractive (relevance {sure['score']:.2f})"
+    assert lines[1].startswith("[1] kb/users/alice/2025-03-01-db.md")
     refused = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive", root=project)
     sentence, knob = refused.stdout.strip().splitlines()
     assert sentence == REFUSAL
@@ -172,16 +176,23 @@ def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(
                                   "--json", root=project).stdout)
     best, gate = payload["retrieval"]["best_similarity"], payload["gate"]
     assert payload["refused"] and gate["decided_by"] == "gate" and gate["score"] < gate["threshold"]
+    assert gate["confidence"] == "refused"
     assert knob == (f"relevance {gate['score']:.2f} < gate {gate['threshold']:.2f} (best match {best:.3f}); "
                     "lower --min-confidence to answer from weaker matches")
     legacy = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
                       "--min-similarity", "0.428", root=project)
     assert legacy.stdout.strip().splitlines()[-1] == (f"best match {best:.3f} < --min-similarity 0.428; lower it "
                                                       "to answer from weaker matches")
+    # Forced past the gate, an off-topic answer says it is tentative, in the text and in the JSON.
     for knob_turned in (("--min-similarity", str(round(best - 0.01, 3))), ("--min-confidence", "0")):
         lowered = ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
                            *knob_turned, root=project)
-        assert lowered.stdout.strip().splitlines()[-1] == "answered by extractive"
+        assert lowered.stdout.strip().splitlines()[-1] == (
+            f"answered by extractive, tentatively (relevance {gate['score']:.2f}): the sources may not hold this "
+            "answer; check the citations")
+        forced = json.loads(ragstead("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive",
+                                     *knob_turned, "--json", root=project).stdout)
+        assert not forced["refused"] and forced["gate"]["confidence"] == "tentative"
 
 
 def test_keys_add_prints_the_key_alone_and_says_it_is_shown_once(project):

@@ -514,7 +514,10 @@ def _ask_trailer(result: Any) -> str:
     """The last line of `ask`'s text: who answered, or why nothing did and which knob to turn."""
     retrieval, gate = result.retrieval, result.gate or {}
     if not result.refused:
-        return f"answered by {result.provider}"
+        if gate.get("confidence") == "tentative":
+            return (f"answered by {result.provider}, tentatively (relevance {gate['score']:.2f}): the sources may "
+                    "not hold this answer; check the citations")
+        return f"answered by {result.provider}" + (f" (relevance {gate['score']:.2f})" if gate else "")
     if result.provider:
         return f"answered by {result.provider}: the {retrieval['relevant']} chunks it was given do not answer it"
     if retrieval["relevant"]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, load_model, measure
+from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
@@ -182,9 +182,14 @@ class Relevance:
     decided_by: str
     signals: Signals
 
+    @property
+    def confidence(self) -> str:
+        """`likely`, `tentative` or `refused` (gate.confidence)."""
+        return confidence(self.score, self.passed)
+
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 4), "threshold": self.threshold, "passed": self.passed,
-                "decided_by": self.decided_by, "signals": self.signals.to_dict()}
+                "confidence": self.confidence, "decided_by": self.decided_by, "signals": self.signals.to_dict()}
 
 
 class Contexts(list[Context]):

@@ -37,6 +37,10 @@ from ragstead.errors import RagsteadError
 MODEL_FILE = "gate_model.json"
 EVIDENCE_CHUNKS = 4  # the top chunks whose sentences are embedded: the gate and the extractive answerer read them
 AGREEMENT_DEPTH = 5
+# The model's probability is fitted on balanced classes, so below one half it rates "does not answer" the likelier;
+# the threshold sits lower to answer 93 % of answerable questions. Answers between the two are marked tentative:
+# that band holds most near misses the gate lets through (docs/design.md, "The relevance gate").
+TENTATIVE_BELOW = 0.5
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,14 @@ class GateModel:
         return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
                 "weights": list(self.weights), "bias": self.bias, "threshold": self.threshold,
                 "sentence": self.sentence.to_dict()}
+
+
+def confidence(probability: float, passed: bool) -> str:
+    """How sure `ask` is: `refused`, `tentative` (answered, but the gate rates the retrieved text no likelier to
+    answer than not) or `likely`."""
+    if not passed:
+        return "refused"
+    return "tentative" if probability < TENTATIVE_BELOW else "likely"
 
 
 class GateModelError(RagsteadError):

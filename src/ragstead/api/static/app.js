@@ -213,6 +213,9 @@ function renderAnswer(result) {
   });
   const meta = [];
   meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
+  if (!result.refused && result.gate && result.gate.confidence === "tentative") {
+    meta.push("Tentative: the sources may not hold this answer; check the citations.");
+  }
   for (const f of result.fallbacks || []) meta.push(`Note: ${f.provider} failed (${f.error}).`);
   $("answer-meta").textContent = meta.join(" ");
 }
