@@ -153,6 +153,12 @@ def test_units_keep_table_rows_and_wrapped_lines_together_and_mark_headers():
     assert not header_answers(attendees, "entity", stems_of("which database"), stems_of("attendees"))
     assert not header_answers(units[0], "quantity", stems_of("budget"), set())  # a title never leads
     assert header_answers(Unit("We chose it.", 1), None, set(), set())
+    # An HTML page's h1 with a dash and an ampersand is still a short title: eight words, not ten.
+    h1 = split_units("Tom & Sara's wedding – 24 August 2024, Gut Kaltenbach\nDress code: summer formal, no black.")
+    assert [(u.text, u.header) for u in h1] == [("Tom & Sara's wedding – 24 August 2024, Gut Kaltenbach", ""),
+                                                ("Dress code: summer formal, no black.", None)]
+    long_line = split_units("We moved the team offsite to the lake house near Annecy for three days")
+    assert long_line[0].header is None  # ten words: a sentence without its full stop, not a title
 
 
 def test_answer_kinds_and_what_holds_them():

@@ -88,8 +88,10 @@ def split_units(text: str) -> list[Unit]:
 
 
 def _is_title(block: str) -> bool:
-    """A note's first line when it reads as a title: short, and not ending like a sentence."""
-    return len(block.split()) < 10 and not block.rstrip().endswith((".", "!", "?", ":"))
+    """A note's first line when it reads as a title: short, and not ending like a sentence. Dashes and ampersands
+    are not words ("Tom & Sara's wedding – 24 August 2024, Gut Kaltenbach", an HTML page's h1, is a title)."""
+    words = sum(any(c.isalnum() for c in token) for token in block.split())
+    return words < 10 and not block.rstrip().endswith((".", "!", "?", ":"))
 
 
 def _sentences(block: str) -> list[str]:
