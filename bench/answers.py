@@ -487,8 +487,11 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
             pickle.dump(observed, f)
     notes_obs, sci_obs, sci_off = observed["notes"], observed["scifact"], observed["scifact_off_topic"]
     cache, sci_cache = UnitVectorCache(embedder, size=10**6), UnitVectorCache(embedder, size=10**6)
-    cache._vectors.update(observed["notes_vectors"])
-    sci_cache._vectors.update(observed["scifact_vectors"])
+    from ragstead.answer.evidence import split_units
+
+    for target, saved_vectors in ((cache, observed["notes_vectors"]), (sci_cache, observed["scifact_vectors"])):
+        # A chunk whose units changed since the saved run (a new split_units) is embedded again when read.
+        target._vectors.update({text: v for text, v in saved_vectors.items() if len(v) == len(split_units(text))})
     scorer = fit_sentence_scorer([o for o in notes_obs if o.meta["kind"] == "answerable"
                                   and o.meta["split"] == "fit"], cache)
 

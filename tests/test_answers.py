@@ -157,6 +157,12 @@ def test_units_keep_table_rows_and_wrapped_lines_together_and_mark_headers():
     h1 = split_units("Tom & Sara's wedding – 24 August 2024, Gut Kaltenbach\nDress code: summer formal, no black.")
     assert [(u.text, u.header) for u in h1] == [("Tom & Sara's wedding – 24 August 2024, Gut Kaltenbach", ""),
                                                 ("Dress code: summer formal, no black.", None)]
+    # A fragment joins the next sentence of its block (the name the sentence is about); a lone one is dropped.
+    podcast = split_units("- Hard Fork for tech news on the commute.\n- To try: Acquired. Jonas recommends the Nvidia "
+                          "episode.\n\nIngredients\n\nA real sentence is here. Tiny end.")
+    assert [u.text for u in podcast] == ["Hard Fork for tech news on the commute.",
+                                         "To try: Acquired. Jonas recommends the Nvidia episode.",
+                                         "A real sentence is here."]
     long_line = split_units("We moved the team offsite to the lake house near Annecy for three days")
     assert long_line[0].header is None  # ten words: a sentence without its full stop, not a title
 

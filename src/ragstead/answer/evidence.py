@@ -75,8 +75,7 @@ def split_units(text: str) -> list[Unit]:
     units: list[Unit] = []
     for block_number, block in enumerate(b for b in blocks if b.strip()):
         title = block_number == 0 and _is_title(block)
-        for sentence in _sentences(_LIST_ITEM.sub("", block, count=1)):
-            sentence = " ".join(sentence.split()).strip()
+        for sentence in _joined_fragments(_sentences(_LIST_ITEM.sub("", block, count=1))):
             words = len(sentence.split())
             if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)):
                 continue
@@ -85,6 +84,23 @@ def split_units(text: str) -> list[Unit]:
             found = _HEADER.match(sentence)
             units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None))
     return units
+
+
+def _joined_fragments(sentences: list[str]) -> list[str]:
+    """The sentences of one block, whitespace-normalised, with a fragment too short to stand alone joined to the
+    next sentence of its block ("To try: Acquired. Jonas recommends the Nvidia episode." keeps the name the second
+    sentence is about). A block that is only a fragment stays one, and is dropped as before."""
+    out: list[str] = []
+    pending = ""
+    for raw in sentences:
+        sentence = " ".join(f"{pending} {raw}".split())
+        words = len(sentence.split())
+        pending = sentence if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)) else ""
+        if not pending:
+            out.append(sentence)
+    if pending:
+        out.append(pending)
+    return out
 
 
 def _is_title(block: str) -> bool:
