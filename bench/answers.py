@@ -464,6 +464,7 @@ def _pct(value: float) -> str:
 def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool = False) -> None:
     """`limit`: the first N SciFact queries of each split only (a quick look; the results say so). `reuse`: the
     retrievals and sentence vectors of the last run (bench/results/.cache/answers-observations.pkl)."""
+    from ragstead.answer.evidence import split_units
     from ragstead.answer.gate import UnitVectorCache, load_model
     from ragstead.embeddings import default_embedder
 
@@ -487,8 +488,6 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
             pickle.dump(observed, f)
     notes_obs, sci_obs, sci_off = observed["notes"], observed["scifact"], observed["scifact_off_topic"]
     cache, sci_cache = UnitVectorCache(embedder, size=10**6), UnitVectorCache(embedder, size=10**6)
-    from ragstead.answer.evidence import split_units
-
     for target, saved_vectors in ((cache, observed["notes_vectors"]), (sci_cache, observed["scifact_vectors"])):
         # A chunk whose units changed since the saved run (a new split_units) is embedded again when read.
         target._vectors.update({text: v for text, v in saved_vectors.items() if len(v) == len(split_units(text))})

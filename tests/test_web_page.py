@@ -192,6 +192,17 @@ def test_search_then_ask_then_open_a_citation_in_context(page, served):
     assert requests and all(url.startswith(served.base) for url in requests)  # nothing from anywhere else
 
 
+def test_a_near_miss_answer_says_it_is_tentative(page, served):
+    # The billing note never names a MySQL version: the gate lets the question through (it is on the note's topic)
+    # at a relevance under one half, and the page says the answer is tentative; a sure answer does not.
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "What version of MySQL do we run?", "ask")
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive. Tentative: the sources may not "
+                                                         "hold this answer; check the citations.")
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-meta")).to_have_text("Answered by extractive.")
+
+
 def test_a_hostile_document_renders_as_text(page, served):
     sign_in(page, served.base, served.keys["alice"])
     run_query(page, "heron ledger note")
