@@ -443,19 +443,6 @@ def observe_off_topic(sci: Any, questions: list[str], sci_cache: Any) -> list[Ob
     return observations
 
 
-def add_heldout_off_topic(dataset: Path, embedder: Any, observed: dict[str, Any]) -> None:
-    """A saved run from before SciFact test had its own off-topic questions: observe just those."""
-    import ragstead
-    from ragstead.answer.gate import UnitVectorCache
-
-    index_db = RESULTS / ".cache" / f"{dataset.name}.db"
-    with ragstead.open(RESULTS / ".cache", db_path=str(index_db), lock_path=f"{index_db}.lock",
-                       embedder=embedder) as sci:
-        sci_cache = UnitVectorCache(sci.embedder, size=10**6)
-        sci_cache._vectors.update(observed["scifact_vectors"])
-        observed["scifact_off_topic_heldout"] = observe_off_topic(sci, SCIFACT_OFF_TOPIC_HELDOUT, sci_cache)
-        observed["scifact_vectors"] = dict(sci_cache._vectors)
-
 
 def _pct(value: float) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
@@ -476,9 +463,7 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
         with saved.open("rb") as f:
             observed = pickle.load(f)  # our own cache file, written below
         if "scifact_off_topic_heldout" not in observed:
-            add_heldout_off_topic(dataset, embedder, observed)
-            with saved.open("wb") as f:
-                pickle.dump(observed, f)
+            sys.exit(f"{saved} is from before SciFact test had its own off-topic questions; run without --reuse")
     else:
         with Timer() as t:
             observed = observe_all(dataset, embedder, questions, limit)
