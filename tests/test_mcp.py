@@ -115,6 +115,7 @@ def test_the_tools_have_strict_schemas_written_for_a_model(alice):
     search = next(tool for tool in tools if tool.name == "search")
     assert search.input_schema["required"] == ["query"]
     assert "user" not in search.input_schema["properties"]
+    assert "gate.confidence 'tentative'" in next(tool for tool in tools if tool.name == "ask").description
 
 
 def test_search_gets_the_right_document_in_scope(alice):
@@ -131,6 +132,9 @@ def test_a_client_cannot_read_another_users_chunks(alice, ids):
     assert all(r["file_path"].startswith("kb/users/alice/") for r in found["results"])
     answer = alice.data("ask", {"question": "what is the kestrel survey budget", "extractive": True})
     assert "4711" not in json.dumps(answer)
+    gate = answer["gate"]  # the confidence reaches an agent too, consistent with the verdict
+    assert gate["confidence"] in {"likely", "tentative", "refused"}
+    assert (gate["confidence"] == "refused") == (not gate["passed"])
     listed = alice.data("list_documents", {})
     assert sorted(d["file_path"] for d in listed["documents"]) == ["kb/users/alice/notes.md",
                                                                    "kb/users/alice/plan.md"]

@@ -147,7 +147,9 @@ class RagsteadMcp:
                      "page or section and scores. Use it before answering questions about the user's own work.",
                      SearchArgs, self._search),
             ToolSpec("ask", "Answer a question from the user's documents only, with numbered citations [n] that "
-                     "point at passages; or the refusal sentence when nothing relevant is found.",
+                     "point at passages; or the refusal sentence when nothing relevant is found. gate.confidence "
+                     "'tentative' means the sources may not hold the answer: check the citations before relying "
+                     "on it.",
                      AskArgs, self._ask),
             ToolSpec("list_documents", "List the documents in scope, by path: doc_id, type, title, tags, dates, "
                      "chunk count.", ListDocumentsArgs, self._list_documents),
