@@ -59,6 +59,17 @@ def test_the_scenario_questions_are_answered_with_the_right_sentence_first(notes
     assert result.gate["score"] >= result.gate["threshold"] and result.gate["confidence"] == "likely"
 
 
+def test_a_sentence_under_the_right_heading_is_quoted_though_it_repeats_none_of_the_question(notes_kb):
+    # "Duration: 47 minutes" holds no word of the question; its heading ("Postmortem: checkout outage") does.
+    answer = notes_kb.ask("How long did the checkout outage last?", user="me", extractive=True)
+    assert "47 minutes" in answer.text and answer.gate["passed"]
+    units = split_units("# Postmortem: checkout outage\n\nDuration: 47 minutes.\n\n## Root cause\n"
+                        "The pool size was set in two places.")
+    assert [u.context for u in units] == ["Postmortem: checkout outage", "Postmortem: checkout outage Root cause"]
+    assert split_units("Home network notes\n\nThe router is in the hallway cupboard.")[0].context == \
+        "Home network notes"  # a title line is the heading of what follows
+
+
 def test_a_near_miss_the_gate_lets_through_is_marked_tentative(notes_kb):
     # The home network note is the right topic but holds no password: the gate cannot tell (docs/design.md, "The
     # relevance gate"), so the answer says it is unsure instead of sounding like the scenario answers above.

@@ -20,6 +20,7 @@ from ragstead.stores.lexical_index import text_analyzer
 
 MAX_UNIT_CHARS = 400
 MIN_WORDS = 4  # shorter units are fragments (a lone heading, "Ingredients") unless they hold a number
+CONTEXT_SHARE = 0.5  # how much a question word found only in a unit's heading counts toward its overlap
 LONG_LINE_WORDS = 8  # a line this long is a line of its own, not a cell or a wrapped piece of the next
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
@@ -50,31 +51,38 @@ class Unit:
     text: str
     position: int
     header: str | None = None
+    context: str = ""  # the headings or title line above it: what the unit is about when it does not say
 
 
 def split_units(text: str) -> list[Unit]:
     """The units of `text` in reading order (markdown headings dropped: they title what follows)."""
-    blocks: list[str] = []
+    blocks: list[tuple[str, str]] = []  # (text, the headings above it)
+    headings: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         current: list[str] = []
         for line in paragraph.split("\n"):
             if not line.strip():
                 continue
             if _HEADING.match(line):
-                blocks.append(" ".join(current))
+                blocks.append((" ".join(current), " ".join(headings)))
                 current = []
+                # The first heading titles the note; a later one replaces the section before it.
+                headings = [*headings[:1], _HEADING.sub("", line).strip()]
                 continue
             first = line.lstrip()[:1]
             starts_new = (not current or bool(_LIST_ITEM.match(line)) or bool(_ENDS_CLAUSE.search(current[-1]))
                           or (len(current[-1].split()) >= LONG_LINE_WORDS and (first.isupper() or first.isdigit())))
             if starts_new and current:
-                blocks.append(" ".join(current))
+                blocks.append((" ".join(current), " ".join(headings)))
                 current = []
             current.append(line.strip())
-        blocks.append(" ".join(current))
+        blocks.append((" ".join(current), " ".join(headings)))
     units: list[Unit] = []
-    for block_number, block in enumerate(b for b in blocks if b.strip()):
+    title_line = ""
+    for block_number, (block, context) in enumerate(b for b in blocks if b[0].strip()):
         title = block_number == 0 and _is_title(block)
+        title_line = block if title else title_line
+        context = " ".join(part for part in (title_line if not title else "", context) if part)
         for sentence in _joined_fragments(_sentences(_LIST_ITEM.sub("", block, count=1))):
             words = len(sentence.split())
             if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)):
@@ -82,7 +90,8 @@ def split_units(text: str) -> list[Unit]:
             if len(sentence) > MAX_UNIT_CHARS:
                 sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
             found = _HEADER.match(sentence)
-            units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None))
+            units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
+                              context))
     return units
 
 
@@ -211,15 +220,21 @@ class SentenceScorer:
     def to_dict(self) -> dict[str, Any]:
         return {"weights": dict(zip(self.FEATURES, self.weights, strict=True)), "bias": self.bias}
 
-    def score(self, question: str, items: Sequence[tuple[int, Unit, float]]) -> list[float]:
-        """One probability per (chunk rank, unit, cosine to the question)."""
+    def score(self, question: str, items: Sequence[tuple[int, Unit, float]], headings: bool = False) -> list[float]:
+        """One probability per (chunk rank, unit, cosine to the question). `headings`: question words in a unit's
+        headings count toward its overlap (choosing the answer's sentences, not gating: see unit_features)."""
         return [0.0 if blocked else 1.0 / (1.0 + math.exp(-(self.bias + sum(
             w * x for w, x in zip(self.weights, row, strict=True)))))
-            for row, blocked in unit_features(question, items)]
+            for row, blocked in unit_features(question, items, headings)]
 
 
-def unit_features(question: str, items: Sequence[tuple[int, Unit, float]]) -> list[tuple[list[float], bool]]:
-    """Per item: the SentenceScorer's features, and whether it is a header that may not lead."""
+def unit_features(question: str, items: Sequence[tuple[int, Unit, float]],
+                  headings: bool = False) -> list[tuple[list[float], bool]]:
+    """Per item: the SentenceScorer's features, and whether it is a header that may not lead. With `headings`, a
+    question word found only in the unit's headings counts CONTEXT_SHARE toward its overlap: among the retrieved
+    units that picks the one under the right heading ("Duration: 47 minutes" under "checkout outage"). The gate
+    leaves it off: a near miss matches its note's title as well as an answer does, and with it on, held-out
+    near-miss refusal fell (docs/design.md, "Answer selection and context")."""
     wanted = question_stems(question)
     held = [stems_of(unit.text) & wanted for _, unit, _ in items]
     weight = {t: math.log(1 + len(items) / (1 + sum(t in h for h in held))) for t in wanted}
@@ -227,7 +242,8 @@ def unit_features(question: str, items: Sequence[tuple[int, Unit, float]]) -> li
     kind = answer_kind(question)
     out = []
     for (rank, unit, similarity), have in zip(items, held, strict=True):
-        overlap = sum(weight[t] for t in have) / total
+        inherited = (stems_of(unit.context) & wanted) - have if headings and unit.context else set()
+        overlap = (sum(weight[t] for t in have) + CONTEXT_SHARE * sum(weight[t] for t in inherited)) / total
         holds = 1.0 if holds_kind(unit.text, kind, question) else 0.0
         blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or ""))
         out.append(([similarity, overlap, holds, 1.0 / (1 + rank)], blocked))

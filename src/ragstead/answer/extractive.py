@@ -3,10 +3,10 @@ each cited.
 
 Every unit (sentence, list item, table row: answer/evidence.py) is scored by the gate model's sentence scorer:
 its cosine to the question (`ask` embeds the sentences of the top chunks), the share of the question's words it
-holds weighted by rarity, whether it holds what the question asks for (a date for "when", a number for "how
-much", a name for "who"), and its chunk's rank. The best unit leads; a header-like line ("Attendees: ...") or a
-note's title never leads unless it answers. Up to two more units follow, best first, when they score at least
-half as well.
+holds weighted by rarity (a word only in its headings counts half), whether it holds what the question asks for
+(a date for "when", a number for "how much", a name for "who"), and its chunk's rank. The best unit leads; a
+header-like line ("Attendees: ...") or a note's title never leads unless it answers. Up to two more units follow,
+best first, when they score at least half as well.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class ExtractiveAnswerer:
                 numbers.append(context.n)
         if not items:
             return ""
-        scores = (self._scorer or load_model().sentence).score(question, items)
+        scores = (self._scorer or load_model().sentence).score(question, items, headings=True)
         order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
         lead = order[0]
         chosen = [lead]
