@@ -68,7 +68,7 @@ class Watching:
             self.errors.append(exc)
 
     def paths(self) -> set[str]:
-        with self.kb._lock:
+        with self.kb.runtime.lock:
             return set(self.kb.store.manifest())
 
     def hash_of(self, path: str) -> str | None:

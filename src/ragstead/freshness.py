@@ -4,8 +4,8 @@ A run compares the files under the roots with the manifest of the last index run
 SHA-256: the very comparison `index` makes, `indexing.build.diff_roots`), writes the refresh plan (one
 JSON line per new, changed or deleted document) and appends its decisions and its outcome to the ledger.
 Then it stops (a dry run), re-indexes exactly the planned files (`--apply`), or hands the plan to a hook
-(`--exec`). The KnowledgeBase holds the index lock around the plan and the apply; this module does the
-comparing, the writing down and the hook.
+(`--exec`). `FreshnessService` (at the end) runs the job on a project: it holds the index lock around the
+plan and the apply; the rest of the module does the comparing, the writing down and the hook.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,11 +32,15 @@ import httpx
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.documents.ids import make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError
-from ragstead.indexing.build import IndexingOptions, IndexReport, RootsDiff, diff_roots
+from ragstead.filters import QueryFilters
+from ragstead.indexer import Indexer
+from ragstead.indexing.build import IndexingOptions, IndexReport, ProgressHook, RootsDiff, diff_roots, index_paths
+from ragstead.indexing.lock import index_lock
 from ragstead.ingest.archive import content_hash
 from ragstead.ingest.base import SourceError
-from ragstead.ingest.fetch import FetchOptions, fetch
+from ragstead.ingest.fetch import FetchOptions, fetch, make_client
 from ragstead.ingest.pipeline import fetch_extracted
+from ragstead.ingest.service import IngestService
 from ragstead.ingest.urls import parse_source
 from ragstead.ingest.web import extract
 from ragstead.stores.base import DocumentRecord, ManifestEntry
@@ -440,3 +444,127 @@ def _stderr_fd() -> int | None:
         return sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         return None
+
+
+class FreshnessService:
+    """The freshness job on one project: plan, ledger, then nothing, `apply` or a hook."""
+
+    def __init__(self, indexer: Indexer, ingester: IngestService) -> None:
+        self.indexer = indexer
+        self.ingester = ingester
+        self.runtime = indexer.runtime
+
+    def freshness(self, paths: Sequence[str | Path] | None = None, *, plan: str | Path | None = None,
+                  ledger: str | Path | None = None, apply: bool = False, exec_command: str | None = None,
+                  exec_timeout: float = DEFAULT_EXEC_TIMEOUT, full: bool = False, urls: bool = False,
+                  wait: float = 0.0, progress: ProgressHook | None = None,
+                  transport: httpx.BaseTransport | None = None) -> FreshnessReport:
+        """Compare the files under `paths` (default: the configured roots) with the manifest of the last index
+        run, write the refresh plan (`plan`, default `kb/rag/refresh_plan.jsonl`) and append the decisions
+        and the run to the ledger (`ledger`, default `kb/rag/embedding_ledger.jsonl`). Then: nothing (a dry
+        run), `apply` (re-index exactly the planned files), or `exec_command` (a hook, with the plan's path in
+        $RAGSTEAD_PLAN, stopped after `exec_timeout` seconds). `full`: no previous manifest, every file is new.
+        `urls`: also re-check the pages `ingest` fetched (conditional GET through `transport`, default the
+        network), and `apply` ingests the changed ones again. The plan and the apply of files hold the index
+        lock (`wait` seconds for it, like `index`); the network is used outside it."""
+        if apply and exec_command is not None:
+            raise InvalidQueryError("--apply and --exec exclude each other: ragstead re-indexes the plan, or the "
+                                    "hook does")
+        if exec_command is not None:
+            check_hook_command(exec_command)
+        if not exec_timeout > 0:
+            raise InvalidQueryError(f"--exec-timeout must be above 0 seconds, got {exec_timeout:g}")
+        rt, settings = self.runtime, self.runtime.settings
+        if paths:
+            roots, missing = self.indexer.existing_roots(paths), ()
+        else:
+            roots = tuple(r for r in settings.roots if (rt.root / r).is_dir())
+            missing = tuple(r for r in settings.roots if r not in roots)
+        folder = settings.db_file.parent
+        run = FreshnessRun(settings.resolve(str(plan)) if plan else folder / PLAN_FILE,
+                           settings.resolve(str(ledger)) if ledger else folder / LEDGER_FILE, roots,
+                           full=full, missing_roots=missing)
+        options = settings.indexing(roots)
+        transport = transport or rt.transport
+        with run.recorded():
+            pages = self._plan_urls(transport) if urls else None
+            if pages is not None:
+                run.add_urls(pages)
+            with index_lock(settings.lock_file, wait):  # the manifest of a completed run, not one mid-way
+                run.plan_files(options, roots, None if full else self._previous_manifest(), self._chunk_count)
+                run.write_plan()
+                if apply and (run.paths or run.touches):
+                    with rt.writer() as store, self.indexer.guarded(store):
+                        if run.paths:  # exactly the plan: no other file is read
+                            run.applied(index_paths(options, store, rt.load_embedder(store), run.paths,
+                                                    take_lock=False, progress=progress))
+                        if run.touches:  # same bytes, new mtime: the manifest learns it, nothing is read
+                            store.apply([], [], run.touches)
+            if apply and pages is not None and run.urls:
+                run.applied(urls=self._refresh_pages(run, pages, wait, transport))
+            if exec_command is not None and run.report.entries:
+                run.run_hook(exec_command, exec_timeout, rt.root)
+        return run.report
+
+    def _previous_manifest(self) -> dict[str, ManifestEntry]:
+        """The manifest of the last index run, or a clear error when there is none or it cannot be read."""
+        rt = self.runtime
+        if not rt.exists():
+            raise RagsteadError(f"no previous manifest: there is no index at {rt.location} yet; run "
+                                "`ragstead index` first, or plan every file as new with --full")
+        try:
+            with rt.lock:
+                return rt.store.manifest()
+        except Exception as exc:  # a damaged file: the store's own error, or the driver's
+            raise RagsteadError(f"the manifest of the last index run cannot be read ({' '.join(str(exc).split())}); "
+                                "rebuild the index with `ragstead index --rebuild`, or plan every file as new "
+                                "with --full") from exc
+
+    def _plan_urls(self, transport: httpx.BaseTransport | None) -> UrlPlan:
+        """`freshness --urls`: every document ingested from a web URL, checked again (`plan_urls`)."""
+        if not self.runtime.exists():
+            return UrlPlan()
+        pages = [d for d in self._all_documents() if ingested_remote(d)]
+        settings = self.runtime.settings
+        options = FetchOptions(connect_seconds=settings.fetch_connect_seconds,
+                               read_seconds=settings.fetch_read_seconds, max_bytes=settings.fetch_max_mb << 20)
+        kept_file = settings.db_file.parent / VALIDATORS_FILE  # private: it names the pages users ingested
+        kept = read_validators(kept_file)
+        with make_client(options, transport) as client:
+            plan = plan_urls(pages, client, options, kept)
+        if plan.validators:
+            write_validators(kept_file, kept | plan.validators)
+        return plan
+
+    def _refresh_pages(self, run: FreshnessRun, pages: UrlPlan, wait: float,
+                       transport: httpx.BaseTransport | None) -> list[dict[str, Any]]:
+        """`--apply` for pages: each changed one ingested again (`ingest --refresh`) for the user who has it, with
+        the tags it had."""
+        done = []
+        for entry in run.urls:
+            doc = pages.documents[entry.doc_id or ""]
+            result = self.ingester.ingest([entry.url or ""], refresh=True, user=doc.get("user_slug") or None,
+                                          tags=doc.get("tags") or (), wait=wait, transport=transport).results[0]
+            done.append({"url": entry.url, "doc_id": entry.doc_id, "status": result.status, "reason": result.reason,
+                         "file_path": result.file_path})
+        return done
+
+    def _all_documents(self) -> list[dict[str, Any]]:
+        """Every document of the index, private and public, in pages of a thousand."""
+        rt = self.runtime
+        found: dict[str, dict[str, Any]] = {}
+        for public in (False, True):
+            scope = QueryFilters.build(public_only=public, include_archive=True)
+            offset = 0
+            while True:
+                with rt.lock:
+                    page = rt.store.list_documents(scope, 1000, offset)
+                found.update((d["doc_id"], d) for d in page)
+                if len(page) < 1000:
+                    break
+                offset += 1000
+        return list(found.values())
+
+    def _chunk_count(self, path: str) -> int:
+        doc = self.runtime.document(path=path)
+        return int(doc.get("chunks") or 0) if doc else 0

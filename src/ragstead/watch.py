@@ -18,7 +18,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ import pathspec
 import watchfiles
 
 from ragstead.errors import IndexLockedError, InvalidQueryError
+from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, Within
 
 DEFAULT_DEBOUNCE = 1.0
@@ -301,3 +302,29 @@ class FolderFollower:
         finally:
             signal.signal(signal.SIGINT, previous)
 
+
+
+def watch(indexer: Indexer, paths: Sequence[str | Path] | None = None, *, debounce: float = DEFAULT_DEBOUNCE,
+          wait: float = 30.0, on_batch: Callable[[WatchBatch], None] | None = None,
+          stop: threading.Event | None = None) -> None:
+    """Keep the index in line with the folders under `paths` (default: the configured roots) until `stop` is
+    set or Ctrl-C: first an incremental index (what changed while nobody watched), then, for each burst of
+    file events (quiet for `debounce` seconds), an index run narrowed to the changed paths. `on_batch` hears
+    of each batch. In the main thread the first Ctrl-C lets the batch in flight finish."""
+    runtime = indexer.runtime
+    if paths:
+        roots = []
+        for path in paths:
+            full = Path(path) if Path(path).is_absolute() else runtime.root / path
+            if not full.is_dir():
+                raise InvalidQueryError(f"{path} is not a folder" if full.exists() else f"no such folder: {path}")
+            roots.append(runtime.relative_path(full))
+        watched = tuple(dict.fromkeys(roots))
+    else:
+        watched = tuple(runtime.settings.roots)
+
+    def sync(roots: tuple[str, ...], within: Within | None) -> IndexReport:
+        return indexer.sync(roots, within, wait)
+
+    FolderFollower(runtime.settings.indexing(watched), watched, sync, debounce=debounce, on_batch=on_batch,
+                   stop=stop).run()

@@ -1,0 +1,133 @@
+"""Project setup: `init` (the config file, the `.gitignore` boundary, the team folders), the values a project's
+config file records as it is used (roots, sentence vectors), and the catalogs `init` and `config` offer
+(embedding models, prompt templates).
+
+It stands above `ragstead.guard` (the secret-like file names the `.gitignore` lines block).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragstead.answer.base import Context
+from ragstead.answer.prompt import catalog as template_catalog
+from ragstead.answer.prompt import load_template
+from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings, save_settings
+from ragstead.embeddings.catalog import catalog_rows
+from ragstead.errors import ConfigError
+from ragstead.guard import SECRET_FILE_PATTERNS
+from ragstead.runtime import Runtime
+
+
+def saved_settings(root: Path) -> dict[str, Any]:
+    """The `[ragstead]` table of the project's config file as written (no defaults, no environment); empty
+    when there is none or it cannot be read."""
+    config = root / CONFIG_FILE
+    if config.exists():
+        with contextlib.suppress(OSError, UnicodeError, tomllib.TOMLDecodeError):
+            return dict(tomllib.loads(config.read_text(encoding="utf-8")).get("ragstead", {}))
+    return {}
+
+
+def record_roots(runtime: Runtime, roots: Sequence[str]) -> tuple[str, ...] | None:
+    """Add these folders to the roots the project's config names (creating the config if there is none),
+    so a later plain `index` walks them too. Returns the new roots, or None if nothing changed."""
+    named = tuple(saved_settings(runtime.root).get("roots", ()))
+    wanted = tuple(dict.fromkeys((*named, *roots)))
+    if wanted == named:
+        return None
+    save_settings(runtime.root, {"roots": wanted})
+    runtime.settings = runtime.settings.with_overrides(roots=wanted)
+    return wanted
+
+
+def keep_sentence_vectors(runtime: Runtime) -> bool:
+    """Record `sentence_vectors = true` in the project's config, so every later write keeps the re-ranker's
+    sentence vectors current. Returns whether the config changed."""
+    if saved_settings(runtime.root).get("sentence_vectors"):
+        return False
+    save_settings(runtime.root, {"sentence_vectors": True})
+    runtime.settings = runtime.settings.with_overrides(sentence_vectors=True)
+    return True
+
+
+TEAM_ROOTS = ("kb", "artifacts", "docs")
+
+
+def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None = None,
+         roots: Sequence[str] | None = None, model: str | None = None, chunker: str | None = None) -> dict[str, Any]:
+    """Make `path` (created if missing) a ragstead project: its `ragstead.toml` (roots, owner, model, chunker),
+    the `.gitignore` lines that keep the index and the private folders out of git, and for the team layout
+    its folders. An existing config keeps every value not given here. Returns what was written."""
+    if layout not in ("personal", "team"):
+        raise ConfigError(f"layout must be personal or team, got {layout!r}")
+    root = Path(path).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    existing = (root / CONFIG_FILE).exists()
+    current = load_settings(root)
+    values: dict[str, Any] = {"owner": owner or current.owner or default_owner()}
+    if roots is not None or not existing:
+        values["roots"] = tuple(roots) if roots else (TEAM_ROOTS if layout == "team" else (".",))
+    if model:
+        values["model"] = model
+    if chunker:
+        values["chunker"] = chunker
+    settings = current.with_overrides(**values)
+    settings.chunking  # noqa: B018 - validates the chunker before anything is written
+    config = save_settings(root, values)
+    created = []
+    if layout == "team":
+        for folder in (f"kb/users/{settings.owner_slug}", "artifacts/dossiers", "docs/archive"):
+            if not (root / folder).exists():
+                (root / folder).mkdir(parents=True)
+                created.append(folder + "/")
+    ignored = _gitignore_boundary(root, settings, layout)
+    return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
+                                                                   for k, v in values.items()},
+            "gitignore": ignored, "created": created}
+
+
+def _gitignore_boundary(root: Path, settings: Settings, layout: str) -> list[str]:
+    """Add the lines that keep the index (and the team layout's private folders) out of git, and the
+    secret-like file names `ragstead guard` blocks; returns the lines added."""
+    index_dir = settings.db_file.parent.resolve()
+    lines = [f"/{index_dir.relative_to(root).as_posix()}/"] if index_dir.is_relative_to(root) else []
+    if layout == "team":  # private by layout: everything under kb/ and artifacts/ but the two marker files
+        lines += ["/kb/*", "!/kb/README.md", "!/kb/.gitkeep", "/artifacts/"]
+    lines += SECRET_FILE_PATTERNS
+    path = root / ".gitignore"
+    present = set(path.read_text(encoding="utf-8").splitlines()) if path.exists() else set()
+    added = [line for line in lines if line not in present]
+    if added:
+        with path.open("a", encoding="utf-8") as out:
+            out.write(("" if not present else "\n") + "# ragstead: the index, private folders and secret-like files "
+                      "stay out of git\n")
+            out.write("\n".join(added) + "\n")
+    return added
+
+
+def model_catalog() -> list[dict[str, Any]]:
+    """The embedding models `model` takes: id, name, description, package, installed."""
+    return catalog_rows()
+
+
+def prompt_templates() -> list[dict[str, Any]]:
+    """The built-in prompt templates: name, description and number of few-shot examples."""
+    rows = []
+    for name in sorted(template_catalog()):
+        found = load_template(name)
+        rows.append({"name": name, "description": found.description, "examples": len(found.examples)})
+    return rows
+
+
+def template_preview(name: str) -> list[dict[str, str]]:
+    """The messages a template makes for a demo question and chunk (to see what a model is sent)."""
+    demo = [Context(1, "We decided to migrate the billing database to PostgreSQL 16 in March.",
+                    "kb/users/alice/db.md", {"page": None, "section_path": "Billing > Decision",
+                                             "chunk_id": "0" * 64}, 0.71)]
+    return load_template(name).messages("Which database did we choose for billing?", demo)

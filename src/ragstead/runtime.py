@@ -1,0 +1,159 @@
+"""`Runtime`: what one open project holds, shared by the services that serve it.
+
+The settings, the store they name (one read connection behind one lock, so many threads take turns; a write
+opens its own connection, as another process would), the embedder behind its query-vector cache, the
+re-ranker and the ask sentence-vector cache once loaded, the answerers and HTTP transport a caller handed in.
+It holds state, not behaviour: each concern (index, ingest, freshness, health, ...) is a service that reads
+what it needs from here. Nothing here keeps state for one call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from ragstead.answer.ask import UnitVectorCache
+from ragstead.answer.base import AnswerProvider
+from ragstead.config import Settings
+from ragstead.embeddings.base import Embedder
+from ragstead.embeddings.cache import QueryVectorCache
+from ragstead.embeddings.catalog import cross_encoder_for, embedder_for
+from ragstead.errors import RagsteadError
+from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
+from ragstead.stores.base import Store
+
+
+class Runtime:
+    """A project's settings and the resources opened from them, each loaded on first use."""
+
+    def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
+                 providers: Sequence[AnswerProvider] | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        """`store`, `embedder` and `providers` replace what the settings would build (tests, embedding hosts);
+        `transport` is the HTTP transport the LLM answerers and fetches use (default: the network)."""
+        self.settings = settings
+        self.spec = settings.store_spec()
+        self.given_store = store
+        self._store = store
+        self._embedder = QueryVectorCache(embedder, settings.embed_cache_size) if embedder is not None else None
+        self.given_embedder = embedder  # also the embedder of the ingest targets opened from this one
+        self.providers = list(providers) if providers is not None else None
+        self.transport = transport
+        self.reranker: Reranker | None = None
+        self.unit_vectors: UnitVectorCache | None = None  # ask's sentence vectors (answer/gate.py)
+        self.lock = threading.RLock()
+
+    def close(self) -> None:
+        """Release the store (a given store stays open: its owner closes it)."""
+        with self.lock:
+            if self._store is not None and self._store is not self.given_store:
+                self._store.close()
+            self._store = None if self.given_store is None else self.given_store
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
+
+    @property
+    def location(self) -> str:
+        """Where the index lives, safe to print (no password)."""
+        return self.spec.describe()
+
+    @property
+    def api_keys_file(self) -> Path:
+        """Where `ragstead keys` keeps the HTTP API's key hashes (beside the index)."""
+        return self.settings.db_file.parent / "api_keys.json"
+
+    def exists(self) -> bool:
+        """Whether the index is there already (a server store is taken to exist)."""
+        return self.given_store is not None or self.spec.exists()
+
+    @property
+    def store(self) -> Store:
+        """The read store, opened on first use; a missing index is an error that says to run `index`."""
+        with self.lock:
+            if self._store is None:
+                self._store = self.spec.open(must_exist=True)
+            return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The one embedder (the index's model unless `model` is set), with its query-vector cache."""
+        return self.load_embedder(self.store if self.exists() else None)
+
+    def load_embedder(self, store: Store | None) -> Embedder:
+        """Load the model once: the configured one, else the one the index in `store` was built with, else
+        the default."""
+        with self.lock:
+            if self._embedder is None:
+                inner = embedder_for(self.settings.model, store, max_tokens=self.settings.max_tokens,
+                                     batch_size=self.settings.embed_batch_size,
+                                     allow_download=self.settings.allow_download)
+                self._embedder = QueryVectorCache(inner, self.settings.embed_cache_size)
+            return self._embedder
+
+    def load_reranker(self) -> Reranker:
+        """The `reranker` setting's cross-encoder, else sentence max-sim over the embedder. Loaded once."""
+        with self.lock:
+            if self.reranker is None:
+                if self.settings.reranker:
+                    self.reranker = CrossEncoderReranker(
+                        cross_encoder_for(self.settings.reranker, allow_download=self.settings.allow_download))
+                else:
+                    self.reranker = SentenceMaxSimReranker(
+                        self.embedder, sentence_budget=self.settings.rerank_sentences or None)
+            return self.reranker
+
+    @contextmanager
+    def writer(self) -> Iterator[Store]:
+        """A store for one write: the given store, else a connection of its own (created if missing)."""
+        if self.given_store is not None:
+            with self.lock:
+                yield self.given_store
+            return
+        store = self.spec.open()
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def create(self) -> None:
+        """Create the index, empty, if there is none yet."""
+        with self.writer():
+            pass
+
+    def document(self, doc_id: str | None = None, *, path: str | None = None) -> dict[str, Any] | None:
+        """One document by id or project-relative path, or None."""
+        with self.lock:
+            return self.store.get_document(doc_id, file_path=path)
+
+    def relative_path(self, path: str | Path) -> str:
+        """`path` relative to the project root (an absolute path must lie inside it)."""
+        base = self.root.resolve()
+        full = Path(path) if Path(path).is_absolute() else base / path
+        try:
+            return full.resolve().relative_to(base).as_posix()
+        except ValueError:
+            raise RagsteadError(f"{path} is not inside the project root {base}") from None
+
+
+T = TypeVar("T")
+
+
+class OnRuntime(Generic[T]):
+    """An attribute of an object with a `runtime` (the KnowledgeBase) that lives on that Runtime, so callers
+    keep spelling `kb.settings`, `kb.store`; setting it sets the runtime's."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, owner: Any, owner_type: type | None = None) -> T:
+        return self if owner is None else getattr(owner.runtime, self.name)  # type: ignore[return-value]
+
+    def __set__(self, owner: Any, value: T) -> None:
+        setattr(owner.runtime, self.name, value)
