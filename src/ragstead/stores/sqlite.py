@@ -38,6 +38,7 @@ from ragstead.stores.permissions import (
     tighten,
 )
 from ragstead.stores.redaction import redact
+from ragstead.stores.transaction import transaction
 from ragstead.stores.vector_index import EXACT_ROWS, VectorIndex, best_positions
 
 SCHEMA_VERSION = 4
@@ -215,11 +216,10 @@ class SqliteStore:
         if version is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(version) == 3:  # v4 added where an ingested document came from; nothing else changed
-            self._db.execute("BEGIN IMMEDIATE")
-            if "source" not in {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}:
-                self._db.execute("ALTER TABLE documents ADD COLUMN source TEXT")
-            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-            self._db.execute("COMMIT")
+            with transaction(self._db):
+                if "source" not in {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}:
+                    self._db.execute("ALTER TABLE documents ADD COLUMN source TEXT")
+                self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif int(version) != SCHEMA_VERSION:
             raise RagsteadError(
                 f"index {self.path} has schema version {version}, this ragstead needs {SCHEMA_VERSION}; "
@@ -232,10 +232,9 @@ class SqliteStore:
         """Record the model of an empty index; refuse to mix models in one index."""
         stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
         if stored_model is None:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", (model,))
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_dim', ?)", (str(dim),))
-            self._db.execute("COMMIT")
+            with transaction(self._db):
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", (model,))
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_dim', ?)", (str(dim),))
             return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
@@ -260,18 +259,13 @@ class SqliteStore:
         """Drop all content and the recorded model (the next ensure_model records the new one)."""
         self._lexical.acquire()
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._db):
                 self._db.execute("DELETE FROM chunks")
                 self._db.execute("DELETE FROM doc_tags")
                 self._db.execute("DELETE FROM documents")
                 self._db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dim')")
                 self._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_deleted'")
                 generation = self._bump_generation()
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._invalidate()
             self._lexical.replace_all(generation, iter(()))
             self._derived_write(generation, None, [], None)
@@ -366,8 +360,7 @@ class SqliteStore:
             deleted: list[int] = []
             added: list[LexicalRow] = []
             vectors: list[np.ndarray] = []
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._db):
                 for path in removals:
                     deleted += self._delete_path(path)
                 for write in writes:
@@ -383,10 +376,6 @@ class SqliteStore:
                 if deleted:
                     self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'lexical_deleted'",
                                      (len(deleted),))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._invalidate()
             if generation is not None:
                 if self._lexical.refresh() == generation - 1:
@@ -414,8 +403,7 @@ class SqliteStore:
 
     def _rebuild_vectors(self) -> None:
         """Rewrite the vector index from one SQLite snapshot. The caller holds the writer lock."""
-        self._db.execute("BEGIN")
-        try:
+        with transaction(self._db, immediate=False):
             generation = self._sqlite_generation()
             dim = int(self._meta("embed_dim") or 0)
             cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
@@ -426,15 +414,12 @@ class SqliteStore:
                     yield ids, np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
 
             self._vector_index.replace_all(generation, dim, batches())
-        finally:
-            self._db.execute("COMMIT")
 
     # -- lexical index upkeep ---------------------------------------------------------------------
 
     def _rebuild_lexical(self) -> None:
         """Rewrite the lexical index from one SQLite snapshot. The caller holds the lexical writer lock."""
-        self._db.execute("BEGIN")
-        try:
+        with transaction(self._db, immediate=False):
             generation = self._sqlite_generation()
             rows = self._db.execute(
                 "SELECT c.id, c.text, c.doc_type, c.is_private, c.user_slug, c.created_at, "
@@ -445,8 +430,6 @@ class SqliteStore:
                 generation,
                 (LexicalRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], tuple(json.loads(r[6]))) for r in rows),
             )
-        finally:
-            self._db.execute("COMMIT")
         self._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_deleted'")
 
     def settle_lexical(self) -> bool:
@@ -628,18 +611,13 @@ class SqliteStore:
         was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
         if not rows:
             return 0
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            stored = 0
+        stored = 0
+        with transaction(self._db):
             for rowid, text_hash, matrix in rows:
                 stored += self._db.execute(
                     "INSERT OR REPLACE INTO chunk_sentences (chunk, vectors) "
                     "SELECT id, ? FROM chunks WHERE id = ? AND text_hash = ?",
                     (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         self._secure()
         return stored
 
