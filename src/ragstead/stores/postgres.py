@@ -331,11 +331,11 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
-                "user_slug, proxy_wallet, created_at, title, tags, source) "
+                "user_slug, subject, created_at, title, tags, source) "
                 "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb,%s::jsonb)",
                 [
                     (d.doc_id, d.file_path, d.root, d.file_hash, d.size, d.mtime, d.doc_type, d.is_private,
-                     d.user_slug, d.proxy_wallet, d.created_at, d.title, json.dumps(d.tags),
+                     d.user_slug, d.subject, d.created_at, d.title, json.dumps(d.tags),
                      json.dumps(d.source) if d.source else None)
                     for d in (w.document for w in writes)
                 ],

@@ -41,7 +41,7 @@ from ragstead.stores.redaction import redact
 from ragstead.stores.transaction import transaction
 from ragstead.stores.vector_index import EXACT_ROWS, VectorIndex, best_positions
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # settle_lexical: exact BM25 statistics up to this many chunks (a rebuild takes ~0.1 ms a chunk: 5 s here);
 # above it, a rebuild once deletions reach this share (docs/design.md, "Exact lexical statistics").
 EXACT_LEXICAL_ROWS = 50_000
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS documents (
     doc_type TEXT NOT NULL,
     is_private INTEGER NOT NULL,
     user_slug TEXT,
-    proxy_wallet TEXT,
+    subject TEXT,
     created_at TEXT,
     title TEXT,
     tags TEXT NOT NULL DEFAULT '[]',
@@ -215,11 +215,8 @@ class SqliteStore:
         version = self._meta("schema_version")
         if version is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(version) == 3:  # v4 added where an ingested document came from; nothing else changed
-            with transaction(self._db):
-                if "source" not in {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}:
-                    self._db.execute("ALTER TABLE documents ADD COLUMN source TEXT")
-                self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        elif int(version) in (3, 4):
+            self._upgrade_schema()
         elif int(version) != SCHEMA_VERSION:
             raise RagsteadError(
                 f"index {self.path} has schema version {version}, this ragstead needs {SCHEMA_VERSION}; "
@@ -227,6 +224,18 @@ class SqliteStore:
             )
         # `ragstead ingest`'s dedup looks documents up by their source's key.
         self._db.execute("CREATE INDEX IF NOT EXISTS documents_source_key ON documents(json_extract(source, '$.key'))")
+
+    def _upgrade_schema(self) -> None:
+        """Bring a version 3 or 4 index to SCHEMA_VERSION in place, in one transaction: v4 added where an ingested
+        document came from (`source`), v5 renamed `proxy_wallet` to the general `subject`. Each step looks at the
+        table, not the version, so two processes opening the old index at once both end at the same layout."""
+        with transaction(self._db):
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}
+            if "source" not in columns:
+                self._db.execute("ALTER TABLE documents ADD COLUMN source TEXT")
+            if "proxy_wallet" in columns:
+                self._db.execute("ALTER TABLE documents RENAME COLUMN proxy_wallet TO subject")
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def ensure_model(self, model: str, dim: int) -> None:
         """Record the model of an empty index; refuse to mix models in one index."""
@@ -322,9 +331,9 @@ class SqliteStore:
         doc = write.document
         self._db.execute(
             "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
-            "user_slug, proxy_wallet, created_at, title, tags, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "user_slug, subject, created_at, title, tags, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (doc.doc_id, doc.file_path, doc.root, doc.file_hash, doc.size, doc.mtime, doc.doc_type,
-             int(doc.is_private), doc.user_slug, doc.proxy_wallet, doc.created_at, doc.title,
+             int(doc.is_private), doc.user_slug, doc.subject, doc.created_at, doc.title,
              json.dumps(doc.tags), json.dumps(doc.source) if doc.source else None),
         )
         self._db.executemany(
