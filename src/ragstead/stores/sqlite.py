@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -128,15 +128,13 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
 class SqliteStore:
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
-    # Vector search runs over the vector files (False in a subclass that keeps its vectors elsewhere).
-    searches_vector_files = True
-
-    def __init__(self, path: Path | str, *, project_root: Path | None = None,
-                 private_folders: Sequence[Path] = ()) -> None:
+    def __init__(self, path: Path | str, *, project_root: Path | None = None, private_folders: Sequence[Path] = (),
+                 vectors: Callable[[SqliteStore], VectorSide] | None = None) -> None:
         """`project_root`: the project the index belongs to; when given, the index's folder (unless it is the
         project root or above it, see permissions.own_folder) is kept private whole, lock files included;
         `private_folders`: the project's index folder, whose lock files and API keys are kept private too
-        when this index lives elsewhere (permissions.companion_paths)."""
+        when this index lives elsewhere (permissions.companion_paths); `vectors`: makes the vector side for
+        this store (default: the vector files, VectorFiles; the Chroma store passes its collection's)."""
         self.path = Path(path)
         self._project_root = project_root
         self._private_folders = tuple(private_folders)
@@ -158,14 +156,13 @@ class SqliteStore:
         self.lexical_path = None if in_memory else self.path.with_suffix(".tantivy")
         self._lexical = LexicalIndex(self.lexical_path)
         self._lexical_checked: tuple[int, int] | None = None
-        self.vectors_path = None if in_memory else self.path.with_suffix(".vectors")
-        self._vector_index = VectorIndex(self.vectors_path)
-        self._vector_index_checked: tuple[int, int] | None = None
-        # Scopes of more rows than this go through the int8 scan (tests set 0 to compare it with exact).
-        self.exact_rows = EXACT_ROWS
         self._generation = 0
-        self._eligible_cache: OrderedDict[QueryFilters, tuple[np.ndarray, np.ndarray | None]] = OrderedDict()
-        self._eligible_version: tuple[Any, ...] | None = None
+        try:
+            self.vectors: VectorSide = (vectors or VectorFiles)(self)
+        except BaseException:
+            self._lexical.release()
+            self._db.close()
+            raise
         if created:
             self._secure()
 
@@ -196,7 +193,9 @@ class SqliteStore:
 
     def _private_paths(self) -> list[Path]:
         """The files and folders this store keeps at 0600 / 0700 (permissions.index_paths)."""
-        return [] if self.lexical_path is None else index_paths(self.path, self._project_root)
+        if self.lexical_path is None:
+            return []
+        return [*index_paths(self.path, self._project_root), *self.vectors.private_paths()]
 
     def _secure(self) -> None:
         """Tighten what the last write created: tantivy's segment and lock files, lock files beside the
@@ -277,7 +276,7 @@ class SqliteStore:
                 generation = self._bump_generation()
             self._invalidate()
             self._lexical.replace_all(generation, iter(()))
-            self._derived_write(generation, None, [], None)
+            self.vectors.written(generation, None, [], None)
         finally:
             self._lexical.release()
             self._secure()
@@ -379,38 +378,11 @@ class SqliteStore:
                     self._lexical.write(generation, deleted, added)
                 else:  # it missed an earlier write (a crash, or a failure here): start it over
                     self._rebuild_lexical()
-                self._derived_write(generation, deleted, [row.key for row in added],
+                self.vectors.written(generation, deleted, [row.key for row in added],
                                     np.concatenate(vectors) if vectors else None)
         finally:
             self._lexical.release()
             self._secure()
-
-    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int],
-                       vectors: np.ndarray | None) -> None:
-        """Bring the vector index up to `generation` after a write that deleted and added these chunk ids
-        with these vectors (`deleted` None: everything was removed). Runs after SQLite and the lexical index
-        have committed, under the lexical writer lock; appends when it was in step, else rebuilds."""
-        index = self._vector_index
-        if deleted is not None and index.refresh() == generation - 1:
-            ids = np.asarray(added, dtype=np.int64)
-            rows = vectors if vectors is not None else np.zeros((0, 0), np.float32)
-            if index.append(generation, ids, rows, len(deleted)):
-                return
-        self._rebuild_vectors()
-
-    def _rebuild_vectors(self) -> None:
-        """Rewrite the vector index from one SQLite snapshot. The caller holds the writer lock."""
-        with transaction(self._db, immediate=False):
-            generation = self._sqlite_generation()
-            dim = int(self._meta("embed_dim") or 0)
-            cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
-
-            def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-                while rows := cursor.fetchmany(8192):
-                    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                    yield ids, np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
-
-            self._vector_index.replace_all(generation, dim, batches())
 
     # -- lexical index upkeep ---------------------------------------------------------------------
 
@@ -446,22 +418,6 @@ class SqliteStore:
             self._lexical.release()
             self._secure()
         return True
-
-    def _vector_files_in_step(self) -> None:
-        """Make the vector index reflect SQLite's latest commit before a vector search (see `_in_step`)."""
-        if self._vector_index_checked is None and self._vector_index.refresh() is None and self._sqlite_generation():
-            # Never built (an index from before it existed): wait for any writer, then build it once.
-            self._lexical.acquire()
-            try:
-                if self._vector_index.refresh() != self._sqlite_generation():
-                    self._rebuild_vectors()
-            finally:
-                self._lexical.release()
-                self._secure()
-        self._vector_index_checked = self._in_step(
-            self._vector_index_checked, lambda: self._vector_index.refresh() != self._sqlite_generation(),
-            self._rebuild_vectors,
-        )
 
     def _lexical_in_step(self) -> None:
         """Make the lexical index reflect SQLite's latest commit before a lexical search (see `_in_step`)."""
@@ -503,51 +459,9 @@ class SqliteStore:
         """Changes whenever this connection or any other one commits a write."""
         return self._generation, self._db.execute("PRAGMA data_version").fetchone()[0]
 
-    def _eligible(self, filters: QueryFilters, version: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray | None]:
-        """Vector-index positions of the rows the SQL filter admits, and (when they are most of the index)
-        the same as a mask; cached per (filter, data version).
-
-        The WHERE clause runs in SQLite on every cache miss; a hit only happens while no write has
-        landed since, so the cached answer is exactly what SQLite would return now.
-        """
-        if self._eligible_version != version:
-            self._eligible_cache.clear()
-            self._eligible_version = version
-        cached = self._eligible_cache.get(filters)
-        if cached is not None:
-            self._eligible_cache.move_to_end(filters)
-            return cached
-        ids = self._vector_index.ids
-        where, params = QMARK.where(filters)
-        # One string from SQLite, parsed in C: 5x faster than a Python row per chunk (0.15 s at 1M rows).
-        listed = self._db.execute(f"SELECT group_concat(c.id) FROM chunks c WHERE {where}", params).fetchone()[0]
-        eligible = np.fromstring(listed, dtype=np.int64, sep=",") if listed else np.zeros(0, np.int64)
-        if eligible.size > 1 and np.any(eligible[1:] < eligible[:-1]):  # the scope index returns id order
-            eligible.sort()
-        # Rows another process wrote after the vector index's last commit are matched by id, not position;
-        # deleted rows still in its files are never admitted.
-        positions = np.searchsorted(ids, eligible)
-        inside = positions < ids.size
-        positions, eligible = positions[inside], eligible[inside]
-        positions = positions[ids[positions] == eligible]
-        mask = None
-        if positions.size * 3 > ids.size and positions.size > self.exact_rows:
-            # Most rows qualify: scan them all in place and mask the rest, rather than copy a gathered set.
-            mask = np.zeros(ids.size, dtype=bool)
-            mask[positions] = True
-        self._eligible_cache[filters] = (positions, mask)
-        if len(self._eligible_cache) > ELIGIBLE_CACHE_SIZE:
-            self._eligible_cache.popitem(last=False)
-        return positions, mask
-
     def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Cosine similarity over the rows the SQL filter admits: exact for scopes up to `exact_rows`, else
-        an int8 scan whose best rows are re-scored exactly (vector_index.py)."""
-        if k <= 0:
-            return []
-        self._vector_files_in_step()
-        positions, mask = self._eligible(filters, (*self._version(), self._vector_index.mapping))
-        return self._vector_index.search(query, positions, mask, k, exact_rows=self.exact_rows)
+        """Cosine similarity over the rows the SQL filter admits, by the vector side."""
+        return self.vectors.search(query, filters, k) if k > 0 else []
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """BM25 (tantivy) over the chunks the filters admit; the filters are clauses of the query itself."""
@@ -674,32 +588,29 @@ class SqliteStore:
         """Counts and model; `lexical_rows == chunks` is the consistency invariant."""
         one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
         self._lexical_in_step()
-        vectors = self._vector_index
-        if self.searches_vector_files:
-            self._vector_files_in_step()
-        return {
+        stats = {
             "store": "sqlite",
             "documents": one("SELECT COUNT(*) FROM documents"),
             "chunks": one("SELECT COUNT(*) FROM chunks"),
             "lexical_rows": self._lexical.count(),
             "lexical_generation": self._lexical.generation(),
             "lexical_segments": self._lexical.segments(),
-            # Rows in the vector files not yet compacted away; live ones equal `chunks` when in step.
-            "vector_rows": vectors.rows - vectors.dead(),
-            "vector_generation": vectors.generation,  # as `_vector_files_in_step` just mapped it
+            "vector_rows": 0,  # these two, and anything of its own, from the vector side
+            "vector_generation": None,
             "embed_model": self._meta("embed_model"),
             "embed_dim": int(self._meta("embed_dim") or 0) or None,
             "sentence_vector_chunks": one("SELECT COUNT(*) FROM chunk_sentences"),
             "schema_version": SCHEMA_VERSION,
             "path": redact(str(self.path)),
         }
+        return stats | self.vectors.stats()
 
     def last_indexed_at(self) -> str | None:
         """The latest `indexed_at` of any document, or None when there are none."""
         return self._db.execute(LAST_INDEXED_AT).fetchone()[0]
 
     def integrity_check(self) -> str:
-        """SQLite's integrity check, then the lexical index against it; 'ok' when both agree."""
+        """SQLite's integrity check, then the lexical index and the vector side against it; 'ok' when all agree."""
         result = self._db.execute("PRAGMA integrity_check").fetchone()[0]
         if result != "ok":
             return result
@@ -709,17 +620,158 @@ class SqliteStore:
         generation, rows = self._lexical.generation(), self._lexical.count()
         if generation != wanted or rows != chunks:
             return f"lexical index at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
-        if not self.searches_vector_files:
-            return "ok"
-        self._vector_files_in_step()
-        vectors = self._vector_index
-        generation, rows = vectors.generation, vectors.rows - vectors.dead()
-        if chunks and (generation != wanted or rows != chunks):
-            return f"vector files at generation {generation} with {rows} rows; SQLite at {wanted} with {chunks} chunks"
-        return "ok"
+        return self.vectors.check(chunks, wanted)
 
     def close(self) -> None:
-        """Close the connection and let go of the lexical index."""
+        """Close the connection and let go of the lexical index and the vector side."""
         self._lexical.release()
-        self._vector_index.close()
+        self.vectors.close()
         self._db.close()
+
+
+class VectorSide(Protocol):
+    """What answers vector search for a `SqliteStore`: derived from SQLite (the source of truth) and kept in step
+    with it, like the lexical index. VectorFiles by default; the Chroma store's collection (chroma.py)."""
+
+    def written(self, generation: int, deleted: list[int] | None, added: list[int],
+                vectors: np.ndarray | None) -> None:
+        """After SQLite and the lexical index committed write `generation` (under the writer lock): it deleted
+        and added these chunk ids, with these vectors (`deleted` None: everything was removed)."""
+        ...
+
+    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Cosine over the chunks the filters admit: [(chunk rowid, similarity)], best first (k > 0)."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """`vector_rows` and `vector_generation`, and any fields of its own, for the store's stats."""
+        ...
+
+    def check(self, chunks: int, generation: int) -> str:
+        """'ok' when it holds `chunks` rows at SQLite's `generation`, else what differs."""
+        ...
+
+    def private_paths(self) -> list[Path]:
+        """Files and folders of its own that the store keeps private, beyond permissions.index_paths."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class VectorFiles:
+    """The embedded store's vector side: the `<name>.vectors/` files (vector_index.py), scored over the rows
+    SQLite's WHERE admits, exactly up to `exact_rows` of them (docs/design.md, "The embedded store")."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self.index = VectorIndex(None if store.lexical_path is None else store.path.with_suffix(".vectors"))
+        self._checked: tuple[int, int] | None = None
+        # Scopes of more rows than this go through the int8 scan (tests set 0 to compare it with exact).
+        self.exact_rows = EXACT_ROWS
+        self._eligible_cache: OrderedDict[QueryFilters, tuple[np.ndarray, np.ndarray | None]] = OrderedDict()
+        self._eligible_version: tuple[Any, ...] | None = None
+
+    def written(self, generation: int, deleted: list[int] | None, added: list[int],
+                vectors: np.ndarray | None) -> None:
+        """Bring the vector index up to `generation` after a write that deleted and added these chunk ids
+        with these vectors (`deleted` None: everything was removed). Runs after SQLite and the lexical index
+        have committed, under the lexical writer lock; appends when it was in step, else rebuilds."""
+        index = self.index
+        if deleted is not None and index.refresh() == generation - 1:
+            ids = np.asarray(added, dtype=np.int64)
+            rows = vectors if vectors is not None else np.zeros((0, 0), np.float32)
+            if index.append(generation, ids, rows, len(deleted)):
+                return
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Rewrite the vector index from one SQLite snapshot. The caller holds the writer lock."""
+        with transaction(self._store._db, immediate=False):
+            generation = self._store._sqlite_generation()
+            dim = int(self._store._meta("embed_dim") or 0)
+            cursor = self._store._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
+
+            def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                while rows := cursor.fetchmany(8192):
+                    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                    yield ids, np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
+
+            self.index.replace_all(generation, dim, batches())
+
+    def _in_step(self) -> None:
+        """Make the vector files reflect SQLite's latest commit before a search (see `SqliteStore._in_step`)."""
+        if self._checked is None and self.index.refresh() is None and self._store._sqlite_generation():
+            # Never built (an index from before it existed): wait for any writer, then build it once.
+            self._store._lexical.acquire()
+            try:
+                if self.index.refresh() != self._store._sqlite_generation():
+                    self._rebuild()
+            finally:
+                self._store._lexical.release()
+                self._store._secure()
+        self._checked = self._store._in_step(
+            self._checked, lambda: self.index.refresh() != self._store._sqlite_generation(),
+            self._rebuild,
+        )
+
+    def _eligible(self, filters: QueryFilters, version: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Vector-index positions of the rows the SQL filter admits, and (when they are most of the index)
+        the same as a mask; cached per (filter, data version).
+
+        The WHERE clause runs in SQLite on every cache miss; a hit only happens while no write has
+        landed since, so the cached answer is exactly what SQLite would return now.
+        """
+        if self._eligible_version != version:
+            self._eligible_cache.clear()
+            self._eligible_version = version
+        cached = self._eligible_cache.get(filters)
+        if cached is not None:
+            self._eligible_cache.move_to_end(filters)
+            return cached
+        ids = self.index.ids
+        where, params = QMARK.where(filters)
+        # One string from SQLite, parsed in C: 5x faster than a Python row per chunk (0.15 s at 1M rows).
+        listed = self._store._db.execute(f"SELECT group_concat(c.id) FROM chunks c WHERE {where}", params).fetchone()[0]
+        eligible = np.fromstring(listed, dtype=np.int64, sep=",") if listed else np.zeros(0, np.int64)
+        if eligible.size > 1 and np.any(eligible[1:] < eligible[:-1]):  # the scope index returns id order
+            eligible.sort()
+        # Rows another process wrote after the vector index's last commit are matched by id, not position;
+        # deleted rows still in its files are never admitted.
+        positions = np.searchsorted(ids, eligible)
+        inside = positions < ids.size
+        positions, eligible = positions[inside], eligible[inside]
+        positions = positions[ids[positions] == eligible]
+        mask = None
+        if positions.size * 3 > ids.size and positions.size > self.exact_rows:
+            # Most rows qualify: scan them all in place and mask the rest, rather than copy a gathered set.
+            mask = np.zeros(ids.size, dtype=bool)
+            mask[positions] = True
+        self._eligible_cache[filters] = (positions, mask)
+        if len(self._eligible_cache) > ELIGIBLE_CACHE_SIZE:
+            self._eligible_cache.popitem(last=False)
+        return positions, mask
+
+    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Exact for scopes up to `exact_rows`, else an int8 scan whose best rows are re-scored exactly."""
+        self._in_step()
+        positions, mask = self._eligible(filters, (*self._store._version(), self.index.mapping))
+        return self.index.search(query, positions, mask, k, exact_rows=self.exact_rows)
+
+    def stats(self) -> dict[str, Any]:
+        self._in_step()
+        # Rows in the vector files not yet compacted away; live ones equal `chunks` when in step.
+        return {"vector_rows": self.index.rows - self.index.dead(), "vector_generation": self.index.generation}
+
+    def check(self, chunks: int, generation: int) -> str:
+        self._in_step()
+        have, rows = self.index.generation, self.index.rows - self.index.dead()
+        if chunks and (have != generation or rows != chunks):
+            return f"vector files at generation {have} with {rows} rows; SQLite at {generation} with {chunks} chunks"
+        return "ok"
+
+    def private_paths(self) -> list[Path]:
+        return []  # the vector files are among permissions.index_paths
+
+    def close(self) -> None:
+        self.index.close()
