@@ -12,7 +12,7 @@ from typing import Any
 from ragstead.filters import QueryFilters
 from ragstead.stores.base import CHUNK_SELECT, DOCUMENT_FIELDS, DOCUMENT_SELECT, DocumentRecord
 
-__all__ = ["FORMAT", "QMARK", "Statements", "document_row"]
+__all__ = ["FORMAT", "LAST_INDEXED_AT", "MANIFEST", "QMARK", "Statements", "document_row"]
 
 # Needs no parameter: the same text for every driver.
 MANIFEST = "SELECT file_path, doc_id, file_hash, size, mtime, root FROM documents"

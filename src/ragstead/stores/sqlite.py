@@ -113,7 +113,7 @@ CREATE TABLE IF NOT EXISTS chunk_sentences (
 );
 """
 
-__all__ = ["EXACT_ROWS", "SqliteStore", "best_positions"]
+__all__ = ["EXACT_ROWS", "SqliteStore", "VectorFiles", "VectorSide", "best_positions"]
 
 
 def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
