@@ -39,6 +39,7 @@ from ragstead import KnowledgeBase, SearchOptions, Settings
 from ragstead.filters import QueryFilters
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.sqlite import SqliteStore
+from ragstead.stores.transaction import transaction
 from ragstead.stores.vector_index import VectorIndex, best_positions
 
 DIM, USERS, CHUNKS_PER_DOC, WORDS = 384, 50, 10, 60
@@ -102,19 +103,18 @@ class PreviousExactStore(SqliteStore):
         version = self._version()
         if getattr(self, "_matrix", None) is None or self._matrix[0] != version:
             self._matrix = None
-            self._db.execute("BEGIN")
-            n = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            dim = int(self._meta("embed_dim") or 0)
-            ids, matrix = np.empty(n, dtype=np.int64), np.empty((n, dim), dtype=np.float32)
-            filled = 0
-            cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
-            while filled < n and (rows := cursor.fetchmany(4096)):
-                rows = rows[: n - filled]
-                ids[filled : filled + len(rows)] = [r[0] for r in rows]
-                matrix[filled : filled + len(rows)] = np.frombuffer(b"".join(r[1] for r in rows),
-                                                                    np.float32).reshape(len(rows), dim)
-                filled += len(rows)
-            self._db.execute("COMMIT")
+            with transaction(self._db, immediate=False):
+                n = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+                dim = int(self._meta("embed_dim") or 0)
+                ids, matrix = np.empty(n, dtype=np.int64), np.empty((n, dim), dtype=np.float32)
+                filled = 0
+                cursor = self._db.execute("SELECT id, embedding FROM chunks ORDER BY id")
+                while filled < n and (rows := cursor.fetchmany(4096)):
+                    rows = rows[: n - filled]
+                    ids[filled : filled + len(rows)] = [r[0] for r in rows]
+                    matrix[filled : filled + len(rows)] = np.frombuffer(b"".join(r[1] for r in rows),
+                                                                        np.float32).reshape(len(rows), dim)
+                    filled += len(rows)
             self._matrix = (version, ids[:filled], matrix[:filled])
         return self._matrix[1], self._matrix[2]
 

@@ -100,8 +100,8 @@ def test_rows_grouped_by_wallet_become_one_dossier_each_in_the_owners_folder(chd
     fields = front_matter(dossier)
     assert fields == {
         "title": f"proxy_wallet {WALLET_1}", "user": "alice", "group_by": "proxy_wallet", "group": WALLET_1,
-        "source_url": chdb_source, "source_type": "Dossier", "query_hash": run.query_hash, "rows": 2,
-        "rendered_at": fields["rendered_at"], "tags": ["dossier"],
+        "subject": WALLET_1, "source_url": chdb_source, "source_type": "Dossier", "query_hash": run.query_hash,
+        "rows": 2, "rendered_at": fields["rendered_at"], "tags": ["dossier"],
     }
     text = dossier.read_text(encoding="utf-8")
     assert "| pnl | 2 | -310.00 | 120.50 | -94.75 | -189.50 |" in text  # Decimal summary, exact
@@ -110,10 +110,11 @@ def test_rows_grouped_by_wallet_become_one_dossier_each_in_the_owners_folder(chd
 
     # What the indexer makes of it: a private dossier of alice's, about this wallet, tagged dossier.
     meta = derive_metadata(f"artifacts/dossiers/alice/{WALLET_1}.md", None)
-    assert (meta.doc_type, meta.is_private, meta.user_slug, meta.proxy_wallet) == ("dossier", True, "alice", WALLET_1)
+    assert (meta.doc_type, meta.is_private, meta.user_slug, meta.subject) == ("dossier", True, "alice", WALLET_1)
     loaded = load_document(dossier)
     assert loaded.tags == ["dossier"]
     assert loaded.title == f"proxy_wallet {WALLET_1}"
+    assert loaded.subject == WALLET_1  # the index's `subject`: what the dossier is about
     assert loaded.text.lstrip().startswith(f"# proxy_wallet {WALLET_1}")
 
 
@@ -123,7 +124,7 @@ def test_a_value_cannot_inject_front_matter_or_markdown_structure(chdb_source: s
     text = dossier.read_text(encoding="utf-8")
 
     # The front matter is exactly ours: the value's "---", is_private, user_slug and tags stayed in the body.
-    assert set(front_matter(dossier)) == {"title", "user", "group_by", "group", "source_url", "source_type",
+    assert set(front_matter(dossier)) == {"title", "user", "group_by", "group", "subject", "source_url", "source_type",
                                           "query_hash", "rows", "rendered_at", "tags"}
     assert text.count("\n---\n") == 1 and text.startswith("---\n")
     assert "is_private" not in text.split("\n---\n", 1)[0]

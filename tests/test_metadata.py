@@ -29,7 +29,7 @@ def test_path_rules(path, doc_type, private, user):
 
 def test_wallet_and_date_from_path_else_mtime():
     meta = derive_metadata(f"artifacts/dossiers/alice/{WALLET}/2025-02-30-bad-2024-07-09.md", 0.0)
-    assert meta.proxy_wallet == WALLET.lower()
+    assert meta.subject == WALLET.lower()
     assert meta.created_at == "2024-07-09T00:00:00+00:00"  # 2025-02-30 is not a date, skipped
     mtime = datetime(2023, 5, 6, 7, 8, 9, tzinfo=UTC).timestamp()
     assert derive_metadata("kb/x.md", mtime).created_at == "2023-05-06T07:08:09+00:00"

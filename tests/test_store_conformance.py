@@ -369,7 +369,7 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
         # vectors vanish from the collection behind the store's back (after its last in-step check), as
         # in a damaged Chroma. SQLite still has them.
         assert project.store.integrity_check() == "ok"
-        collection = project.store._open_collection()
+        collection = project.store.vectors._open_collection()
         ids = sorted(project.store._db.execute("SELECT id FROM chunks WHERE user_slug = 'u3'").fetchall())
         collection.delete(ids=[str(i) for (i,) in ids[:7]])
         # Chroma's filtered HNSW walk may find fewer than the 3 that are left: either way it is short of 10.

@@ -87,8 +87,8 @@ def _same(found: list[tuple[int, float]], wanted: list[tuple[int, float]]) -> No
 
 @pytest.mark.parametrize("filters", FILTERS, ids=lambda f: repr(f)[12:80])
 def test_small_scopes_are_exact_for_every_filter_combination(store: SqliteStore, filters: QueryFilters) -> None:
-    store.exact_rows = 10_000
-    store._eligible_cache.clear()  # cached scopes carry the path the limit chose
+    store.vectors.exact_rows = 10_000
+    store.vectors._eligible_cache.clear()  # cached scopes carry the path the limit chose
     for q in _queries():
         _same(store.vector_search(q, filters, 10), _brute_force(store, q, filters, 10))
 
@@ -98,13 +98,13 @@ def test_the_int8_scan_finds_the_exact_top_ten_for_every_filter_combination(stor
                                                                             filters: QueryFilters) -> None:
     # Every scope through the quantized path (exact_rows 0): its candidates, re-scored exactly, must hold the
     # exact top 10 on this data (2,400 rows, scopes of up to 1,600), and the scores are the exact cosines.
-    store.exact_rows = 0
-    store._eligible_cache.clear()  # scopes over a third of the rows now take the masked whole-index scan
+    store.vectors.exact_rows = 0
+    store.vectors._eligible_cache.clear()  # scopes over a third of the rows now take the masked whole-index scan
     try:
         for q in _queries():
             _same(store.vector_search(q, filters, 10), _brute_force(store, q, filters, 10))
     finally:
-        store.exact_rows = 10_000
+        store.vectors.exact_rows = 10_000
 
 
 def test_the_int8_scan_of_a_large_scope_keeps_recall_on_random_vectors(tmp_path: Path) -> None:
@@ -129,13 +129,13 @@ def test_the_int8_scan_of_a_large_scope_keeps_recall_on_random_vectors(tmp_path:
 def test_deleted_chunks_are_never_returned_and_enough_of_them_compact_the_files(tmp_path: Path) -> None:
     store = _store(tmp_path / "index.db", documents=60)
     gone = [f"user_kb/ana/d{n}.md" for n in range(0, 60, 3) if TYPES[(n // 3) % 4] == "user_kb"][:4]
-    rows_before = store._vector_index.rows
+    rows_before = store.vectors.index.rows
     store.apply([], gone, [])
-    assert store._vector_index.rows == rows_before and store._vector_index.dead() == 24
+    assert store.vectors.index.rows == rows_before and store.vectors.index.dead() == 24
     left = store._db.execute(f"SELECT COUNT(*) FROM chunks WHERE file_path IN ({','.join('?' * len(gone))})", gone)
     assert left.fetchone()[0] == 0  # they are gone from SQLite...
     for exact_rows in (10_000, 0):
-        store.exact_rows = exact_rows
+        store.vectors.exact_rows = exact_rows
         for q in _queries():
             found = store.vector_search(q, QueryFilters(user_slug="ana"), 50)
             _same(found, _brute_force(store, q, QueryFilters(user_slug="ana"), 50))  # ...and from the search
@@ -143,7 +143,7 @@ def test_deleted_chunks_are_never_returned_and_enough_of_them_compact_the_files(
     many = [f"{t}/{u}/d{n}.md" for n in range(60) for u in USERS for t in TYPES][:200]
     store.apply([], many, [])
     live = store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-    assert store._vector_index.rows == live and store._vector_index.dead() == 0
+    assert store.vectors.index.rows == live and store.vectors.index.dead() == 0
 
 
 def test_a_write_that_died_before_the_vector_files_is_repaired_by_the_next_search(tmp_path: Path,

@@ -84,6 +84,7 @@ class LoadedDocument:
     page_starts: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     source: dict[str, Any] | None = None  # an ingested document's origin (documents/sources.py)
+    subject: str | None = None  # what the document is about, from a `subject:` front matter line (dossiers)
     markdown: bool = False  # its `#` lines are headings: chunks get the section they start in
 
 
@@ -198,7 +199,8 @@ def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     body, fields, tags = _front_matter(_text_of(data, budget))
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
-    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True)
+    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True,
+                          subject=fields.get("subject") or None)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -398,6 +400,8 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
         loaded.title = title or loaded.title
     if loaded.title is not None:
         loaded.title = _storable(loaded.title)[:500].strip() or None
+    if loaded.subject is not None:
+        loaded.subject = _storable(loaded.subject)[:500].strip() or None
     budget.check_chars(len(loaded.text))
     budget.tick()
     return loaded

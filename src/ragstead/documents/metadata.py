@@ -63,7 +63,7 @@ class PathMetadata:
     doc_type: str
     is_private: bool
     user_slug: str | None = None
-    proxy_wallet: str | None = None
+    subject: str | None = None  # a `0x` wallet address in the path
     created_at: str | None = None
     tags: list[str] = field(default_factory=list)
 
@@ -99,7 +99,7 @@ def derive_metadata(
         doc_type=rule.doc_type,
         is_private=rule.is_private,
         user_slug=user_slug,
-        proxy_wallet=wallet.group(0).lower() if wallet else None,
+        subject=wallet.group(0).lower() if wallet else None,
         created_at=created_at,
         tags=list(rule.tags),
     )

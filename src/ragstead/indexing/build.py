@@ -379,7 +379,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
         doc_type=meta.doc_type,
         is_private=meta.is_private,
         user_slug=meta.user_slug,
-        proxy_wallet=meta.proxy_wallet,
+        subject=loaded.subject or meta.subject,
         created_at=meta.created_at,
         title=loaded.title,
         tags=sorted(set(meta.tags) | set(loaded.tags)),
@@ -694,6 +694,6 @@ def _touch_record(known: ManifestEntry, rel: str, size: int, mtime: float) -> Do
     """A record carrying only what `apply` refreshes for an unchanged-content file: size and mtime."""
     return DocumentRecord(
         doc_id=known.doc_id, file_path=rel, root=known.root, file_hash=known.file_hash, size=size,
-        mtime=mtime, doc_type="", is_private=True, user_slug=None, proxy_wallet=None, created_at=None,
+        mtime=mtime, doc_type="", is_private=True, user_slug=None, subject=None, created_at=None,
         title=None,
     )

@@ -485,6 +485,7 @@ def _render(compiled: jinja2.Template, src: DataSource, query: str, query_hash: 
         "user": dossier.user,
         "group_by": group_by,
         "group": dossier.key if group_by else None,
+        "subject": dossier.key if group_by else None,  # the index's subject field: what this dossier is about
         "source_url": src.url,
         "source_type": "Dossier",
         "query_hash": query_hash,

@@ -112,6 +112,7 @@ class Hit:
     user_slug: str | None
     created_at: str | None
     proxy_wallet: str | None
+    subject: str | None
     title: str | None
     tags: tuple[str, ...]
     file_hash: str

@@ -25,7 +25,9 @@ class DocumentRecord:
     doc_type: str
     is_private: bool
     user_slug: str | None
-    proxy_wallet: str | None
+    # What (whom) the document is about: a dossier's group key, a `subject:` front matter line, or a `0x` wallet
+    # address in the path. Stored as `proxy_wallet` before schema 5 / migration 7; results still carry that alias.
+    subject: str | None
     created_at: str | None
     title: str | None
     tags: list[str] = field(default_factory=list)
@@ -199,7 +201,7 @@ class Store(Protocol):
 CHUNK_SELECT = (
     "c.id, c.chunk_id, c.doc_id, c.chunk_index, c.text, c.start_word, c.end_word, c.char_start, "
     "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
-    "c.user_slug, c.created_at, d.proxy_wallet, d.title, d.tags, d.file_hash, d.root, d.source"
+    "c.user_slug, c.created_at, d.subject, d.subject AS proxy_wallet, d.title, d.tags, d.file_hash, d.root, d.source"
 )
 DOCUMENT_SELECT = (
     "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
@@ -226,7 +228,7 @@ def check_same_model(
 
 
 DOCUMENT_FIELDS = ("doc_id", "file_path", "root", "file_hash", "size", "mtime", "doc_type", "is_private", "user_slug",
-                   "proxy_wallet", "created_at", "title", "tags", "source")
+                   "subject", "created_at", "title", "tags", "source")
 CHUNK_FIELDS = ("doc_id", "chunk_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start",
                 "char_end", "page", "section_path", "token_estimate")
 

@@ -1,7 +1,8 @@
 """Chroma as ragstead's vector index: `--store chroma:PATH` (embedded) or `--store chroma+http://host:port`.
 
 Chroma holds vectors and filter fields; SQLite (+ tantivy) stays the source of truth and Chroma is kept
-in step with it like the lexical index (docs/design.md, "Chroma"; spec options: docs/stores.md).
+in step with it like the lexical index: the store is the embedded one, with a Chroma collection as its vector
+side (docs/design.md, "Chroma"; spec options: docs/stores.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ragstead.errors import ConfigError, RagsteadError, RagsteadWarning
 from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
+from ragstead.stores.sql import QMARK
 from ragstead.stores.sqlite import SqliteStore, best_positions
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
@@ -130,25 +132,33 @@ def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, creat
     return metadata
 
 
-class ChromaStore(SqliteStore):
-    """`Store` whose vector search runs in Chroma; everything else is the embedded store's."""
+def open_chroma_store(location: ChromaLocation, *, project_root: Path | None = None,
+                      private_folders: Sequence[Path] = ()) -> SqliteStore:
+    """The `Store` whose vector search runs in Chroma: the embedded store, with a ChromaVectors vector side."""
+    try:
+        import chromadb
+        import httpx  # a dependency of chromadb: the HTTP client's transport errors
+        from chromadb.config import Settings as ChromaSettings
+    except ImportError as exc:
+        raise RagsteadError(
+            f"the Chroma store needs chromadb ({exc.name} is missing): pip install 'ragstead[chroma]'"
+        ) from exc
+    errors = (chromadb.errors.ChromaError, ValueError, OSError, httpx.HTTPError)
+    return SqliteStore(location.sqlite_file, project_root=project_root, private_folders=private_folders,
+                       vectors=lambda store: ChromaVectors(store, location, chromadb, ChromaSettings, errors))
 
-    searches_vector_files = False  # Chroma holds the vectors for search; SQLite keeps the source copy
 
-    def __init__(self, location: ChromaLocation, *, project_root: Path | None = None,
-                 private_folders: Sequence[Path] = ()) -> None:
-        try:
-            import chromadb
-            import httpx  # a dependency of chromadb: the HTTP client's transport errors
-            from chromadb.config import Settings as ChromaSettings
-        except ImportError as exc:
-            raise RagsteadError(
-                f"the Chroma store needs chromadb ({exc.name} is missing): pip install 'ragstead[chroma]'"
-            ) from exc
+class ChromaVectors:
+    """A SQLite store's vector side in a Chroma collection (sqlite.VectorSide): written after each SQLite commit,
+    reconciled with SQLite when it lags, and searched with the scope as a Chroma `where` clause; a small scope is
+    scored exactly from SQLite instead."""
+
+    def __init__(self, store: SqliteStore, location: ChromaLocation, chromadb: Any, settings_class: Any,
+                 errors: tuple[type[BaseException], ...]) -> None:
+        self._store = store
         self.location = location
-        super().__init__(location.sqlite_file, project_root=project_root, private_folders=private_folders)
-        self._chroma_errors = (chromadb.errors.ChromaError, ValueError, OSError, httpx.HTTPError)
-        chroma_settings = ChromaSettings(anonymized_telemetry=False)
+        self._chroma_errors = errors
+        chroma_settings = settings_class(anonymized_telemetry=False)
         with self._chroma("connect to"):
             if location.persist_dir is not None:
                 make_private_folder(location.persist_dir)
@@ -160,16 +170,16 @@ class ChromaStore(SqliteStore):
                     aside = self._set_aside_chroma_files()
                     warnings.warn(RagsteadWarning(
                         f"the Chroma store in {location.persist_dir} was damaged ({str(exc).splitlines()[0][:160]});"
-                        f" moved its files to {aside.name} and rebuilding it from the index"), stacklevel=2)
+                        f" moved its files to {aside.name} and rebuilding it from the index"), stacklevel=4)
                     chromadb.api.client.SharedSystemClient.clear_system_cache()  # it keeps the failed one
                     self._client = self._persistent_client(chromadb, chroma_settings)
             else:
                 self._client = chromadb.HttpClient(host=location.host or "localhost", port=location.port or 8000,
                                                    ssl=location.ssl, settings=chroma_settings)
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
-        self._name = f"ragstead-{self._meta('index_id')}"
+        store._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
+        self._name = f"ragstead-{store._meta('index_id')}"
         self._collection: Any = None
-        self._vectors_checked: tuple[int, int] | None = None
+        self._checked: tuple[int, int] | None = None
         self._counted: tuple[tuple[int, int], int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -196,11 +206,13 @@ class ChromaStore(SqliteStore):
                 entry.rename(aside / entry.name)
         return aside
 
-    def _private_paths(self) -> list[Path]:
-        """The SQLite side's, and Chroma's folder (its database and one folder of HNSW files per
-        collection, written with the umask's mode: tightened after each write)."""
-        own = super()._private_paths()
-        return own if self.location.persist_dir is None else [*own, self.location.persist_dir]
+    def private_paths(self) -> list[Path]:
+        """Chroma's folder (its database and one folder of HNSW files per collection, written with the umask's
+        mode: tightened after each write)."""
+        return [] if self.location.persist_dir is None else [self.location.persist_dir]
+
+    def close(self) -> None:
+        pass  # the client holds no handle of ours to let go of
 
     @contextmanager
     def _chroma(self, action: str) -> Iterator[None]:
@@ -229,12 +241,13 @@ class ChromaStore(SqliteStore):
             self._collection = None
             return None
         metadata = self._collection.metadata or {}
-        if metadata.get("model") != (self._meta("embed_model") or ""):
+        if metadata.get("model") != (self._store._meta("embed_model") or ""):
             return None
         return int(metadata["generation"]) if "generation" in metadata else None
 
     def _set_generation(self, generation: int) -> None:
-        self._open_collection().modify(metadata={"generation": generation, "model": self._meta("embed_model") or ""})
+        self._open_collection().modify(
+            metadata={"generation": generation, "model": self._store._meta("embed_model") or ""})
 
     def _recreate_collection(self) -> None:
         try:
@@ -250,8 +263,8 @@ class ChromaStore(SqliteStore):
 
     # -- keeping Chroma in step with SQLite ---------------------------------------------------------
 
-    def _derived_write(self, generation: int, deleted: list[int] | None, added: list[int],
-                       vectors: np.ndarray | None) -> None:
+    def written(self, generation: int, deleted: list[int] | None, added: list[int],
+                vectors: np.ndarray | None) -> None:
         """After a SQLite commit: apply its deletions and additions to Chroma, or reconcile if Chroma
         missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
         with self._chroma("write to"):
@@ -267,7 +280,7 @@ class ChromaStore(SqliteStore):
 
     def _reconcile(self) -> None:
         """Make Chroma hold exactly SQLite's chunks: drop ids SQLite no longer has, add the missing ones."""
-        generation = self._sqlite_generation()
+        generation = self._store._sqlite_generation()
         if self._chroma_generation() is None:  # unknown state or another model's vectors: start over
             self._recreate_collection()
         collection = self._open_collection()
@@ -275,7 +288,7 @@ class ChromaStore(SqliteStore):
         page = self._client.get_max_batch_size()
         while batch := collection.get(include=[], limit=page, offset=len(have))["ids"]:
             have.update(int(i) for i in batch)
-        want = {r[0] for r in self._db.execute("SELECT id FROM chunks")}
+        want = {r[0] for r in self._store._db.execute("SELECT id FROM chunks")}
         self._delete(sorted(have - want))
         self._upsert(sorted(want - have))
         self._set_generation(generation)
@@ -285,10 +298,10 @@ class ChromaStore(SqliteStore):
         collection = self._open_collection()
         for start in range(0, len(rowids), READ_BATCH):
             part = rowids[start : start + READ_BATCH]
-            rows = self._db.execute(
+            rows = self._store._db.execute(
                 "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags "
                 "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE c.id IN ({','.join('?' * len(part))})",
+                f"WHERE c.id IN ({QMARK.marks(len(part))})",
                 part,
             ).fetchall()
             if rows:
@@ -300,31 +313,31 @@ class ChromaStore(SqliteStore):
 
     def _chroma_lags(self) -> bool:
         """Chroma missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
-        if self._chroma_generation() != self._sqlite_generation():
+        if self._chroma_generation() != self._store._sqlite_generation():
             return True
-        return bool(self._meta("embed_model")) and self._open_collection().count() != self._chunk_count()
+        return bool(self._store._meta("embed_model")) and self._open_collection().count() != self._chunk_count()
 
-    def _vectors_in_step(self) -> None:
+    def _in_step(self) -> None:
         """Before a Chroma search: reconcile Chroma if it lags SQLite, as the lexical index is kept in step."""
         with self._chroma("read"):
-            self._vectors_checked = self._in_step(self._vectors_checked, self._chroma_lags, self._reconcile)
+            self._checked = self._store._in_step(self._checked, self._chroma_lags, self._reconcile)
 
     # -- search -----------------------------------------------------------------------------------
 
-    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """A small scope exactly from SQLite; a larger one by Chroma's HNSW search under the `where` clause,
         and exactly again if Chroma comes back short."""
-        if k <= 0 or self._meta("embed_model") is None:
+        if self._store._meta("embed_model") is None:
             return []
-        where, params = filters.to_sql("c")
+        where, params = QMARK.where(filters)
         limit = min(self.location.exact_scope_rows, self._chunk_count() // EXACT_SCOPE_FRACTION)
         # Counting stops at limit + 1 rows, so a large scope costs no full count (~1 ms at 100k).
-        in_scope = self._db.execute(
+        in_scope = self._store._db.execute(
             f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
         ).fetchone()[0]
         if in_scope <= limit:
             return self._exact_search(query, filters, k)
-        self._vectors_in_step()
+        self._in_step()
         with self._chroma("search"):
             result = self._open_collection().query(
                 query_embeddings=[query.astype(np.float32)], n_results=k, where=chroma_where(filters),
@@ -336,15 +349,15 @@ class ChromaStore(SqliteStore):
 
     def _chunk_count(self) -> int:
         """All chunks in the index, counted once per data version."""
-        version = self._version()
+        version = self._store._version()
         if self._counted is None or self._counted[0] != version:
-            self._counted = (version, self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            self._counted = (version, self._store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         return self._counted[1]
 
     def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
-        where, params = filters.to_sql("c")
-        rows = self._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
+        where, params = QMARK.where(filters)
+        rows = self._store._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
         if not rows:
             return []
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -355,23 +368,19 @@ class ChromaStore(SqliteStore):
     # -- reporting --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """The embedded store's counts plus Chroma's: `vector_rows == chunks` when in step."""
-        stats = super().stats()
-        self._vectors_in_step()
+        """Chroma's side of the store's stats: `vector_rows == chunks` when in step."""
+        self._in_step()
         with self._chroma("read"):
-            rows = self._open_collection().count() if stats["embed_model"] else 0
+            rows = self._open_collection().count() if self._store._meta("embed_model") else 0
             generation = self._chroma_generation()
-        return stats | {"store": "chroma", "chroma": self.location.describe(), "collection": self._name,
-                        "vector_rows": rows, "vector_generation": generation}
+        return {"store": "chroma", "chroma": self.location.describe(), "collection": self._name,
+                "vector_rows": rows, "vector_generation": generation}
 
-    def integrity_check(self) -> str:
-        """The embedded store's check, then Chroma against SQLite."""
-        result = super().integrity_check()
-        if result != "ok":
-            return result
+    def check(self, chunks: int, generation: int) -> str:
+        """Chroma against SQLite: as many vectors as chunks, at SQLite's generation."""
         stats = self.stats()
-        wanted = self._sqlite_generation()
-        if stats["embed_model"] and (stats["vector_rows"], stats["vector_generation"]) != (stats["chunks"], wanted):
+        if self._store._meta("embed_model") and (stats["vector_rows"], stats["vector_generation"]) != (chunks,
+                                                                                                     generation):
             return (f"Chroma collection {self._name} at generation {stats['vector_generation']} with "
-                    f"{stats['vector_rows']} vectors; SQLite at {wanted} with {stats['chunks']} chunks")
+                    f"{stats['vector_rows']} vectors; SQLite at {generation} with {chunks} chunks")
         return "ok"

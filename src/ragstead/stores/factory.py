@@ -117,10 +117,10 @@ def _open_postgres(spec: StoreSpec) -> Store:
 
 
 def _open_chroma(spec: StoreSpec) -> Store:
-    from ragstead.stores.chroma import ChromaStore
+    from ragstead.stores.chroma import open_chroma_store
 
-    return ChromaStore(_chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()), project_root=spec.root,
-                       private_folders=_private_folders(spec))
+    return open_chroma_store(_chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()),
+                             project_root=spec.root, private_folders=_private_folders(spec))
 
 
 def _private_folders(spec: StoreSpec) -> tuple[Path, ...]:

@@ -5,7 +5,6 @@ store (docs/design.md, "PostgreSQL").
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ from ragstead.stores.base import (
     CHUNK_FIELDS,
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
-    DOCUMENT_SELECT,
     DocumentRecord,
     DocumentWrite,
     ManifestEntry,
@@ -38,6 +36,7 @@ from ragstead.stores.postgres_migrations import (
     migrate,
 )
 from ragstead.stores.redaction import redact
+from ragstead.stores.sql import FORMAT, LAST_INDEXED_AT, MANIFEST, document_row
 
 # pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
 WRITE_LOCK = 0x7261677772697465
@@ -158,7 +157,7 @@ class PostgresStore:
             return conn.execute(sql, params, binary=binary).fetchall()
 
     def _meta(self, conn: Any, key: str) -> str | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+        row = conn.execute(FORMAT.meta_value, (key,)).fetchone()
         return row[0] if row else None
 
     # -- model ------------------------------------------------------------------------------------
@@ -174,9 +173,8 @@ class PostgresStore:
                 conn.execute(
                     "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_ip_ops)"
                 )
-                conn.execute(
-                    "INSERT INTO meta VALUES ('embed_model', %s), ('embed_dim', %s)", (model, str(dim))
-                )
+                with conn.cursor() as cur:
+                    cur.executemany(FORMAT.meta_upsert, [("embed_model", model), ("embed_dim", str(dim))])
                 return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
@@ -205,8 +203,7 @@ class PostgresStore:
     def record_chunking(self, chunking: str) -> None:
         """Record how the index's text was cut (the settings guard compares it on every write)."""
         with self._transaction() as conn:
-            conn.execute("INSERT INTO meta (key, value) VALUES ('chunking', %s) "
-                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (chunking,))
+            conn.execute(FORMAT.meta_upsert, ("chunking", chunking))
 
     def check_model(self, model: str, dim: int) -> None:
         """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
@@ -231,7 +228,7 @@ class PostgresStore:
 
     def manifest(self) -> dict[str, ManifestEntry]:
         """file_path -> manifest entry, for incremental indexing."""
-        rows = self._rows("SELECT file_path, doc_id, file_hash, size, mtime, root FROM documents")
+        rows = self._rows(MANIFEST)
         return {r[0]: ManifestEntry(r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
@@ -279,10 +276,7 @@ class PostgresStore:
                     self._add_postings(conn, "c.id > %s", (last_id,))
             if touches:
                 with conn.cursor() as cur:
-                    cur.executemany(
-                        "UPDATE documents SET size = %s, mtime = %s WHERE file_path = %s",
-                        [(d.size, d.mtime, d.file_path) for d in touches],
-                    )
+                    cur.executemany(FORMAT.document_touch, [(d.size, d.mtime, d.file_path) for d in touches])
             if paths or writes:
                 conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
 
@@ -329,20 +323,10 @@ class PostgresStore:
 
     def _insert(self, conn: Any, writes: list[DocumentWrite]) -> None:
         with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO documents (doc_id, file_path, root, file_hash, size, mtime, doc_type, is_private, "
-                "user_slug, proxy_wallet, created_at, title, tags, source) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb,%s::jsonb)",
-                [
-                    (d.doc_id, d.file_path, d.root, d.file_hash, d.size, d.mtime, d.doc_type, d.is_private,
-                     d.user_slug, d.proxy_wallet, d.created_at, d.title, json.dumps(d.tags),
-                     json.dumps(d.source) if d.source else None)
-                    for d in (w.document for w in writes)
-                ],
-            )
+            cur.executemany(FORMAT.document_insert, [document_row(w.document) for w in writes])
             tags = [(w.document.doc_id, t) for w in writes for t in sorted(set(w.document.tags))]
             if tags:
-                cur.executemany("INSERT INTO doc_tags (doc_id, tag) VALUES (%s, %s)", tags)
+                cur.executemany(FORMAT.doc_tag_insert, tags)
         # COPY in binary: 10-50x the rate of row-by-row INSERTs for chunk rows with vectors.
         with conn.cursor() as cur, cur.copy(
             f"COPY chunks ({', '.join(_CHUNK_INSERT)}) FROM STDIN WITH (FORMAT BINARY)"
@@ -366,7 +350,7 @@ class PostgresStore:
         """Cosine (inner product of unit vectors) over the rows the WHERE admits; HNSW, exact fallback."""
         if k <= 0:
             return []
-        where, params = filters.to_sql("c", "%s")
+        where, params = FORMAT.where(filters)
         q = np.asarray(query, dtype=np.float32)
         sql = (
             f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} "
@@ -395,7 +379,7 @@ class PostgresStore:
         (`_top_by_impact`), else by scoring every match. Both give the same ranking and the same scores."""
         if k <= 0 or not terms:
             return []
-        where, params = filters.to_sql("c", "%s")
+        where, params = FORMAT.where(filters)
         with self._transaction() as conn:
             # One snapshot for the postings read and the scoring, so a write between them cannot skew either.
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -577,7 +561,7 @@ class PostgresStore:
         """Rows for the given ids, with the filter applied once more in SQL."""
         if not rowids:
             return {}
-        where, params = filters.to_sql("c", "%s")
+        where, params = FORMAT.where(filters)
         with self._transaction() as conn:
             cursor = conn.execute(
                 f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
@@ -612,9 +596,7 @@ class PostgresStore:
 
     def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
         """(row id, text hash, text) of up to `limit` chunks with a row id above `after` and no sentence vectors."""
-        return self._rows("SELECT c.id, c.text_hash, c.text FROM chunks c WHERE c.id > %s AND NOT EXISTS "
-                          "(SELECT 1 FROM chunk_sentences s WHERE s.chunk = c.id) ORDER BY c.id LIMIT %s",
-                          (after, limit))
+        return self._rows(FORMAT.chunks_without_sentence_vectors, (after, limit))
 
     def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
         """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
@@ -623,54 +605,49 @@ class PostgresStore:
         with self._transaction() as conn:
             for rowid, text_hash, matrix in rows:
                 stored += conn.execute(
-                    "INSERT INTO chunk_sentences (chunk, vectors) SELECT id, %s FROM chunks WHERE id = %s AND "
-                    "text_hash = %s ON CONFLICT (chunk) DO UPDATE SET vectors = excluded.vectors",
+                    FORMAT.sentence_vectors_upsert,
                     (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
         return stored
 
     # -- documents --------------------------------------------------------------------------------
 
-    def _documents(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
+    def _documents(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self._transaction() as conn:
-            cursor = conn.execute(f"SELECT {DOCUMENT_SELECT} FROM documents c WHERE {where}", params)
+            cursor = conn.execute(sql, params)
             names = [d.name for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit (the same WHERE as the searches), in path order, paged."""
-        where, params = filters.to_sql("c", "%s")
-        return self._documents(f"{where} ORDER BY c.file_path LIMIT %s OFFSET %s", [*params, limit, offset])
+        where, params = FORMAT.where(filters)
+        return self._documents(FORMAT.documents_page(where), [*params, limit, offset])
 
     def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
-        found = self._documents(f"c.{column} = %s", [value])
+        found = self._documents(FORMAT.document_by(column), [value])
         return found[0] if found else None
 
     def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
-        where, params = filters.to_sql("c", "%s")
-        rows = self._rows(
-            f"SELECT t.tag, COUNT(*) AS n FROM doc_tags t JOIN documents c ON c.doc_id = t.doc_id WHERE {where} "
-            "GROUP BY t.tag ORDER BY n DESC, t.tag", params)
+        where, params = FORMAT.where(filters)
+        rows = self._rows(FORMAT.tag_counts(where), params)
         return {tag: count for tag, count in rows}
 
     def documents_from_source(self, key: str) -> list[dict[str, Any]]:
         """The documents ingested from the source with this dedup key (an index on source->>'key')."""
-        return self._documents("c.source->>'key' = %s ORDER BY c.file_path", [key])
+        return self._documents(FORMAT.documents("c.source->>'key' = %s ORDER BY c.file_path"), [key])
 
     def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
                         chunk_id: str | None = None) -> list[dict[str, Any]]:
         """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
         if chunk_id is not None:
-            found = self._rows("SELECT doc_id FROM chunks WHERE chunk_id = %s", (chunk_id,))
+            found = self._rows(FORMAT.document_of_chunk, (chunk_id,))
             if not found:
                 return []
             doc_id = found[0][0]
-        where, params = filters.to_sql("c", "%s")
+        where, params = FORMAT.where(filters)
         with self._transaction() as conn:
-            cursor = conn.execute(
-                f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE c.doc_id = %s AND {where} ORDER BY c.chunk_index", (doc_id, *params))
+            cursor = conn.execute(FORMAT.document_chunks(where), (doc_id, *params))
             names = [d.name for d in cursor.description]
             return [{k: v for k, v in zip(names, row, strict=True) if k != "id"} for row in cursor]
 
@@ -794,7 +771,7 @@ class PostgresStore:
     def last_indexed_at(self) -> str | None:
         """The latest `indexed_at` of any document, or None when there are none."""
         with self._transaction() as conn:
-            return conn.execute("SELECT max(indexed_at) FROM documents").fetchone()[0]
+            return conn.execute(LAST_INDEXED_AT).fetchone()[0]
 
     def integrity_check(self) -> str:
         """'ok' when the schema is current, the indexes are valid and every chunk row is complete."""

@@ -182,6 +182,14 @@ CREATE TRIGGER chunks_updated_terms AFTER UPDATE ON chunks REFERENCING NEW TABLE
     FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_copy();
 """,
     ),
+    (
+        7,
+        "a document's subject (what it is about), the general name of proxy_wallet",
+        """
+-- Values stay; results still carry them as `proxy_wallet` too (stores/base.py, CHUNK_SELECT).
+ALTER TABLE documents RENAME COLUMN proxy_wallet TO subject;
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
