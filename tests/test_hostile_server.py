@@ -12,8 +12,18 @@ from contextlib import suppress
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from helpers.project import OFFLINE_ENV, write_files
+from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.api import ApiConfig, create_app
+from ragstead.api.keys import KeyFile
+from ragstead.knowledge_base import KnowledgeBase
+
+
+@pytest.fixture
+def embedder(fake_embedder):
+    return fake_embedder
 
 
 def _free_port() -> int:
@@ -130,3 +140,21 @@ def test_a_page_on_another_origin_cannot_upload_or_read(served):
     assert read.status_code == 403
     listed = httpx.get(f"{base}/v1/documents", headers={"Origin": f"http://127.0.0.1:{port}"}, timeout=30)
     assert listed.status_code == 200 and "evil" not in listed.text  # the same origin (the web page) is served
+
+
+def test_with_keys_too_every_route_checks_host_and_origin_and_allowed_hosts_let_a_name_in(make_project):
+    project = make_project({"kb/users/alice/notes.md": "Alice's notes on the heron survey."})
+    project.index()
+    token = KeyFile(project.settings.db_file.parent / "api_keys.json").add("alice")[0]
+    kb = KnowledgeBase(project.settings.with_overrides(allowed_hosts=("kb.lan",)), embedder=project.embedder,
+                       providers=[ExtractiveAnswerer()])
+    client = TestClient(create_app(kb, ApiConfig()))
+    auth = {"Authorization": f"Bearer {token}"}
+    query = {"query": "heron survey"}
+    assert client.get("/healthz", headers={"Host": "attacker.example"}).status_code == 403
+    assert client.get("/v1/documents", headers={**auth, "Host": "attacker.example"}).status_code == 403
+    assert client.get("/v1/documents", headers={**auth, "Host": "kb.lan:8000"}).status_code == 200
+    assert client.get("/v1/documents", headers={**auth, "Host": "[::1]:8000"}).status_code == 200
+    assert client.post("/v1/query", json=query, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/v1/query", json=query, headers={**auth, "Origin": "https://kb.lan"}).status_code == 200
+    assert client.post("/v1/query", json=query, headers=auth).status_code == 200

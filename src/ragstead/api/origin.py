@@ -2,7 +2,8 @@
 whose Host is a name the server does not answer to (DNS rebinding: attacker.example resolved to 127.0.0.1),
 and a cross-origin request (an Origin header that is not this server, or a cross-site write without one).
 Allowed Host names: localhost, any IP address literal (a rebinding page's origin is never an IP address of the
-server), the address the request came in on, and `allowed_hosts` from the config."""
+server), the address the request came in on, and `allowed_hosts` from the config; an Origin on one of
+`allowed_hosts` is accepted too (a reverse proxy in front)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ class HostOriginGuard:
         server = scope.get("server") or ("", None)
         return name in self.hosts or _is_ip(name) or name == str(server[0]).lower()
 
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """The server's own origin, or one on a name of `allowed_hosts` (a reverse proxy that rewrites Host)."""
+        try:
+            parts = urlsplit(origin)
+            name = (parts.hostname or "").rstrip(".")
+        except ValueError:
+            return False
+        return parts.netloc.lower() == host.lower() or (parts.scheme in ("http", "https") and name in self.hosts
+                                                        and name not in LOCAL_NAMES)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
@@ -53,7 +64,7 @@ class HostOriginGuard:
                           "add it to allowed_hosts in the config if it is yours")
             return
         origin = headers.get(b"origin")
-        if origin is not None and urlsplit(origin).netloc.lower() != host.lower():
+        if origin is not None and not self.origin_allowed(origin, host):
             await _refuse(send, "cross_origin", "requests from another origin are refused")
             return
         fetch_site = headers.get(b"sec-fetch-site", "")

@@ -236,8 +236,8 @@ class DeadlineTransport(httpx.BaseTransport):
         except httpx.TimeoutException:
             deadline.left()
             raise
-        assert isinstance(response.stream, httpx.SyncByteStream)
-        response.stream = _DeadlineStream(response.stream, deadline)
+        if isinstance(response.stream, httpx.SyncByteStream):
+            response.stream = _DeadlineStream(response.stream, deadline)
         return response
 
     def close(self) -> None:
