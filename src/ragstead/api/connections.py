@@ -47,9 +47,10 @@ class GuardedH11Protocol(H11Protocol):
             self._arm(self.body_seconds)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # Armed first: uvicorn may start a pipelined request inside this call, and that one re-arms for its body.
         if not self.transport.is_closing():
             self._arm(self.head_seconds)  # the next request on this connection gets the same budget
+        super().on_response_complete()
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
