@@ -1199,6 +1199,8 @@ def serve(
             from ragstead.api import logging as api_logging
 
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
+            # The name it listens on is one the server answers to (the Host check of api/origin.py).
+            kb.settings = kb.settings.with_overrides(allowed_hosts=(*kb.settings.allowed_hosts, host))
             api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                    max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
                                    max_tokens=max_tokens)
