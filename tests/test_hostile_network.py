@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from ragstead.ingest.base import SourceError
-from ragstead.ingest.fetch import FetchOptions, blocked_address, fetch, make_client
+from ragstead.ingest.fetch import FetchOptions, fetch, make_client
 from ragstead.ingest.pipeline import ingest_sources
+from ragstead.ingest.ssrf import blocked_address
 
 PAGE = (b"<html><head><title>Otters</title></head><body><article><h1>Otters</h1>"
         + b"<p>The river otter census counted 412 otters along the upper valley this spring. " * 6

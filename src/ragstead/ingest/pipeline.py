@@ -14,7 +14,8 @@ import httpx
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
-from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client, source_deadline
+from ragstead.ingest.deadline import source_deadline
+from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client
 from ragstead.ingest.posts import fetch_post
 from ragstead.ingest.tagging import Tagging, normalize_tag
 from ragstead.ingest.urls import Source, parse_source
