@@ -4,8 +4,10 @@ every other name is answered by a fake resolver: nothing leaves the machine."""
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import socket
+import ssl
 import threading
 import time
 import tracemalloc
@@ -18,7 +20,7 @@ import httpx
 import pytest
 
 from ragstead.ingest.base import SourceError
-from ragstead.ingest.fetch import FetchOptions, fetch, make_client
+from ragstead.ingest.fetch import FetchOptions, fetch, make_client, network_transport
 from ragstead.ingest.pipeline import ingest_sources
 from ragstead.ingest.ssrf import blocked_address
 
@@ -28,14 +30,21 @@ PAGE = (b"<html><head><title>Otters</title></head><body><article><h1>Otters</h1>
 
 
 @contextmanager
-def raw_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[dict[str, Any]]:
+def raw_server(answer: Callable[[socket.socket, bytes], None],
+               tls: ssl.SSLContext | None = None) -> Iterator[dict[str, Any]]:
     """A loopback server that hands each connection's request head to `answer(conn, head)`; yields its port
-    and what it saw (connections, heads)."""
+    and what it saw (connections, heads). With `tls`, each connection is TLS-wrapped first."""
     listener = socket.create_server(("127.0.0.1", 0))
     seen: dict[str, Any] = {"port": listener.getsockname()[1], "connections": 0, "heads": []}
     stop = threading.Event()
 
     def handle(conn: socket.socket) -> None:
+        if tls is not None:
+            try:
+                conn = tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):
+                conn.close()
+                return
         with conn:
             head = b""
             while b"\r\n\r\n" not in head:
@@ -250,3 +259,42 @@ def test_the_connection_goes_to_the_address_resolved_and_keeps_the_host_name():
             fetched = fetch(client, f"http://otters.test:{seen['port']}/census", options)
         assert fetched.data == PAGE and resolved == ["otters.test"]
         assert f"host: otters.test:{seen['port']}\r\n".encode() in seen["heads"][0].lower()
+
+
+def _self_signed(tmp_path, name: str) -> tuple[str, str]:
+    """A key and a self-signed certificate for `name` (PEM files)."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    key_file, cert_file = tmp_path / "key.pem", tmp_path / "cert.pem"
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(key_file), str(cert_file)
+
+
+def test_tls_verifies_and_names_the_url_host_while_connecting_to_the_checked_address(tmp_path):
+    key_file, cert_file = _self_signed(tmp_path, "otters.test")
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert_file, key_file)
+    sni: list[str | None] = []
+    server_tls.sni_callback = lambda sock, name, context: sni.append(name)
+    client_tls = ssl.create_default_context(cafile=cert_file)
+    with raw_server(lambda conn, head: _reply(conn, PAGE), tls=server_tls) as seen:
+        transport = network_transport(True, lambda host, port: ["127.0.0.1"], client_tls)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(f"https://otters.test:{seen['port']}/").content == PAGE
+            with pytest.raises(httpx.ConnectError, match=r"CERTIFICATE_VERIFY_FAILED|match"):
+                client.get(f"https://herons.test:{seen['port']}/")  # same address, a name the cert does not hold
+    assert sni[0] == "otters.test"

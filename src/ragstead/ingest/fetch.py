@@ -45,13 +45,15 @@ class Fetched:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _network_transport(options: FetchOptions, resolver: Resolver) -> httpx.HTTPTransport:
+def network_transport(allow_private: bool, resolver: Resolver = system_resolver,
+                      ssl_context: ssl.SSLContext | None = None) -> httpx.HTTPTransport:
+    """httpx's transport, connecting through CheckedBackend. `ssl_context`: httpx's default (tests: their CA)."""
     transport = httpx.HTTPTransport()
     # httpx takes no network backend; its pool is swapped for one that connects through CheckedBackend (same
     # TLS context and HTTP/1.1 as httpx's default).
     transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(), http1=True, http2=False,
-        network_backend=CheckedBackend(options.allow_private, resolver))
+        ssl_context=ssl_context or httpx.create_ssl_context(), http1=True, http2=False,
+        network_backend=CheckedBackend(allow_private, resolver))
     return transport
 
 
@@ -64,7 +66,7 @@ def make_client(options: FetchOptions, transport: httpx.BaseTransport | None = N
     if not options.allow_private:
         hooks["request"] = [lambda request: check_public_host(request.url.host, request.url.port, resolver)]
     return httpx.Client(
-        transport=DeadlineTransport(transport or _network_transport(options, resolver)),
+        transport=DeadlineTransport(transport or network_transport(options.allow_private, resolver)),
         timeout=httpx.Timeout(options.read_seconds, connect=options.connect_seconds),
         follow_redirects=True,
         max_redirects=options.max_redirects,
