@@ -298,3 +298,26 @@ def test_tls_verifies_and_names_the_url_host_while_connecting_to_the_checked_add
             with pytest.raises(httpx.ConnectError, match=r"CERTIFICATE_VERIFY_FAILED|match"):
                 client.get(f"https://herons.test:{seen['port']}/")  # same address, a name the cert does not hold
     assert sni[0] == "otters.test"
+
+
+def test_every_redirect_hop_connects_through_the_checked_resolver():
+    def answer(conn: socket.socket, head: bytes) -> None:
+        if head.lower().count(b"host: a.test"):
+            port = head.lower().split(b"host: a.test:")[1].split(b"\r\n")[0].decode()
+            conn.sendall(f"HTTP/1.1 302 Found\r\nLocation: http://b.test:{port}/page\r\nContent-Length: 0\r\n"
+                         "Connection: close\r\n\r\n".encode())
+        else:
+            _reply(conn, PAGE)
+
+    resolved: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        resolved.append(host)
+        return ["127.0.0.1"]
+
+    with raw_server(answer) as seen:
+        options = FetchOptions(allow_private=True)
+        with make_client(options, resolver=resolver) as client:
+            fetched = fetch(client, f"http://a.test:{seen['port']}/", options)
+        assert fetched.url == f"http://b.test:{seen['port']}/page" and fetched.data == PAGE
+    assert resolved == ["a.test", "b.test"]  # each hop's connection resolved (and, with the guard, checked) once
