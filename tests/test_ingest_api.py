@@ -128,3 +128,18 @@ def test_ingest_needs_the_upload_scope_and_a_valid_body(api):
 def web_base():
     with serve() as (base, _):
         yield base
+
+
+def test_odd_host_spellings_fail_one_line_each_and_the_batch_is_ingested(api, monkeypatch):
+    _, tokens, client = api
+    public_dns(monkeypatch)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=ARTICLE_HTML,
+                                                                   headers={"content-type": "text/html"}))
+    odd = ["http://0177.0.0.1/", "http://127.000.000.001/", "http://xn--zz.com/", "http://\u2603.com/"]
+    with client(transport) as c:
+        response = c.post("/v1/ingest", json={"sources": [*odd, "https://news.example/otters"]},
+                          headers=auth(tokens["alice"]))
+    assert response.status_code == 200, response.text  # was 500, and the whole batch lost
+    results = response.json()["results"]
+    assert all(r["status"] == "failed" and r["reason"].startswith("malformed URL") for r in results[:-1]), results
+    assert results[-1]["status"] == "added"

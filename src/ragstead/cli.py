@@ -1162,6 +1162,8 @@ def serve(
     burst: Annotated[int, typer.Option(help="Requests per second per key (0: off).")] = 20,
     max_body_bytes: Annotated[int, typer.Option(help="Largest JSON request body.")] = 1_000_000,
     max_upload_bytes: Annotated[int, typer.Option(help="Largest upload.")] = 20_000_000,
+    head_timeout: Annotated[float, typer.Option(help="Seconds a connection has to send a request's headers.")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request has to send its body.")] = 60.0,
     embed_cache: Annotated[int, typer.Option(help="Query vectors kept in an LRU cache (0: off).")] = 1024,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="POST /v1/query's default budget for the "
                                                                "returned text, in tokens (0: none).")] = 8000,
@@ -1193,10 +1195,12 @@ def serve(
         try:
             import uvicorn
 
-            from ragstead.api import ApiConfig, create_app
+            from ragstead.api import ApiConfig, connections, create_app
             from ragstead.api import logging as api_logging
 
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
+            # The name it listens on is one the server answers to (the Host check of api/origin.py).
+            kb.settings = kb.settings.with_overrides(allowed_hosts=(*kb.settings.allowed_hosts, host))
             api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                    max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
                                    max_tokens=max_tokens)
@@ -1220,9 +1224,10 @@ def serve(
             if self.started and not self.should_exit:  # accepting requests from now on
                 typer.echo(banner, err=not as_json)
 
-    server_config = uvicorn.Config(api, host=host, port=bound, log_level="debug" if log_level == "debug" else "warning",
-                                   access_log=False, timeout_keep_alive=5, limit_concurrency=64,
-                                   timeout_graceful_shutdown=5)
+    server_config = connections.server_config(api, host=host, port=bound, head_seconds=head_timeout,
+                                              body_seconds=body_timeout, access_log=False, timeout_keep_alive=5,
+                                              log_level="debug" if log_level == "debug" else "warning",
+                                              timeout_graceful_shutdown=5)
     api_logging.configure(log_level)  # after uvicorn.Config, which configures logging
     stop_watching = _follow_in_background(kb) if watch_folders else None
     try:

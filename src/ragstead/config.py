@@ -99,7 +99,10 @@ class Settings:
     fetch_connect_seconds: float = 10.0
     fetch_read_seconds: float = 30.0
     fetch_max_mb: int = 50
+    fetch_deadline_seconds: float = 60.0  # one source's wall-clock budget: DNS, connect, redirects, body (0: none)
     allow_private_urls: bool = False  # POST /v1/ingest may fetch loopback/private addresses (the CLI always may)
+    # Host names `serve` answers to besides localhost, IP addresses and the one it listens on (docs/http-api.md)
+    allowed_hosts: tuple[str, ...] = ()
     auto_tags: bool = True  # tag ingested sources (an LLM provider if configured, else local keyphrases)
     # Other knowledge bases `ingest --targets` writes to: `[targets.NAME]` tables with `root` and `store`.
     targets: tuple[Target, ...] = ()

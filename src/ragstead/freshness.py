@@ -527,7 +527,8 @@ class FreshnessService:
         pages = [d for d in self._all_documents() if ingested_remote(d)]
         settings = self.runtime.settings
         options = FetchOptions(connect_seconds=settings.fetch_connect_seconds,
-                               read_seconds=settings.fetch_read_seconds, max_bytes=settings.fetch_max_mb << 20)
+                               read_seconds=settings.fetch_read_seconds, max_bytes=settings.fetch_max_mb << 20,
+                               deadline_seconds=settings.fetch_deadline_seconds)
         kept_file = settings.db_file.parent / VALIDATORS_FILE  # private: it names the pages users ingested
         kept = read_validators(kept_file)
         with make_client(options, transport) as client:

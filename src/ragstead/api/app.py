@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
+from ragstead.api.origin import HostOriginGuard
 from ragstead.api.page import add_page, stream_lines
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.errors import (
@@ -235,6 +236,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         return _error(500, "internal_error", "the server failed to handle this request; see its log")
 
     app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
+    app.add_middleware(HostOriginGuard, extra_hosts=kb.settings.allowed_hosts)  # DNS rebinding, cross-origin
     app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
 
     def caller(request: Request) -> Caller:

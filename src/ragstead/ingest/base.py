@@ -10,6 +10,7 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from ragstead.errors import RagsteadError
+from ragstead.ingest.decoding import UndecodableBody, decoded_pieces
 
 # The archive's folder per kind of source: …/ingested/{SourceType}/{YYYY-MM}/…
 SOURCE_TYPES = ("Article", "PDF", "Text", "Video", "Post", "Dossier")
@@ -60,16 +61,20 @@ DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 
 
 def read_capped(response: httpx.Response, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The body of a streamed response, refused as soon as it passes `max_bytes` (never buffered beyond it)."""
+    """The decoded body of a streamed response, refused as soon as it passes `max_bytes`: never buffered, nor
+    decompressed, beyond it (a compression bomb stops at the cap whatever its Content-Encoding chain)."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap ({int(declared) >> 20} MB declared; "
                           "fetch_max_mb)")
     body = bytearray()
-    for piece in response.iter_bytes():
-        body += piece
-        if len(body) > max_bytes:
-            raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap (fetch_max_mb)")
+    try:
+        for piece in decoded_pieces(response):
+            body += piece
+            if len(body) > max_bytes:
+                raise SourceError(f"response over the {max_bytes / (1 << 20):g} MB cap (fetch_max_mb)")
+    except UndecodableBody as exc:
+        raise SourceError(str(exc)) from None
     return bytes(body)
 
 

@@ -14,6 +14,7 @@ import httpx
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
+from ragstead.ingest.deadline import source_deadline
 from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client
 from ragstead.ingest.posts import fetch_post
 from ragstead.ingest.tagging import Tagging, normalize_tag
@@ -181,7 +182,8 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
             result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]}
                               for name, docs in known.items()}
             return result
-        extracted = fetch_extracted(source, client, options)
+        with source_deadline(options.deadline_seconds):  # one budget for all of a video's or post's requests
+            extracted = fetch_extracted(source, client, options)
     except SourceError as exc:
         result.reason = str(exc)
         return result

@@ -87,7 +87,7 @@ class IngestService:
 
         settings = rt.settings
         options = FetchOptions(connect_seconds=settings.fetch_connect_seconds, read_seconds=settings.fetch_read_seconds,
-                               max_bytes=settings.fetch_max_mb << 20,
+                               max_bytes=settings.fetch_max_mb << 20, deadline_seconds=settings.fetch_deadline_seconds,
                                allow_private=allow_private or settings.allow_private_urls)
         try:
             return ingest_sources(
