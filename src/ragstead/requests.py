@@ -241,12 +241,6 @@ class AskRequest(SearchRequest):
                 raise _fail("tools", f"must be a list of tool names, got {self.tools!r}")
             object.__setattr__(self, "tools", tuple(split_values(list(self.tools))))
 
-    @property
-    def search(self) -> SearchRequest:
-        """The search half of this request."""
-        names = {f.name for f in fields(SearchRequest)}
-        return SearchRequest(**{f.name: getattr(self, f.name) for f in fields(self) if f.name in names})
-
 
 __all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",
            "MAX_CONTEXT_TOKENS", "MAX_DOC_TYPES", "MAX_FEEDBACK_K", "MAX_FEEDBACK_WEIGHT", "MAX_K",
