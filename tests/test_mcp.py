@@ -167,7 +167,7 @@ def test_scope_widening_arguments_are_refused(alice, arguments):
     ("drop_index", {}, "unknown tool 'drop_index'"),
     ("search", {"query": 123}, "query: Input should be a valid string"),
     ("search", {"query": "heron", "k": "5"}, "k: Input should be a valid integer"),
-    ("search", {"query": "heron", "k": 5000}, "k: Input should be less than or equal to 50"),
+    ("search", {"query": "heron", "k": 5000}, "k: Input should be less than or equal to 100"),
     ("search", {"query": "heron", "mode": "magic"}, "mode: Input should be"),
     ("search", {"query": "heron", "doc_types": "user_kb"}, "doc_types: Input should be a valid list"),
     ("search", {}, "query: Field required"),

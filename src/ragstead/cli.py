@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,10 +23,11 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from ragstead import __version__
-from ragstead.errors import RagsteadError, RagsteadWarning
+from ragstead.errors import InvalidQueryError, RagsteadError, RagsteadWarning
 from ragstead.filters import split_values
 from ragstead.knowledge_base import DEFAULT_MIN_SIMILARITY, KnowledgeBase
 from ragstead.knowledge_base import open as open_kb
+from ragstead.requests import DEFAULT_K, MAX_K, SCOPE_FIELDS, AskRequest, Scope, SearchRequest
 
 
 class _Group(TyperGroup):
@@ -149,18 +151,32 @@ class SearchFlags:
             raise RagsteadError(f"choose one mode, got {sorted(set(chosen))}")
         return chosen[0] if chosen else None
 
-    def arguments(self) -> dict[str, Any]:
-        """Keyword arguments of `KnowledgeBase.search` / `ask`."""
+    def search_request(self, question: str) -> SearchRequest:
+        """The library request these flags make."""
+        return SearchRequest(question, **self._request_fields())
+
+    def ask_request(self, question: str, **fields: Any) -> AskRequest:
+        """The library request these flags and `ask`'s own `fields` make (None: the default)."""
+        return AskRequest(question, **self._request_fields(),
+                          **{name: value for name, value in fields.items() if value is not None})
+
+    def _request_fields(self) -> dict[str, Any]:
         if self.private_only and self.public_only:
             raise RagsteadError("--private-only and --public-only exclude each other")
-        return {"k": self.k, "mode": self.chosen_mode(), "user": self.user,
-                "doc_types": split_values(self.doc_type), "public_only": self.public_only,
-                "include_archive": self.include_archive, "date_from": self.date_from, "date_to": self.date_to,
-                "tags": split_values(self.tag), "rerank": self.rerank, "top_k_vector": self.top_k_vector,
-                "top_k_lexical": self.top_k_lexical, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
-                "rrf_k": self.rrf_k, "rerank_top_n": self.rerank_top_n,
-                "dedup_sources": self.dedup_sources or None, "feedback_k": self.feedback,
-                "feedback_weight": self.feedback_weight}
+        scope = Scope(self.user, self.public_only, tuple(self.doc_type or ()), tuple(self.tag or ()), self.date_from,
+                      self.date_to, self.include_archive)
+        knobs = {"mode": self.chosen_mode(), "top_k_vector": self.top_k_vector, "top_k_lexical": self.top_k_lexical,
+                 "fusion": self.fusion, "fusion_weight": self.fusion_weight, "rrf_k": self.rrf_k,
+                 "rerank_top_n": self.rerank_top_n, "feedback_k": self.feedback,
+                 "feedback_weight": self.feedback_weight}
+        return {"k": self.k, "scope": scope, "rerank": self.rerank, "dedup_sources": self.dedup_sources,
+                **{name: value for name, value in knobs.items() if value is not None}}
+
+
+# The request fields as the CLI spells them (a library error names `date_from`, the CLI user reads --date-from).
+CLI_SPELLING = {name: "--" + name.replace("_", "-") for name in (
+    *(f.name for f in dataclass_fields(AskRequest)), *SCOPE_FIELDS)} | {
+    "query": "the question", "doc_types": "--doc-type", "tags": "--tag", "feedback_k": "--feedback"}
 
 
 def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL) -> inspect.Parameter:
@@ -170,7 +186,7 @@ def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH
 
 
 _SEARCH_PARAMETERS = [
-    _option(8, int, "--k", "-k", help="Results to return (ask: chunks to consider)."),
+    _option(DEFAULT_K, int, "--k", "-k", help=f"Results to return, 1-{MAX_K} (ask: chunks to consider)."),
     _option(False, bool, "--hybrid", help="Vector + lexical, fused (convex by default; see --fusion). The default."),
     _option(False, bool, "--lexical-only", help="BM25 full-text only."),
     _option(False, bool, "--vector", help="Vector search only."),
@@ -230,6 +246,8 @@ def _library_errors() -> Iterator[None]:
     """Every library error a command meets becomes one `error:` line and exit code 2."""
     try:
         yield
+    except InvalidQueryError as exc:
+        raise _fail(RagsteadError(exc.respelled(CLI_SPELLING))) from None
     except RagsteadError as exc:
         raise _fail(exc) from None
 
@@ -498,10 +516,10 @@ def query(
     """Search the index: a table of the best chunks (--json: the JSON contract; jsonl and csv too)."""
     with _library_errors():
         output = _output(output, as_json, *QUERY_FORMATS)
-        arguments = flags.arguments()
+        request = flags.search_request(question)
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
-            payload = kb.search(question, **arguments).to_dict()
+            payload = kb.search(request).to_dict()
     if output == "table":
         _print_table(payload)
     elif output == "json":
@@ -570,19 +588,17 @@ def ask(
     """Answer from your documents only, with citations, or say that nothing relevant was found."""
     with _library_errors():
         output = _output(output, as_json, "text", "json")
-        arguments = flags.arguments()
         if remember_it and not flags.user:
             raise RagsteadError("--remember needs --user: memory belongs to one person")
         if tools and extractive:
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
+        request = flags.ask_request(question, min_similarity=min_similarity, min_confidence=min_confidence,
+                                max_context_tokens=max_context_tokens, extractive=extractive, template=template,
+                                remember=remember_it, tools=tuple(tools) if tools else None)
         streaming = output == "text" and sys.stdout.isatty()
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
-            result = kb.ask(question, min_similarity=min_similarity, min_confidence=min_confidence,
-                            max_context_tokens=max_context_tokens,
-                            extractive=extractive, template=template, remember=remember_it,
-                            on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
-                            tools=split_values(tools) if tools else None, **arguments)
+            result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
     if output == "json":
         _echo_json(result.to_dict())
         return

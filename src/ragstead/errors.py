@@ -1,5 +1,11 @@
 """Errors a user can act on. The CLI prints their message and exits non-zero, never a traceback."""
 
+import re
+from collections.abc import Mapping
+
+# A value quoted in a message (repr of a str: single or double quotes, escapes inside).
+_QUOTED = re.compile(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
 
 class RagsteadError(Exception):
     """Base class for every error ragstead reports to its user."""
@@ -26,7 +32,24 @@ class LexicalIndexBusyError(IndexLockedError):
 
 
 class InvalidQueryError(RagsteadError):
-    """A query or filter value is malformed (bad date, k out of range, oversized text)."""
+    """A query or filter value is malformed (bad date, k out of range, oversized text).
+
+    `fields`: the library's names of the request fields the message speaks of (`date_from`, `k`); each door
+    re-spells them as its users know them (`respelled`: `--date-from` on the CLI, `top_k` over HTTP)."""
+
+    def __init__(self, message: str, *, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+    def respelled(self, spelling: Mapping[str, str]) -> str:
+        """The message with each of its fields in a door's spelling; quoted values (the caller's own text) are
+        left as they are."""
+        names = [name for name in self.fields if name in spelling]
+        if not names:
+            return str(self)
+        field = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+        parts = _QUOTED.split(str(self))  # odd parts are quoted values
+        return "".join(part if i % 2 else field.sub(lambda m: spelling[m[1]], part) for i, part in enumerate(parts))
 
 
 class ConfigError(RagsteadError):

@@ -35,7 +35,7 @@ def _parse_day(value: str | None, name: str) -> date | None:
     try:
         return date.fromisoformat(value)
     except (TypeError, ValueError) as exc:
-        raise InvalidQueryError(f"{name} must be a date as YYYY-MM-DD, got {value!r}") from exc
+        raise InvalidQueryError(f"{name} must be a date as YYYY-MM-DD, got {value!r}", fields=(name,)) from exc
 
 
 def split_values(values: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -85,14 +85,16 @@ class QueryFilters:
     ) -> QueryFilters:
         """Validate and normalise filter values; raise `InvalidQueryError` with a clear message."""
         if user_slug is not None and not USER_SLUG.match(user_slug):
-            raise InvalidQueryError(f"--user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
+            raise InvalidQueryError(f"user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}",
+                                    fields=("user",))
         types = tuple(split_values(list(doc_types or [])))
         unknown = [t for t in types if t not in DOC_TYPES]
         if unknown:
-            raise InvalidQueryError(f"unknown doc type(s) {unknown}; use {list(DOC_TYPES)}")
-        start, end = _parse_day(date_from, "--date-from"), _parse_day(date_to, "--date-to")
+            raise InvalidQueryError(f"doc_types: unknown doc type(s) {unknown}; use {list(DOC_TYPES)}",
+                                    fields=("doc_types",))
+        start, end = _parse_day(date_from, "date_from"), _parse_day(date_to, "date_to")
         if start and end and start > end:
-            raise InvalidQueryError(f"--date-from {start} is after --date-to {end}")
+            raise InvalidQueryError(f"date_from {start} is after date_to {end}", fields=("date_from", "date_to"))
         return cls(
             user_slug=user_slug,
             doc_types=types,

@@ -37,7 +37,7 @@ from ragstead.answer.tools import ToolRegistry
 from ragstead.config import Settings, load_settings
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.catalog import DEFAULT_MODEL, cross_encoder_for
-from ragstead.errors import DocumentNotFoundError, InvalidQueryError
+from ragstead.errors import DocumentNotFoundError
 from ragstead.evaluation.runner import EvalSettings, format_table
 from ragstead.evaluation.service import Evaluation, is_server_or_chroma
 from ragstead.filters import QueryFilters
@@ -48,10 +48,11 @@ from ragstead.indexing.build import ProgressHook
 from ragstead.ingest.service import IngestService
 from ragstead.landing import UPLOAD_NAME, Landing
 from ragstead.project import TEAM_ROOTS, init, model_catalog, prompt_templates, template_preview
+from ragstead.requests import MAX_QUERY_CHARS, MODES, AskRequest, Scope, SearchKnobs, SearchRequest
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
 from ragstead.retrieval.passages import Passage, read_passage
 from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
-from ragstead.retrieval.search import MAX_QUERY_CHARS, MODES, SearchOptions, SearchResult, choose_fusion, search
+from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
 from ragstead.stores.base import Store
 from ragstead.watch import watch as follow_folders
@@ -138,20 +139,16 @@ class KnowledgeBase:
               include_archive: bool = False, date_from: str | None = None, date_to: str | None = None,
               tags: Sequence[str] = ()) -> QueryFilters:
         """Validated filters: private-only unless `public_only`, archive excluded unless asked for."""
-        return QueryFilters.build(user, list(doc_types), public_only, date_from, date_to, include_archive, list(tags))
+        return Scope(user, public_only, tuple(doc_types), tuple(tags), date_from, date_to, include_archive).filters()
 
-    def search_options(self, *, k: int = 8, mode: str | None = None, top_k_vector: int | None = None,
-                       top_k_lexical: int | None = None, fusion: str | None = None,
-                       fusion_weight: float | None = None, rrf_k: int | None = None,
-                       rerank_top_n: int | None = None, dedup_sources: bool | None = None,
-                       feedback_k: int | None = None, feedback_weight: float | None = None) -> SearchOptions:
-        """Search options from the configured defaults (hybrid, convex fusion, feedback from the 2 best chunks),
-        validated. `dedup_sources`: the best chunk of each document only. `feedback_k` 0: no query feedback."""
-        fusion = choose_fusion(fusion, rrf_k, fusion_weight)
-        options = self.settings.search_options(mode, k=k, top_k_vector=top_k_vector, top_k_lexical=top_k_lexical,
-                                               fusion=fusion, fusion_weight=fusion_weight, rrf_k=rrf_k,
-                                               rerank_top_n=rerank_top_n, dedup_sources=dedup_sources,
-                                               feedback_k=feedback_k, feedback_weight=feedback_weight)
+    def search_options(self, knobs: SearchKnobs | None = None, /, **keywords: Any) -> SearchOptions:
+        """Search options: the configured defaults (hybrid, convex fusion, feedback from the 2 best chunks) with
+        the request's knobs (a `SearchKnobs`, e.g. a `SearchRequest`, or its fields as keywords), validated."""
+        if knobs is None:
+            knobs = SearchKnobs(**{name: value for name, value in keywords.items() if value is not None})
+        elif keywords:
+            raise TypeError(f"give SearchKnobs or keyword arguments, not both: {sorted(keywords)}")
+        options = self.settings.search_options(knobs.mode, **knobs.overrides())
         options.validate()
         return options
 
@@ -167,21 +164,18 @@ class KnowledgeBase:
                         self.embedder, sentence_budget=self.settings.rerank_sentences or None)
             return self._reranker
 
-    def search(self, query: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
-               doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
-               date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
-               rerank: bool = False, filters: QueryFilters | None = None, options: SearchOptions | None = None,
-               **knobs: Any) -> SearchResult:
-        """Search the index inside a scope (see `scope`); `knobs` are `search_options`' fusion settings.
-        `filters` and `options`, when given, replace the scope and option arguments."""
-        filters = filters or self.scope(user=user, doc_types=doc_types, public_only=public_only,
-                                        include_archive=include_archive, date_from=date_from, date_to=date_to,
-                                        tags=tags)
-        options = options or self.search_options(k=k, mode=mode, **knobs)
-        needs_model = options.mode != "lexical" or rerank
+    def search(self, query: str | SearchRequest, *, filters: QueryFilters | None = None,
+               options: SearchOptions | None = None, **fields: Any) -> SearchResult:
+        """Search the index for a `SearchRequest`, or for query text with the request's fields as keywords
+        (`kb.search("billing", user="alice", k=3)`). `filters` and `options`, when given, replace the
+        request's scope and knobs."""
+        request = SearchRequest.of(query, **fields)
+        filters = filters or request.scope.filters()
+        options = options or self.search_options(request)
+        needs_model = options.mode != "lexical" or request.rerank
         with self._lock:
-            return search(query, self.store, self.embedder if needs_model else None, filters, options,
-                          self.settings.scope_rules, self.reranker() if rerank else None)
+            return search(request.query, self.store, self.embedder if needs_model else None, filters, options,
+                          self.settings.scope_rules, self.reranker() if request.rerank else None)
 
     def providers(self, *, extractive: bool = False, template: str | None = None) -> list[AnswerProvider]:
         """The answerer chain: the configured LLMs (environment), the extractive answerer always last."""
@@ -198,42 +192,33 @@ class KnowledgeBase:
         names = tuple(self.settings.tools if tools is None else tools)
         return ToolRegistry(names, transport=self._transport) if names else None
 
-    def ask(self, question: str, *, k: int = 8, mode: str | None = None, user: str | None = None,
-            doc_types: Sequence[str] = (), public_only: bool = False, include_archive: bool = False,
-            date_from: str | None = None, date_to: str | None = None, tags: Sequence[str] = (),
-            rerank: bool = False, min_similarity: float | None = None, min_confidence: float | None = None,
-            max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, extractive: bool = False,
-            template: str | None = None, remember: bool = False, on_text: Callable[[str], None] | None = None,
-            filters: QueryFilters | None = None, options: SearchOptions | None = None,
-            answerers: Sequence[AnswerProvider] | None = None, tools: Sequence[str] | None = None,
-            **knobs: Any) -> Answer:
-        """Answer from the documents in scope with citations, or the exact refusal sentence.
+    def ask(self, question: str | AskRequest, *, filters: QueryFilters | None = None,
+            options: SearchOptions | None = None, answerers: Sequence[AnswerProvider] | None = None,
+            on_text: Callable[[str], None] | None = None, **fields: Any) -> Answer:
+        """Answer an `AskRequest` (or question text with the request's fields as keywords) from the documents
+        in scope with citations, or the exact refusal sentence.
 
-        `remember`: if the question states a lasting fact or preference, write it to `user`'s memory.
-        `answerers`: a chain built once by `providers()` (a server reuses it); `extractive` overrides it.
-        `tools`: the allow-listed tools an LLM answerer may call (`("weather",)`; None: the `tools` setting,
-        off by default); results are cited like documents. The extractive answerer never calls tools.
-        `min_confidence`: the relevance gate's threshold (default: the calibrated model's). `min_similarity`:
-        a cosine threshold per chunk that replaces the gate (as `ask` decided before it; -1 hands over all).
+        `answerers`: a chain built once by `providers()` (a server reuses it); the request's `extractive`
+        overrides it. `on_text` hears a streamed answer as it is written. `filters` and `options`, when given,
+        replace the request's scope and knobs. The request's fields are documented on `AskRequest`; the
+        extractive answerer never calls tools.
         """
-        if remember and not user:
-            raise InvalidQueryError("remember needs a user: memory belongs to one person")
-        filters = filters or self.scope(user=user, doc_types=doc_types, public_only=public_only,
-                                        include_archive=include_archive, date_from=date_from, date_to=date_to,
-                                        tags=tags)
-        chain = list(answerers) if answerers is not None and not extractive else self.providers(
-            extractive=extractive, template=template)
-        ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs), min_similarity,
-                                 max_context_tokens, self.reranker() if rerank else None, min_confidence)
-        registry = self.tool_registry(tools)  # unknown tool names fail here, before any work
+        request = AskRequest.of(question, **fields)
+        filters = filters or request.scope.filters()
+        chain = list(answerers) if answerers is not None and not request.extractive else self.providers(
+            extractive=request.extractive, template=request.template)
+        ask_options = AskOptions(options or self.search_options(request), request.min_similarity,
+                                 request.max_context_tokens, self.reranker() if request.rerank else None,
+                                 request.min_confidence)
+        registry = self.tool_registry(request.tools)  # unknown tool names fail here, before any work
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
-            found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
+            found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
                                      self.settings.scope_rules, self._unit_vectors)
         result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
-        if remember and user:
-            result = replace(result, memory_write=self.remember(question, user=user).to_dict())
+        if request.remember and request.scope.user:
+            result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
         return result
 
     def tags(self, *, user: str | None = None, public_only: bool = False,

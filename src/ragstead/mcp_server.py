@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -28,8 +28,18 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstead import __version__
-from ragstead.errors import DocumentNotFoundError, RagsteadError
-from ragstead.knowledge_base import MAX_QUERY_CHARS, KnowledgeBase
+from ragstead.errors import DocumentNotFoundError, InvalidQueryError, RagsteadError
+from ragstead.knowledge_base import KnowledgeBase
+from ragstead.requests import (
+    DEFAULT_K,
+    MAX_DOC_TYPES,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    MAX_TAGS,
+    AskRequest,
+    Scope,
+    SearchRequest,
+)
 
 log = logging.getLogger("ragstead.mcp")
 
@@ -60,9 +70,10 @@ class _Strict(BaseModel):
 
 
 class _Filters(_Strict):
-    doc_types: list[str] = Field(default_factory=list, max_length=10,
+    doc_types: list[str] = Field(default_factory=list, max_length=MAX_DOC_TYPES,
                                  description="Only these document types (e.g. user_kb, dossier, archive).")
-    tags: list[str] = Field(default_factory=list, max_length=20, description="Only documents with any of these tags.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS,
+                            description="Only documents with any of these tags.")
     date_from: str | None = Field(default=None, pattern=DATE, description="Created on or after, YYYY-MM-DD.")
     date_to: str | None = Field(default=None, pattern=DATE, description="Created on or before, YYYY-MM-DD.")
     include_archive: bool | None = Field(
@@ -72,14 +83,14 @@ class _Filters(_Strict):
 
 class SearchArgs(_Filters):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
-    k: int = Field(default=8, ge=1, le=50, description="How many passages to return.")
+    k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages to return.")
     mode: Literal["hybrid", "vector", "lexical"] | None = Field(
         default=None, description="hybrid (default: meaning and keywords), vector (meaning), lexical (keywords).")
 
 
 class AskArgs(_Filters):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question to answer.")
-    k: int = Field(default=8, ge=1, le=50, description="How many passages the answer may draw on.")
+    k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages the answer may draw on.")
     extractive: bool = Field(default=False, description="Quote the best sentences instead of asking a model.")
 
 
@@ -118,6 +129,8 @@ class ToolSpec:
     run: Callable[[Any], Any]
     writes: bool = False
     read_only: bool = True
+    # Request fields whose argument has another name in this tool (a library error names the field).
+    spelling: Mapping[str, str] = field(default_factory=dict)
 
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -150,7 +163,7 @@ class RagsteadMcp:
                      "point at passages; or the refusal sentence when nothing relevant is found. gate.confidence "
                      "'tentative' means the sources may not hold the answer: check the citations before relying "
                      "on it.",
-                     AskArgs, self._ask),
+                     AskArgs, self._ask, spelling={"query": "question"}),
             ToolSpec("list_documents", "List the documents in scope, by path: doc_id, type, title, tags, dates, "
                      "chunk count.", ListDocumentsArgs, self._list_documents),
             ToolSpec("get_document", "Read one document's indexed text (its chunks in order) and metadata by doc_id. "
@@ -169,20 +182,21 @@ class RagsteadMcp:
             ]
         return specs
 
-    def _filters(self, args: _Filters) -> dict[str, Any]:
+    def _request_scope(self, args: _Filters) -> Scope:
+        """The server's scope, narrowed by the arguments (never widened)."""
         if args.include_archive and not self.scope.include_archive:
             raise _scope_error("include_archive")
         include_archive = self.scope.include_archive if args.include_archive is None else args.include_archive
-        return {"user": None if self.scope.public_only else self.scope.user, "public_only": self.scope.public_only,
-                "include_archive": include_archive, "doc_types": args.doc_types, "tags": args.tags,
-                "date_from": args.date_from, "date_to": args.date_to}
+        return Scope(None if self.scope.public_only else self.scope.user, self.scope.public_only,
+                     tuple(args.doc_types), tuple(args.tags), args.date_from, args.date_to, include_archive)
 
     def _search(self, args: SearchArgs) -> dict[str, Any]:
-        found = self.kb.search(args.query, k=args.k, mode=args.mode, **self._filters(args))
-        return found.to_dict(include_text=True)
+        request = SearchRequest(args.query, k=args.k, mode=args.mode, scope=self._request_scope(args))
+        return self.kb.search(request).to_dict(include_text=True)
 
     def _ask(self, args: AskArgs) -> dict[str, Any]:
-        return self.kb.ask(args.question, k=args.k, extractive=args.extractive, **self._filters(args)).to_dict()
+        request = AskRequest(args.question, k=args.k, extractive=args.extractive, scope=self._request_scope(args))
+        return self.kb.ask(request).to_dict()
 
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
         docs = self.kb.documents(user=None if self.scope.public_only else self.scope.user,
@@ -252,6 +266,9 @@ class RagsteadMcp:
             data = await anyio.to_thread.run_sync(spec.run, parsed)
         except MCPError:
             raise
+        except InvalidQueryError as exc:  # the field named as this tool's argument is (ask's query: `question`)
+            log.info("tool %s: %s", spec.name, exc)
+            return _error_result(exc.respelled(spec.spelling))
         except (DocumentNotFoundError, RagsteadError) as exc:  # the caller's to fix: a tool error it can read
             log.info("tool %s: %s", spec.name, exc)
             return _error_result(str(exc))

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ragstead import requests as library  # the request model; this module's QueryRequest/AskRequest are bodies
+from ragstead.answer.base import AnswerProvider
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
 from ragstead.api.origin import HostOriginGuard
@@ -37,10 +39,21 @@ from ragstead.errors import (
     UnsupportedFileError,
 )
 from ragstead.filters import USER_SLUG
-from ragstead.knowledge_base import (
+from ragstead.knowledge_base import KnowledgeBase
+from ragstead.requests import (
+    DATE_CHARS,
+    DEFAULT_K,
     DEFAULT_MAX_CONTEXT_TOKENS,
+    MAX_CANDIDATES,
+    MAX_CONTEXT_TOKENS,
+    MAX_DOC_TYPES,
+    MAX_FEEDBACK_K,
+    MAX_FEEDBACK_WEIGHT,
+    MAX_K,
     MAX_QUERY_CHARS,
-    KnowledgeBase,
+    MAX_RRF_K,
+    MAX_TAGS,
+    MIN_CONTEXT_TOKENS,
 )
 
 log = logging.getLogger("ragstead.api")
@@ -57,7 +70,7 @@ class ApiConfig:
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 20_000_000
     index_wait_seconds: float = 30.0
-    max_top_k: int = 100
+    max_top_k: int = MAX_K  # unused: top_k's limit is the request model's
     max_tokens: int = 8000  # /v1/query's default budget for the returned chunks' text (0: none)
 
 
@@ -74,33 +87,50 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
 
 
 class QueryRequest(BaseModel):
-    """Body of POST /v1/query. There is no user field: the key decides whose documents are searched."""
+    """Body of POST /v1/query. There is no user field: the key decides whose documents are searched. The limits
+    are the library request's (ragstead.requests), the same in every door."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    top_k: int = Field(default=8, ge=1, le=100)
+    top_k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K)
     mode: Literal["vector", "lexical", "hybrid"] | None = None
     scope: Literal["private", "public"] = Field(
         default="private", description="private: the key's own private documents; public: public documents"
     )
-    doc_types: list[str] = Field(default_factory=list, max_length=10)
-    date_from: str | None = Field(default=None, max_length=10, description="YYYY-MM-DD, inclusive")
-    date_to: str | None = Field(default=None, max_length=10, description="YYYY-MM-DD, inclusive")
+    doc_types: list[str] = Field(default_factory=list, max_length=MAX_DOC_TYPES)
+    date_from: str | None = Field(default=None, max_length=DATE_CHARS, description="YYYY-MM-DD, inclusive")
+    date_to: str | None = Field(default=None, max_length=DATE_CHARS, description="YYYY-MM-DD, inclusive")
     include_archive: bool = False
-    tags: list[str] = Field(default_factory=list, max_length=20)
-    top_k_vector: int | None = Field(default=None, ge=1, le=1000)
-    top_k_lexical: int | None = Field(default=None, ge=1, le=1000)
-    rrf_k: int | None = Field(default=None, ge=0, le=1000)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    top_k_vector: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)
+    top_k_lexical: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)
+    rrf_k: int | None = Field(default=None, ge=0, le=MAX_RRF_K)
     fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
     fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
     dedup_sources: bool = Field(default=False, description="keep only the best chunk of each document")
-    feedback_k: int | None = Field(default=None, ge=0, le=20, description="hybrid: first-pass chunks the query "
-                                   "vector moves toward before a second vector search; 0: off (default: config)")
-    feedback_weight: float | None = Field(default=None, ge=0.0, le=10.0, description="how far feedback moves it")
+    feedback_k: int | None = Field(default=None, ge=0, le=MAX_FEEDBACK_K, description="hybrid: first-pass chunks "
+                                   "the query vector moves toward before a second vector search; 0: off (default: "
+                                   "config)")
+    feedback_weight: float | None = Field(default=None, ge=0.0, le=MAX_FEEDBACK_WEIGHT,
+                                          description="how far feedback moves it")
     max_tokens: int | None = Field(default=None, ge=1, le=200_000, description="/v1/query: a budget for the "
                                    "returned chunks' text (estimated tokens), cut at chunk boundaries; default: "
                                    "the server's --max-tokens")
+
+    def request_fields(self, who: Caller) -> dict[str, Any]:
+        """The library request's fields; the user always comes from the key."""
+        public = self.scope == "public"
+        scope = library.Scope(None if public else who.user_slug, public, tuple(self.doc_types), tuple(self.tags),
+                      self.date_from, self.date_to, self.include_archive)
+        knobs = {"mode": self.mode, "top_k_vector": self.top_k_vector, "top_k_lexical": self.top_k_lexical,
+                 "rrf_k": self.rrf_k, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
+                 "feedback_k": self.feedback_k, "feedback_weight": self.feedback_weight}
+        return {"k": self.top_k, "scope": scope, "dedup_sources": self.dedup_sources,
+                **{name: value for name, value in knobs.items() if value is not None}}
+
+    def search_request(self, who: Caller) -> library.SearchRequest:
+        return library.SearchRequest(self.query, **self.request_fields(who))
 
 
 class AskRequest(QueryRequest):
@@ -110,11 +140,18 @@ class AskRequest(QueryRequest):
                                          "(a chunk below it is not relevant) instead of the relevance gate")
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="the relevance gate's threshold "
                                          "(default: the fitted one)")
-    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=100, le=32000)
+    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
     extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
     stream: bool = Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
                                                     "written, then {type: answer, answer: <the ask JSON>} (or "
                                                     "{type: error, error})")
+
+    def ask_request(self, who: Caller) -> library.AskRequest:
+        if self.max_tokens is not None:  # ask budgets its context with max_context_tokens
+            raise ApiError(422, "invalid_request", "max_tokens applies to /v1/query; ask takes max_context_tokens")
+        return library.AskRequest(self.query, **self.request_fields(who), min_similarity=self.min_similarity,
+                          min_confidence=self.min_confidence, max_context_tokens=self.max_context_tokens,
+                          extractive=self.extractive)
 
 
 class IngestRequest(BaseModel):
@@ -182,6 +219,27 @@ class Caller:
     key_id: str
 
 
+# The request fields as the API spells them; the others share the library's names.
+API_SPELLING = {"k": "top_k", "public_only": "scope"}
+
+
+def run_library(call: Callable[[], Any]) -> Any:
+    """A library call, its errors as the API's: 400 for a bad query, 503 while the index is busy, 404 for a
+    document outside the caller's scope."""
+    try:
+        return call()
+    except InvalidQueryError as exc:
+        raise ApiError(400, "invalid_query", exc.respelled(API_SPELLING)) from exc
+    except ModelMismatchError as exc:
+        raise ApiError(400, "invalid_query", str(exc)) from exc
+    except IndexLockedError as exc:
+        raise ApiError(503, "index_busy", str(exc), {"Retry-After": "5"}) from exc
+    except DocumentNotFoundError as exc:
+        raise ApiError(404, "not_found", str(exc)) from exc
+    except RagsteadError as exc:
+        raise ApiError(400, "bad_request", str(exc)) from exc
+
+
 def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     """Routes over one KnowledgeBase (an embedded index is created empty if missing). POST /v1/ask uses the
     knowledge base's answerer chain with its configured template: requests cannot pick one, so clients
@@ -190,8 +248,6 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     if not config.auth and not (config.as_user and USER_SLUG.match(config.as_user)):
         raise RagsteadError("without auth the server needs a user slug to act as (--as-user), "
                             f"letters, digits, '.', '_' or '-'; got {config.as_user!r}")
-    keys = KeyFile(kb.api_keys_file)
-    limiter = RateLimiter(config.rate_per_minute, config.burst)
     answerers = kb.providers()  # built (and the template checked) once, at start-up
     if not kb.exists():
         kb.create()  # an empty index, so readiness and queries answer before the first upload
@@ -212,6 +268,20 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         "Authenticate with `Authorization: Bearer <key>` (`ragstead keys add`).",
     )
     app.state.kb, app.state.config = kb, config
+    _add_error_handlers(app)
+    app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
+    app.add_middleware(HostOriginGuard, extra_hosts=kb.settings.allowed_hosts)  # DNS rebinding, cross-origin
+    app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
+    need = _Gate(config, KeyFile(kb.api_keys_file), RateLimiter(config.rate_per_minute, config.burst)).need
+    _add_health_routes(app, kb)
+    _add_search_routes(app, kb, need, answerers, config)
+    _add_document_routes(app, kb, need, config)
+    add_page(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as `{"error": {"code", "message"}}`; a crash's trace stays in the server's log."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -235,11 +305,15 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         log.exception("unhandled error on %s %s", request.method, request.url.path)  # the trace stays here
         return _error(500, "internal_error", "the server failed to handle this request; see its log")
 
-    app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
-    app.add_middleware(HostOriginGuard, extra_hosts=kb.settings.allowed_hosts)  # DNS rebinding, cross-origin
-    app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
 
-    def caller(request: Request) -> Caller:
+class _Gate:
+    """Who is asking (the API key, or the --no-auth user), within the rate limit, with the scope a route needs."""
+
+    def __init__(self, config: ApiConfig, keys: KeyFile, limiter: RateLimiter) -> None:
+        self.config, self.keys, self.limiter = config, keys, limiter
+
+    def caller(self, request: Request) -> Caller:
+        config = self.config
         if not config.auth:
             who = Caller(config.as_user or "", SCOPES, "no-auth")
         else:
@@ -248,36 +322,31 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
             if scheme.lower() != "bearer" or not token.strip():
                 raise ApiError(401, "unauthorized", "send `Authorization: Bearer <key>`",
                                {"WWW-Authenticate": "Bearer"})
-            record: ApiKey | None = keys.lookup(token.strip())
+            record: ApiKey | None = self.keys.lookup(token.strip())
             if record is None:
                 raise ApiError(401, "unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
             who = Caller(record.user_slug, record.scopes, record.key_id)
             setattr(request.state, KEY_ID, record.key_id)  # for the access log (the id, never the key)
-        wait = limiter.check(who.key_id if config.auth else f"ip:{request.client.host if request.client else '-'}")
+        wait = self.limiter.check(who.key_id if config.auth
+                                  else f"ip:{request.client.host if request.client else '-'}")
         if wait:
             raise ApiError(429, "rate_limited", f"too many requests; retry in {wait}s", {"Retry-After": str(wait)})
         return who
 
-    def need(scope: str) -> Callable[[Caller], Caller]:
-        def check(who: Caller = Depends(caller)) -> Caller:  # noqa: B008 - FastAPI's dependency idiom
+    def need(self, scope: str) -> Callable[[Caller], Caller]:
+        """A route dependency: the caller, if their key grants `scope`."""
+        def check(who: Caller = Depends(self.caller)) -> Caller:  # noqa: B008 - FastAPI's dependency idiom
             if scope not in who.scopes:
                 raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope")
             return who
 
         return check
 
-    def run_library(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except (InvalidQueryError, ModelMismatchError) as exc:
-            raise ApiError(400, "invalid_query", str(exc)) from exc
-        except IndexLockedError as exc:
-            raise ApiError(503, "index_busy", str(exc), {"Retry-After": "5"}) from exc
-        except DocumentNotFoundError as exc:
-            raise ApiError(404, "not_found", str(exc)) from exc
-        except RagsteadError as exc:
-            raise ApiError(400, "bad_request", str(exc)) from exc
 
+Need = Callable[[str], Callable[[Caller], Caller]]
+
+
+def _add_health_routes(app: FastAPI, kb: KnowledgeBase) -> None:
     @app.get("/livez", tags=["ops"])
     def livez() -> dict[str, str]:
         """Liveness: the process answers (no store, no model)."""
@@ -298,28 +367,16 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         """The same as /healthz (kept for clients of the earlier versions)."""
         return readiness()
 
-    def scope_of(body: QueryRequest, who: Caller) -> dict[str, Any]:
-        """Search arguments from a query or ask body; the user always comes from the key."""
-        public = body.scope == "public"
-        return {"user": None if public else who.user_slug, "public_only": public, "doc_types": body.doc_types,
-                "date_from": body.date_from, "date_to": body.date_to, "include_archive": body.include_archive,
-                "tags": body.tags, "k": body.top_k, "mode": body.mode, "top_k_vector": body.top_k_vector,
-                "top_k_lexical": body.top_k_lexical, "rrf_k": body.rrf_k, "fusion": body.fusion,
-                "fusion_weight": body.fusion_weight, "dedup_sources": body.dedup_sources or None,
-                "feedback_k": body.feedback_k, "feedback_weight": body.feedback_weight}
 
-    def ask_scope(body: AskRequest, who: Caller) -> dict[str, Any]:
-        if body.max_tokens is not None:  # ask budgets its context with max_context_tokens
-            raise ApiError(422, "invalid_request", "max_tokens applies to /v1/query; ask takes max_context_tokens")
-        return scope_of(body, who)
-
+def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: list[AnswerProvider],
+                       config: ApiConfig) -> None:
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
         budget = body.max_tokens or config.max_tokens
 
         def run() -> dict[str, Any]:
-            found = kb.search(body.query, **scope_of(body, who))
+            found = kb.search(body.search_request(who))
             return (found.within_tokens(budget) if budget else found).to_dict(include_text=True)
 
         return run_library(run)
@@ -328,23 +385,11 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     def ask_endpoint(body: AskRequest, who: Caller = Depends(need("ask"))) -> Any:  # noqa: B008
         """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape).
         With `stream`, NDJSON lines as the answer is written (the web page at / reads them)."""
+        # Bad filters or options are a plain 400 before a stream starts, not an error line inside it.
+        request = run_library(lambda: body.ask_request(who))
         if not body.stream:
-            return run_library(lambda: kb.ask(
-                body.query, min_similarity=body.min_similarity, min_confidence=body.min_confidence,
-                max_context_tokens=body.max_context_tokens, extractive=body.extractive, answerers=answerers,
-                **ask_scope(body, who)).to_dict())
-        args = ask_scope(body, who)
-        # Bad filters or options are a plain 400 before the stream starts, not an error line inside it.
-        filters = run_library(lambda: kb.scope(**{k: args[k] for k in ("user", "public_only", "doc_types", "date_from",
-                                                                         "date_to", "include_archive", "tags")}))
-        options = run_library(lambda: kb.search_options(**{k: args[k] for k in (
-            "k", "mode", "top_k_vector", "top_k_lexical", "rrf_k", "fusion", "fusion_weight", "dedup_sources",
-            "feedback_k", "feedback_weight")}))
-        return stream_lines(lambda on_text: kb.ask(
-            body.query, min_similarity=body.min_similarity, min_confidence=body.min_confidence,
-            max_context_tokens=body.max_context_tokens, extractive=body.extractive, answerers=answerers,
-            filters=filters, options=options,
-            on_text=on_text).to_dict(), log)
+            return run_library(lambda: kb.ask(request, answerers=answerers).to_dict())
+        return stream_lines(lambda on_text: kb.ask(request, answerers=answerers, on_text=on_text).to_dict(), log)
 
     @app.get("/v1/chunks/{chunk_id}", tags=["search"])
     def chunk_in_context(chunk_id: str, scope: Literal["private", "public"] = "private", around: int = 1,
@@ -357,6 +402,8 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
         return run_library(lambda: kb.passage(chunk_id, around=around, user=None if public else who.user_slug,
                                               public_only=public).to_dict())
 
+
+def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: ApiConfig) -> None:
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
         limit: int = 100, offset: int = 0, who: Caller = Depends(need("query"))  # noqa: B008
@@ -404,6 +451,3 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
             raise ApiError(404, "not_found", "no such document")
         # Someone else's document answers exactly like a missing one: ids must not be probeable.
         return run_library(lambda: kb.delete(doc_id=doc_id, user=who.user_slug, wait=config.index_wait_seconds))
-
-    add_page(app)
-    return app
