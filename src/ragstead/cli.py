@@ -416,6 +416,8 @@ def index(
             typer.echo(f"  {label} {path}")
     for item in report.skipped:
         typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+    for path, count in report.secrets.items():
+        typer.echo(f"{path}: {count} secret{'s' if count != 1 else ''}, masked")
     if report.sentence_vector_chunks:
         typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
                    f"(for `--rerank`)")
@@ -924,6 +926,8 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
         rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
                                   "(`--rerank` reads them)", None))
+    if (secrets := stats.get("secrets")) and secrets["files"]:
+        rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
     ok = stats["integrity"] == "ok"
     rows.append(("integrity", stats["integrity"], "green" if ok else "red"))
     loose = stats["permissions"]

@@ -89,6 +89,7 @@ from ragstead.indexing.build import (
     index_paths,
     index_records,
     index_roots,
+    secret_counts,
 )
 from ragstead.indexing.lock import index_lock
 from ragstead.ingest.archive import archive_path, write_archive
@@ -723,6 +724,8 @@ class KnowledgeBase:
         read (looser than 0600 / 0700; empty when all is private)."""
         with self._lock:
             stats = self.store.stats() | {"integrity": self.store.integrity_check()}
+        secrets = secret_counts(self.settings.indexing())  # privacy: files whose secrets the index masks
+        stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values())}}
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self._private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:
