@@ -559,6 +559,9 @@ def ask(
     tools: Annotated[list[str] | None, typer.Option("--tools", help="Tools the LLM answerer may call: weather "
                                                                     "(Open-Meteo); repeatable or comma-separated "
                                                                     "(default: config tools, none).")] = None,
+    llm: Annotated[list[str] | None, typer.Option("--llm", help="Consent to a remote LLM answerer for this "
+                                                                "question: openai | gemini (default: config "
+                                                                "answerer; none: answered on this machine).")] = None,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -584,7 +587,11 @@ def ask(
                             max_context_tokens=max_context_tokens,
                             extractive=extractive, template=template, remember=remember_it,
                             on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None,
-                            tools=split_values(tools) if tools else None, **arguments)
+                            tools=split_values(tools) if tools else None,
+                            llm=split_values(llm) if llm else None, **arguments)
+            hint = None if extractive else kb.consent_hint(split_values(llm) if llm else None)
+    if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
+        err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
         return
@@ -601,6 +608,9 @@ def ask(
                   f"{after}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
+    if result.withheld:
+        err.print(f"withheld from {result.provider} (local-only): {', '.join(result.withheld)}", markup=False,
+                  highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)
 
 

@@ -83,6 +83,11 @@ class Settings:
     # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
     exclude: tuple[str, ...] = ()
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
+    # Remote LLM answerers `ask` may send the question and retrieved text to ("openai", "gemini"); none by
+    # default: a key in the environment alone sends nothing (answer/consent.py, docs/privacy.md).
+    answerer: tuple[str, ...] = ()
+    # Documents whose text never goes into a remote LLM's prompt (gitignore-style patterns, project-relative).
+    local_only: tuple[str, ...] = ()
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)

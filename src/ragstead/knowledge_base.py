@@ -39,6 +39,7 @@ from ragstead.answer.ask import (
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider, Context
+from ragstead.answer.consent import consent_hint, remote_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import catalog as template_catalog
 from ragstead.answer.prompt import load_template
@@ -654,14 +655,21 @@ class KnowledgeBase:
             return search(query, self.store, self.embedder if needs_model else None, filters, options,
                           self.settings.scope_rules, self.reranker() if rerank else None)
 
-    def providers(self, *, extractive: bool = False, template: str | None = None) -> list[AnswerProvider]:
-        """The answerer chain: the configured LLMs (environment), the extractive answerer always last."""
+    def providers(self, *, extractive: bool = False, template: str | None = None,
+                  llm: Sequence[str] | None = None) -> list[AnswerProvider]:
+        """The answerer chain: the configured LLMs (environment), the extractive answerer always last. A remote
+        LLM only with consent: `llm` (`ask --llm`), else the `answerer` setting (answer/consent.py)."""
         if extractive:
             return [ExtractiveAnswerer()]
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        return _providers_from_env(template=prompt, transport=self._transport)
+        return _providers_from_env(template=prompt, transport=self._transport,
+                                   remote=remote_names(self.settings.answerer if llm is None else llm))
+
+    def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
+        """A line for the person when an LLM key is set but unused for want of consent, else None."""
+        return consent_hint(os.environ, remote_names(self.settings.answerer if llm is None else llm))
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
@@ -677,7 +685,7 @@ class KnowledgeBase:
             template: str | None = None, remember: bool = False, on_text: Callable[[str], None] | None = None,
             filters: QueryFilters | None = None, options: SearchOptions | None = None,
             answerers: Sequence[AnswerProvider] | None = None, tools: Sequence[str] | None = None,
-            **knobs: Any) -> Answer:
+            llm: Sequence[str] | None = None, **knobs: Any) -> Answer:
         """Answer from the documents in scope with citations, or the exact refusal sentence.
 
         `remember`: if the question states a lasting fact or preference, write it to `user`'s memory.
@@ -693,9 +701,10 @@ class KnowledgeBase:
                                         include_archive=include_archive, date_from=date_from, date_to=date_to,
                                         tags=tags)
         chain = list(answerers) if answerers is not None and not extractive else self.providers(
-            extractive=extractive, template=template)
+            extractive=extractive, template=template, llm=llm)
         ask_options = AskOptions(options or self.search_options(k=k, mode=mode, **knobs), min_similarity,
-                                 max_context_tokens, self.reranker() if rerank else None, min_confidence)
+                                 max_context_tokens, self.reranker() if rerank else None, min_confidence,
+                                 local_only=self.settings.local_only)
         registry = self.tool_registry(tools)  # unknown tool names fail here, before any work
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
