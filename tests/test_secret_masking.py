@@ -77,3 +77,16 @@ def test_cli_index_names_the_files_with_secrets(tmp_path: Path) -> None:
     (tmp_path / "kb" / "personal" / "passwords.txt").write_text(PASSWORDS, encoding="utf-8")
     result = CliRunner().invoke(app, ["index", "--root", str(tmp_path)])
     assert "kb/personal/passwords.txt: 4 secrets, masked" in result.output, result.output
+
+
+def test_cli_reveals_secrets_only_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "kb" / "personal").mkdir(parents=True)
+    (tmp_path / "kb" / "personal" / "passwords.txt").write_text(PASSWORDS, encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", "--root", str(tmp_path), "-q"]).exit_code == 0
+    for command in (["query", "wifi password", "--json"], ["ask", "what is the wifi password", "--extractive"]):
+        hidden = runner.invoke(app, [*command, "--root", str(tmp_path)])
+        shown = runner.invoke(app, [*command, "--root", str(tmp_path), "--reveal-secrets"])
+        assert hidden.exit_code == 0 and shown.exit_code == 0, hidden.output + shown.output
+        assert WIFI not in hidden.output and "***" in hidden.output
+        assert WIFI in shown.output

@@ -10,7 +10,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -90,6 +90,11 @@ StoreOpt = Annotated[
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
                                                                 "minilm-l6-int8); see `ragstead models`.")]
+RevealOpt = Annotated[bool, typer.Option(
+    "--reveal-secrets", help="Show the secret values the index masks (read again from your files), on this "
+                             "terminal only; no server or agent can.")]
+
+
 AllowDownloadOpt = Annotated[bool, typer.Option("--allow-download", help="Let --model/--reranker hf:ORG/NAME fetch "
                                                                          "a model missing from the local Hugging Face "
                                                                          "cache (the one network use; off).")]
@@ -492,6 +497,7 @@ def query(
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
+    reveal_secrets: RevealOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -504,12 +510,25 @@ def query(
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             payload = kb.search(question, **arguments).to_dict()
+            if reveal_secrets:  # the owner's own terminal, asked for explicitly
+                payload = _revealed(payload, kb.revealer(r["file_path"] for r in payload["results"]))
     if output == "table":
         _print_table(payload)
     elif output == "json":
         _echo_json(payload)
     else:
         _print_rows([{"rank": r["final_rank"], **r} for r in payload["results"]], QUERY_CSV_COLUMNS, output)
+
+
+def _revealed(value: Any, reveal: Callable[[str], str]) -> Any:
+    """`value` (JSON-like) with every string's masked secrets given back."""
+    if isinstance(value, str):
+        return reveal(value)
+    if isinstance(value, dict):
+        return {k: _revealed(v, reveal) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_revealed(v, reveal) for v in value]
+    return value
 
 
 def _ask_trailer(result: Any) -> str:
@@ -567,6 +586,7 @@ def ask(
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
+    reveal_secrets: RevealOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -580,7 +600,7 @@ def ask(
             raise RagsteadError("--remember needs --user: memory belongs to one person")
         if tools and extractive:
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
-        streaming = output == "text" and sys.stdout.isatty()
+        streaming = output == "text" and sys.stdout.isatty() and not reveal_secrets
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(question, min_similarity=min_similarity, min_confidence=min_confidence,
@@ -590,6 +610,10 @@ def ask(
                             tools=split_values(tools) if tools else None,
                             llm=split_values(llm) if llm else None, **arguments)
             hint = None if extractive else kb.consent_hint(split_values(llm) if llm else None)
+            if reveal_secrets:  # the owner's own terminal, asked for explicitly
+                reveal = kb.revealer(c.source for c in result.citations)
+                result = replace(result, text=reveal(result.text), citations=tuple(
+                    replace(c, snippet=reveal(c.snippet)) for c in result.citations))
     if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
         err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
     if output == "json":

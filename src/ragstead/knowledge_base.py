@@ -19,7 +19,7 @@ import threading
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -50,6 +50,7 @@ from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings,
 from ragstead.documents.ids import fs_path
 from ragstead.documents.loaders import LOADERS, is_supported, load_document
 from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.secrets import reveal as reveal_secrets
 from ragstead.documents.sources import sidecar_path
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import PassageMemo, QueryVectorCache
@@ -666,6 +667,26 @@ class KnowledgeBase:
             return list(self._providers)
         return _providers_from_env(template=prompt, transport=self._transport,
                                    remote=remote_names(self.settings.answerer if llm is None else llm))
+
+    def revealer(self, sources: Iterable[str]) -> Callable[[str], str]:
+        """For the owner's own terminal only (`query`/`ask --reveal-secrets`; never a server or an agent): a
+        function that gives back the secret values masked in text quoted from `sources` (project-relative
+        paths), read again from the files on disk."""
+        originals = []
+        for source in dict.fromkeys(sources):
+            path = self.root / source
+            if path.is_file() and path.resolve().is_relative_to(self.root.resolve()):
+                try:
+                    originals.append(load_document(path).text)
+                except (LoadError, OSError):
+                    continue
+
+        def reveal(text: str) -> str:
+            for original in originals:
+                text = reveal_secrets(text, original)
+            return text
+
+        return reveal
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""

@@ -178,3 +178,24 @@ def _merged(spans: list[SecretSpan]) -> list[SecretSpan]:
         else:
             out.append(span)
     return out
+
+
+# The words before a *** that identify it when it is given back (enough to be unique in one document).
+_REVEAL_CONTEXT = 24
+
+
+def reveal(text: str, original: str) -> str:
+    """`text` (quoting the masked form of `original`, a document's text) with each *** that masking put there
+    given back its value. For the owner's own terminal only (`--reveal-secrets`); never a server's output."""
+    spans = find_secrets(original)
+    if not spans or MASK not in text:
+        return text
+    for span in reversed(spans):  # the last first: the *** before a secret still match its context
+        at = mask(original[: span.start], spans)  # the masked text before this secret
+        before = " ".join(at[-_REVEAL_CONTEXT:].split())
+        if not before:
+            continue
+        pattern = re.compile(r"\s+".join(re.escape(w) for w in before.split(" ")) + r"(\s*)" + re.escape(MASK))
+        value = original[span.start : span.end]
+        text = pattern.sub(lambda m, v=value: m.group(0)[: -len(MASK)] + v, text)
+    return text
