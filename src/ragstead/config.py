@@ -20,11 +20,12 @@ from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 from ragstead.indexing.build import IndexingOptions
+from ragstead.indexing.ignore import IGNORE_FILE as _IGNORE_FILE
 from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.factory import StoreSpec
 
 CONFIG_FILE = "ragstead.toml"
-IGNORE_FILE = ".ragsteadignore"
+IGNORE_FILE = _IGNORE_FILE  # gitignore syntax, in any folder (indexing/ignore.py)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ from ragstead.indexing.build import (
     index_roots,
     secret_counts,
 )
+from ragstead.indexing.ignore import IGNORE_FILE, IgnoreRules
+from ragstead.indexing.ignore import STARTER as IGNORE_STARTER
 from ragstead.indexing.lock import index_lock
 from ragstead.ingest.archive import archive_path, write_archive
 from ragstead.ingest.base import Extracted
@@ -384,6 +386,8 @@ class KnowledgeBase:
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(self.root).as_posix()
         options = self.settings.indexing()
+        if IgnoreRules(self.root, options.exclude).ignored(rel):
+            raise InvalidQueryError(f"{rel} is ignored (.ragsteadignore or the exclude setting); not stored")
         # A hidden staging folder: the indexer never picks up a half-written upload or a backup.
         staged = folder / f".upload-{uuid.uuid4().hex}"
         make_private_folder(staged)
@@ -762,7 +766,14 @@ class KnowledgeBase:
         """Check that the index, its lock files, the API key file and the memory files are private (files 0600,
         folders 0700); with `fix`, take group and other permissions off those that are not.
         Returns {ok, loose, fixed, remaining} (each a list of {path, kind, mode, wanted})."""
-        return permissions.doctor(self._private_paths(), fix=fix)
+        return permissions.doctor(self._private_paths(), fix=fix, folders=self._private_folders())
+
+    def _private_folders(self) -> list[Path]:
+        """The folders of private data `init` makes 0700, checked themselves (not walked): kb/, kb/users/ and
+        each user's folder, artifacts/ and its dossiers."""
+        folders = [self.root / "kb", self.root / "kb" / "users", *sorted((self.root / "kb" / "users").glob("*/")),
+                   self.root / "artifacts", self.root / "artifacts" / "dossiers"]
+        return [f for f in folders if f.is_dir() and not f.is_symlink()]
 
     def _private_paths(self) -> list[Path]:
         """What `status` and `doctor` check: the index's folder (or its files), the folder of the configured
@@ -1177,8 +1188,14 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
     if layout == "team":
         for folder in (f"kb/users/{settings.owner_slug}", "artifacts/dossiers", "docs/archive"):
             if not (root / folder).exists():
-                (root / folder).mkdir(parents=True)
+                if folder.startswith("docs/"):
+                    (root / folder).mkdir(parents=True)
+                else:  # private data: 0700 from the first command, every folder on the way (kb/, kb/users/)
+                    make_private_folder(root / folder)
                 created.append(folder + "/")
+    if not (root / IGNORE_FILE).exists():  # a commented starter: nothing is ignored until a line says so
+        (root / IGNORE_FILE).write_text(IGNORE_STARTER, encoding="utf-8")
+        created.append(IGNORE_FILE)
     ignored = _gitignore_boundary(root, settings, layout)
     return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
                                                                    for k, v in values.items()},

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-import pathspec
 
 from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
@@ -33,6 +32,7 @@ from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_met
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError
+from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 
@@ -233,7 +233,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
     `within`: only these paths (and what lies under them) are visited; every other rule stays the same."""
     base = options.root.resolve()
     own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
-    excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
+    ignore = IgnoreRules(base, options.exclude)
     own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
     for root in roots:
         top = (base / root).resolve()
@@ -249,7 +249,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 folder = current / name
                 if name.startswith(".") or Path(os.path.realpath(folder)) in own:
                     continue
-                if excluded is not None and excluded.match_file(folder.relative_to(base).as_posix() + "/"):
+                if ignore.ignored(folder.relative_to(base).as_posix(), folder=True):
                     continue
                 if within is not None and not within.leads_to(folder.relative_to(base).as_posix()):
                     continue
@@ -267,7 +267,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
                     continue
-                if excluded is not None and excluded.match_file(rel):
+                if ignore.ignored(rel):
                     report.excluded += 1
                     continue
                 info = _admit(path, rel, top, base, own, options, report)
@@ -561,6 +561,9 @@ def index_paths(
         root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
             raise RagsteadError(f"{storable_path(rel)!r} is not under a configured root ({', '.join(options.roots)})")
+        if IgnoreRules(base, options.exclude).ignored(path.relative_to(base).as_posix()):
+            report.excluded += 1  # an upload or a watched change under an ignored folder: never read
+            continue
         resolved.append((root, path, path.relative_to(base).as_posix()))
     with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
