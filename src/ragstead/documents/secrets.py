@@ -62,7 +62,7 @@ KEY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 # scheme://user:PASSWORD@host: the password runs from the first ':' after the user to the last '@' before the
 # host, so `! & # %21 @ :` inside it are hidden too.
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<value>[^\s]*)@[^\s@/]+")
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<value>[^\s]*)@[^\s@/]+")
 # Long base64/hex-like runs (a key wrapped over lines, a token without a label).
 _TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEX_DIGEST = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
@@ -108,15 +108,26 @@ def find_secrets(text: str, filename: str = "notes.txt") -> list[SecretSpan]:
                 spans.append(SecretSpan(start, start + len(value), "password or secret"))
     for pattern, kind in KEY_PATTERNS:
         spans += [SecretSpan(m.start(), m.end(), kind) for m in pattern.finditer(text)]
-    for match in _URL_PASSWORD.finditer(text):
+    for match in URL_PASSWORD.finditer(text):
         value = match["value"]
         if value and not value.startswith(MASK) and value.lower() not in ("password", "pass", "secret"):
             # The password ends at the last '@' before the host: `[^\s]*` took it greedily, up to it.
             spans.append(SecretSpan(match.start("value"), match.end("value"), "credentials in a URL"))
     spans += [SecretSpan(m.start(), m.end(), "secret-looking token") for m in _TOKEN.finditer(text)
               if random_looking(m.group(0))]
+    spans += [SecretSpan(start, end, "base64-encoded key") for start, end in base64_blocks(text)]
     spans += _detect_secrets(text, filename)
     return _merged(spans)
+
+
+# A key wrapped over lines without its PEM header: two or more lines of nothing but base64.
+_BASE64_BLOCK = re.compile(r"(?m)^[ \t]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*(?:\r?\n[ \t]*[A-Za-z0-9+/]{16,}={0,2}[ \t]*)+$")
+
+
+def base64_blocks(text: str) -> list[tuple[int, int]]:
+    """Where `text` holds an unquoted base64 block (a key body wrapped over lines) that looks random."""
+    return [(m.start(), m.end()) for m in _BASE64_BLOCK.finditer(text)
+            if random_looking("".join(m.group(0).split())[:64])]
 
 
 def secret_kinds(text: str) -> list[str]:
