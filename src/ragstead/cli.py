@@ -1695,3 +1695,29 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+@app.command(epilog="""Examples:
+  ragstead egress
+  ragstead egress --json""")
+def egress(
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """What left the machine: every request to a remote LLM, an ingest fetch or a tool, from the private log
+    kb/rag/egress.jsonl (time, host, purpose, bytes sent, documents, payload hash; never the text)."""
+    with _library_errors(), _open(root, config, db, store_spec) as kb:
+        records = kb.egress_log()
+    if as_json:
+        _echo_json(records)
+        return
+    if not records:
+        typer.echo("nothing has left this machine (no request logged)")
+        return
+    typer.echo(f"{'time':<25} {'host':<30} {'purpose':<36} {'bytes':>9}  documents")
+    for r in records:  # one line a request, so it greps and pipes
+        typer.echo(f"{r.get('time', ''):<25} {r.get('host', ''):<30} {r.get('purpose', ''):<36} "
+                   f"{r.get('bytes_sent', 0):>9}  {', '.join(r.get('documents') or []) or '-'}")

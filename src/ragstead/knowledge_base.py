@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
+from ragstead import egress
 from ragstead.answer.ask import (
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MIN_SIMILARITY,
@@ -451,13 +452,14 @@ class KnowledgeBase:
                                max_bytes=settings.fetch_max_mb << 20,
                                allow_private=allow_private or settings.allow_private_urls)
         try:
-            return ingest_sources(
-                sources, [_IngestTarget(kb, name, user, wait, broken.get(name)) for name, kb in kbs.items()],
-                tags=tags, refresh=refresh, fetch_options=options, transport=transport or self._transport,
-                tagger=tagger if use_tags else None, root=self.root, on_result=on_result,
-                database=(lambda source, result: self._ingest_dossiers(kbs, source, result, query, template,
-                                                                       group_by, only_user, wait)) if query else None,
-                urls_only=urls_only)
+            with egress.recording(self.egress_file):  # privacy: every fetch that leaves the machine is logged
+                return ingest_sources(
+                    sources, [_IngestTarget(kb, name, user, wait, broken.get(name)) for name, kb in kbs.items()],
+                    tags=tags, refresh=refresh, fetch_options=options, transport=transport or self._transport,
+                    tagger=tagger if use_tags else None, root=self.root, on_result=on_result,
+                    database=(lambda source, result: self._ingest_dossiers(
+                        kbs, source, result, query, template, group_by, only_user, wait)) if query else None,
+                    urls_only=urls_only)
         finally:
             for name, kb in kbs.items():
                 kb._ingest_embedder = None
@@ -692,6 +694,15 @@ class KnowledgeBase:
 
         return reveal
 
+    @property
+    def egress_file(self) -> Path:
+        """The private log of every request that left the machine (egress.py)."""
+        return self.settings.db_file.parent / egress.EGRESS_FILE
+
+    def egress_log(self) -> list[dict[str, Any]]:
+        """What left the machine, oldest first: time, host, purpose, bytes, documents, payload hash."""
+        return egress.read(self.egress_file)
+
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
         return consent_hint(os.environ, remote_names(self.settings.answerer if llm is None else llm))
@@ -736,7 +747,8 @@ class KnowledgeBase:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
             found, contexts = gather(question, self.store, self.embedder, filters, ask_options,
                                      self.settings.scope_rules, self._unit_vectors)
-        result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
+        with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
+            result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if remember and user:
             result = replace(result, memory_write=self.remember(question, user=user).to_dict())
         return result
@@ -937,7 +949,8 @@ class KnowledgeBase:
         options = self.settings.indexing(roots)
         transport = transport or self._transport
         with run.recorded():
-            pages = self._plan_urls(transport) if urls else None
+            with egress.recording(self.egress_file):
+                pages = self._plan_urls(transport) if urls else None
             if pages is not None:
                 run.add_urls(pages)
             with index_lock(self.settings.lock_file, wait):  # the manifest of a completed run, not one mid-way

@@ -22,6 +22,7 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
+from ragstead import egress
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -353,10 +354,12 @@ def answer(
             continue
         session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
         try:
-            if session is not None:
-                text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session, on_text)
-            else:
-                text = provider.answer(question, contexts, on_text)
+            with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
+                if session is not None:
+                    text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session,
+                                                                                 on_text)
+                else:
+                    text = provider.answer(question, contexts, on_text)
         except ProviderError as exc:
             fallbacks.extend(session.fallbacks if session else ())
             fallbacks.append({"provider": provider.name, "error": str(exc)})

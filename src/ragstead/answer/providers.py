@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from ragstead import egress
 from ragstead.answer.base import Context, ProviderError, ToolBox
 from ragstead.answer.consent import is_loopback_url
 from ragstead.answer.prompt import PromptTemplate, load_template
@@ -53,7 +54,8 @@ class _HttpAnswerer:
         """One streamed request: the text it produced ("" when the model only asked for tool calls)."""
         text: list[str] = []
         try:
-            with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport) as client, client.stream(
+            with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport,
+                              event_hooks={"request": [egress.hook]}) as client, client.stream(
                 "POST", url, json=body, headers=headers
             ) as response:
                 if response.status_code >= 400:
