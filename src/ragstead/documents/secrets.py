@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MASK = "***"
@@ -60,6 +61,26 @@ KEY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY"
                 r"(?: BLOCK)?-----|\Z)", re.S), "private key"),
 )
+# Each key shape's fixed text (one must occur for the shape to match), in KEY_PATTERNS' order.
+_KEY_LITERALS: tuple[tuple[str, ...], ...] = (
+    ("sk-",), ("AIza",), ("hf_",), ("AKIA", "ASIA"), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ("xox",), ("_live_", "_test_"), ("glpat-",), ("rsk_",), ("eyJ",), ("Bearer ", "bearer ", "BEARER "),
+    ("PRIVATE KEY",),
+)
+# Words that name a secret; the label rules read only the lines that hold one.
+_LABEL_WORDS = re.compile(r"pass|pwd|pin|secret|token|key|login|credential|mot de passe|passwort|contraseña", re.I)
+
+
+def _label_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, line) of each line of `text` holding a word that names a secret, once each."""
+    end = -1
+    for match in _LABEL_WORDS.finditer(text):
+        if match.start() < end:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        yield start, text[start:end]
 # scheme://user:PASSWORD@host: the password runs from the first ':' after the user to the last '@' before the
 # host, so `! & # %21 @ :` inside it are hidden too.
 URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<value>[^\s]*)@[^\s@/]+")
@@ -100,14 +121,16 @@ def find_secrets(text: str, filename: str = "notes.txt") -> list[SecretSpan]:
     """The secret spans of `text`, sorted and merged (overlapping spans become one). `filename` picks
     detect-secrets' parsers (a `.env` or `.yaml` file reads `key: value` lines as assignments)."""
     spans: list[SecretSpan] = []
-    for pattern in (_LABELLED_LINE, _LABELLED_TOKEN, _LABELLED_WORD, _PASSWORD_WORD):
-        for match in pattern.finditer(text):
-            value = match["value"].strip("\"'")
-            if len(value) >= MIN_VALUE - 1 and not value.startswith(MASK):
-                start = match.start("value") + match["value"].find(value)
-                spans.append(SecretSpan(start, start + len(value), "password or secret"))
-    for pattern, kind in KEY_PATTERNS:
-        spans += [SecretSpan(m.start(), m.end(), kind) for m in pattern.finditer(text)]
+    for offset, line in _label_lines(text):  # only lines that name a secret: most lines cost one cheap scan
+        for pattern in (_LABELLED_LINE, _LABELLED_TOKEN, _LABELLED_WORD, _PASSWORD_WORD):
+            for match in pattern.finditer(line):
+                value = match["value"].strip("\"'")
+                if len(value) >= MIN_VALUE - 1 and not value.startswith(MASK):
+                    start = offset + match.start("value") + match["value"].find(value)
+                    spans.append(SecretSpan(start, start + len(value), "password or secret"))
+    for (pattern, kind), literals in zip(KEY_PATTERNS, _KEY_LITERALS, strict=True):
+        if any(literal in text for literal in literals):  # a shape's fixed part first: most texts have none
+            spans += [SecretSpan(m.start(), m.end(), kind) for m in pattern.finditer(text)]
     for match in URL_PASSWORD.finditer(text):
         value = match["value"]
         if value and not value.startswith(MASK) and value.lower() not in ("password", "pass", "secret"):
