@@ -90,3 +90,34 @@ def test_cli_reveals_secrets_only_when_asked(tmp_path: Path) -> None:
         assert hidden.exit_code == 0 and shown.exit_code == 0, hidden.output + shown.output
         assert WIFI not in hidden.output and "***" in hidden.output
         assert WIFI in shown.output
+
+
+def test_the_http_api_never_shows_a_secret(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from ragstead.answer.extractive import ExtractiveAnswerer
+    from ragstead.api import ApiConfig, create_app
+    from ragstead.api.keys import KeyFile
+    from ragstead.config import load_settings
+    from ragstead.knowledge_base import KnowledgeBase
+
+    (tmp_path / "kb" / "users" / "ana").mkdir(parents=True)
+    (tmp_path / "kb" / "users" / "ana" / "passwords.txt").write_text(PASSWORDS, encoding="utf-8")
+    settings = load_settings(tmp_path)
+    with KnowledgeBase(settings, embedder=embedder, providers=[ExtractiveAnswerer()]) as kb:
+        kb.index()
+        token = KeyFile(settings.db_file.parent / "api_keys.json").add("ana")[0]
+        client = TestClient(create_app(kb, ApiConfig()))
+        headers = {"Authorization": f"Bearer {token}"}
+        found = client.post("/v1/query", json={"query": "wifi password", "mode": "lexical"}, headers=headers)
+        assert any(r["file_path"].endswith("passwords.txt") for r in found.json()["results"]), found.text
+        chunk = found.json()["results"][0]["chunk_id"]
+        bodies = [found.text,
+                  client.post("/v1/ask", json={"query": "what is the wifi password", "min_similarity": -1},
+                              headers=headers).text,
+                  client.post("/v1/ask", json={"query": "what is my aws secret key", "stream": True,
+                                               "min_similarity": -1}, headers=headers).text,
+                  client.get(f"/v1/chunks/{chunk}", headers=headers).text,
+                  client.get("/v1/documents", headers=headers).text]
+    for body in bodies:
+        assert not any(value in body for value in VALUES), body
