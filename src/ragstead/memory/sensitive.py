@@ -6,9 +6,7 @@ A finding blocks the write outright instead of redacting it; the detectors err o
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 
 from ragstead.documents.secrets import secret_kinds
 
@@ -65,7 +63,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # Secrets (keys, tokens, passwords, URL credentials): the project's one detector, documents/secrets.py.
 ]
 _CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
 
 
 def _luhn(digits: str) -> bool:
@@ -76,18 +73,6 @@ def _luhn(digits: str) -> bool:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
-
-
-def _entropy(token: str) -> float:
-    counts = Counter(token)
-    return -sum(c / len(token) * math.log2(c / len(token)) for c in counts.values())
-
-
-def _random_looking(token: str) -> bool:
-    """A long token of mixed letters and digits with high character entropy: a key, hash or token."""
-    has_digit = any(c.isdigit() for c in token)
-    has_alpha = any(c.isalpha() for c in token)
-    return has_digit and has_alpha and _entropy(token) > 3.5
 
 
 def _iban_valid(candidate: str) -> bool:
