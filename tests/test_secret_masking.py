@@ -69,7 +69,7 @@ def test_documents_and_status_count_masked_secrets(notes: ragstead.KnowledgeBase
     doc = next(d for d in notes.documents() if d["file_path"].endswith("passwords.txt"))
     passage = json.dumps(notes.read(doc["doc_id"]).to_dict())
     assert not any(value in listed or value in passage for value in VALUES)
-    assert notes.status()["secrets"] == {"files": 1, "masked": 4}
+    assert notes.status()["secrets"] == {"files": 1, "masked": 4, "checked": True}
 
 
 def test_cli_index_names_the_files_with_secrets(tmp_path: Path) -> None:
@@ -121,3 +121,10 @@ def test_the_http_api_never_shows_a_secret(tmp_path: Path, embedder) -> None:  #
                   client.get("/v1/documents", headers=headers).text]
     for body in bodies:
         assert not any(value in body for value in VALUES), body
+
+
+def test_status_says_when_an_index_predates_masking(notes: ragstead.KnowledgeBase) -> None:
+    (notes.settings.db_file.parent / "secrets.json").unlink()  # as an index built before the secrets pass
+    assert notes.status()["secrets"]["checked"] is False
+    notes.index(rebuild=True)
+    assert notes.status()["secrets"] == {"files": 1, "masked": 4, "checked": True}

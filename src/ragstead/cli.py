@@ -960,7 +960,10 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
         rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
                                   "(`--rerank` reads them)", None))
-    if (secrets := stats.get("secrets")) and secrets["files"]:
+    if (secrets := stats.get("secrets")) and not secrets.get("checked", True):
+        rows.append(("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
+                     "yellow"))
+    elif secrets and secrets["files"]:
         rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
     ok = stats["integrity"] == "ok"
     rows.append(("integrity", stats["integrity"], "green" if ok else "red"))

@@ -93,6 +93,7 @@ from ragstead.indexing.build import (
     index_records,
     index_roots,
     secret_counts,
+    secrets_checked,
 )
 from ragstead.indexing.ignore import IGNORE_FILE, IgnoreRules
 from ragstead.indexing.ignore import STARTER as IGNORE_STARTER
@@ -770,8 +771,10 @@ class KnowledgeBase:
         read (looser than 0600 / 0700; empty when all is private)."""
         with self._lock:
             stats = self.store.stats() | {"integrity": self.store.integrity_check()}
-        secrets = secret_counts(self.settings.indexing())  # privacy: files whose secrets the index masks
-        stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values())}}
+        options = self.settings.indexing()  # privacy: files whose secrets the index masks
+        secrets = secret_counts(options)
+        stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values()),
+                              "checked": secrets_checked(options) or not stats.get("documents")}}
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self._private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:

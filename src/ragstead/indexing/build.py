@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 
@@ -665,7 +666,7 @@ def _write(
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
     report.removed = sorted(set(removed) | set(stale))
-    _record_secret_counts(options, report)
+    _record_secret_counts(options, report, fresh=not manifest)
 
 
 SECRETS_FILE = "secrets.json"
@@ -673,27 +674,38 @@ SECRETS_FILE = "secrets.json"
 
 def secret_counts(options: IndexingOptions) -> dict[str, int]:
     """Indexed files that hold secrets -> how many (masked in the index), as the index runs recorded them."""
-    path = options.lock_file.parent / SECRETS_FILE
+    return {str(k): int(v) for k, v in _secrets_record(options).get("files", {}).items()}
+
+
+def secrets_checked(options: IndexingOptions) -> bool:
+    """Whether every document of the index went through the secrets pass: false for an index built before it
+    (its chunks keep what they held until `ragstead index --rebuild`)."""
+    return bool(_secrets_record(options).get("complete"))
+
+
+def _secrets_record(options: IndexingOptions) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(k): int(v) for k, v in data.get("files", {}).items()}
-    except (OSError, ValueError, AttributeError, TypeError):
+        data = json.loads((options.lock_file.parent / SECRETS_FILE).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
         return {}
 
 
-def _record_secret_counts(options: IndexingOptions, report: IndexReport) -> None:
-    """Keep the per-file counts beside the lock (a private 0600 file of paths and numbers, never values)."""
+def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: bool) -> None:
+    """Keep the per-file counts beside the lock (a private 0600 file of paths and numbers, never values).
+    `fresh`: this run wrote every document (a new index, a rebuild), so the whole index is masked."""
     if not options.lock_file.is_absolute():
         return  # options without a project (a test's defaults): nowhere of its own to keep them
-    counts = secret_counts(options)
+    old = _secrets_record(options)
     changed = {*report.added, *report.updated, *report.removed}
-    if not changed and not report.secrets:
+    if not fresh and not changed and not report.secrets:
         return
-    counts = {k: v for k, v in counts.items() if k not in changed} | report.secrets
+    counts = {} if fresh else {k: v for k, v in secret_counts(options).items() if k not in changed}
+    counts |= report.secrets
     path = options.lock_file.parent / SECRETS_FILE
-    if counts or path.exists():
-        make_private_folder(path.parent)
-        write_text_atomically(path, json.dumps({"files": dict(sorted(counts.items()))}, indent=1))
+    make_private_folder(path.parent)
+    write_text_atomically(path, json.dumps({"complete": fresh or bool(old.get("complete")),
+                                            "files": dict(sorted(counts.items()))}, indent=1))
 
 
 @dataclass
