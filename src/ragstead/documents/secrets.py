@@ -69,18 +69,6 @@ _KEY_LITERALS: tuple[tuple[str, ...], ...] = (
 )
 # Words that name a secret; the label rules read only the lines that hold one.
 _LABEL_WORDS = re.compile(r"pass|pwd|pin|secret|token|key|login|credential|mot de passe|passwort|contraseña", re.I)
-
-
-def _label_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(offset, line) of each line of `text` holding a word that names a secret, once each."""
-    end = -1
-    for match in _LABEL_WORDS.finditer(text):
-        if match.start() < end:
-            continue
-        start = text.rfind("\n", 0, match.start()) + 1
-        end = text.find("\n", match.end())
-        end = len(text) if end < 0 else end
-        yield start, text[start:end]
 # scheme://user:PASSWORD@host: the password runs from the first ':' after the user to the last '@' before the
 # host, so `! & # %21 @ :` inside it are hidden too.
 URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<value>[^\s]*)@[^\s@/]+")
@@ -97,6 +85,18 @@ _KINDS = {"Basic Auth Credentials": "credentials in a URL", "Private Key": "priv
     "SendGrid API Key", "Square OAuth Secret", "Twilio API Key", "Artifactory Credentials", "IBM Cloud IAM Key",
     "PyPI upload token", "Telegram Bot Token")}
 MIN_VALUE = 3  # shorter values are detect-secrets' group fragments (`ghp`), not secrets
+
+
+def _label_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, line) of each line of `text` holding a word that names a secret, once each."""
+    end = -1
+    for match in _LABEL_WORDS.finditer(text):
+        if match.start() < end:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        yield start, text[start:end]
 
 
 def _entropy(token: str) -> float:
