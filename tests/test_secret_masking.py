@@ -92,7 +92,7 @@ def test_cli_reveals_secrets_only_when_asked(tmp_path: Path) -> None:
         assert WIFI in shown.output
 
 
-def test_the_http_api_never_shows_a_secret(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_the_http_api_and_mcp_never_show_a_secret(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
     from ragstead.answer.extractive import ExtractiveAnswerer
@@ -119,6 +119,15 @@ def test_the_http_api_never_shows_a_secret(tmp_path: Path, embedder) -> None:  #
                                                "min_similarity": -1}, headers=headers).text,
                   client.get(f"/v1/chunks/{chunk}", headers=headers).text,
                   client.get("/v1/documents", headers=headers).text]
+        # MCP's search, ask and get_document read through the same knowledge base.
+        from ragstead.mcp_server import AskArgs, GetDocumentArgs, McpScope, RagsteadMcp, SearchArgs
+
+        server = RagsteadMcp(kb, McpScope("ana"))
+        doc_id = found.json()["results"][0]["doc_id"]
+        bodies += [json.dumps(server._search(SearchArgs(query="wifi password", mode="lexical"))),
+                   json.dumps(server._ask(AskArgs(question="what is my Netflix password?", extractive=True))),
+                   json.dumps(server._get_document(GetDocumentArgs(doc_id=doc_id)))]
+        assert "passwords.txt" in bodies[-1]
     for body in bodies:
         assert not any(value in body for value in VALUES), body
 
