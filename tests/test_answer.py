@@ -275,9 +275,9 @@ def test_when_every_llm_fails_the_extractive_answer_says_so(project, llm):
 def test_the_chain_follows_the_configured_keys():
     assert [p.name for p in providers_from_env({})] == ["extractive"]
     chain = providers_from_env({"RAGSTEAD_OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "RAGSTEAD_OPENAI_MODEL": "m",
-                                "GEMINI_API_KEY": "k"})
+                                "GEMINI_API_KEY": "k"}, remote=("gemini",))
     assert [p.name for p in chain] == ["openai-compatible:m", "gemini:gemini-2.0-flash", "extractive"]
-    assert providers_from_env({"OPENAI_API_KEY": "sk"})[0].base_url == "https://api.openai.com/v1"
+    assert providers_from_env({"OPENAI_API_KEY": "sk"}, remote=("openai",))[0].base_url == "https://api.openai.com/v1"
 
 
 def test_every_public_error_class_derives_from_ragstead_error():

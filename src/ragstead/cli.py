@@ -10,7 +10,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -92,6 +92,11 @@ StoreOpt = Annotated[
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
                                                                 "minilm-l6-int8); see `ragstead models`.")]
+RevealOpt = Annotated[bool, typer.Option(
+    "--reveal-secrets", help="Show the secret values the index masks (read again from your files), on this "
+                             "terminal only; no server or agent can.")]
+
+
 AllowDownloadOpt = Annotated[bool, typer.Option("--allow-download", help="Let --model/--reranker hf:ORG/NAME fetch "
                                                                          "a model missing from the local Hugging Face "
                                                                          "cache (the one network use; off).")]
@@ -434,6 +439,8 @@ def index(
             typer.echo(f"  {label} {path}")
     for item in report.skipped:
         typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+    for path, count in report.secrets.items():
+        typer.echo(f"{path}: {count} secret{'s' if count != 1 else ''}, masked")
     if report.sentence_vector_chunks:
         typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
                    f"(for `--rerank`)")
@@ -508,6 +515,7 @@ def query(
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
+    reveal_secrets: RevealOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -520,12 +528,25 @@ def query(
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             payload = kb.search(request).to_dict()
+            if reveal_secrets:  # the owner's own terminal, asked for explicitly
+                payload = _revealed(payload, kb.revealer(r["file_path"] for r in payload["results"]))
     if output == "table":
         _print_table(payload)
     elif output == "json":
         _echo_json(payload)
     else:
         _print_rows([{"rank": r["final_rank"], **r} for r in payload["results"]], QUERY_CSV_COLUMNS, output)
+
+
+def _revealed(value: Any, reveal: Callable[[str], str]) -> Any:
+    """`value` (JSON-like) with every string's masked secrets given back."""
+    if isinstance(value, str):
+        return reveal(value)
+    if isinstance(value, dict):
+        return {k: _revealed(v, reveal) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_revealed(v, reveal) for v in value]
+    return value
 
 
 def _ask_trailer(result: Any) -> str:
@@ -575,11 +596,15 @@ def ask(
     tools: Annotated[list[str] | None, typer.Option("--tools", help="Tools the LLM answerer may call: weather "
                                                                     "(Open-Meteo); repeatable or comma-separated "
                                                                     "(default: config tools, none).")] = None,
+    llm: Annotated[list[str] | None, typer.Option("--llm", help="Consent to a remote LLM answerer for this "
+                                                                "question: openai | gemini (default: config "
+                                                                "answerer; none: answered on this machine).")] = None,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
+    reveal_secrets: RevealOpt = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -594,11 +619,19 @@ def ask(
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
         request = flags.ask_request(question, min_similarity=min_similarity, min_confidence=min_confidence,
                                 max_context_tokens=max_context_tokens, extractive=extractive, template=template,
-                                remember=remember_it, tools=tuple(tools) if tools else None)
-        streaming = output == "text" and sys.stdout.isatty()
+                                remember=remember_it, tools=tuple(tools) if tools else None,
+                                llm=tuple(split_values(llm)) if llm else None)
+        streaming = output == "text" and sys.stdout.isatty() and not reveal_secrets
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
+            hint = None if extractive else kb.consent_hint(request.llm)
+            if reveal_secrets:  # the owner's own terminal, asked for explicitly
+                reveal = kb.revealer(c.source for c in result.citations)
+                result = replace(result, text=reveal(result.text), citations=tuple(
+                    replace(c, snippet=reveal(c.snippet)) for c in result.citations))
+    if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
+        err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
         return
@@ -615,6 +648,9 @@ def ask(
                   f"{after}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
+    if result.withheld:
+        err.print(f"withheld from {result.provider} (local-only): {', '.join(result.withheld)}", markup=False,
+                  highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)
 
 
@@ -940,6 +976,11 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
         rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
                                   "(`--rerank` reads them)", None))
+    if (secrets := stats.get("secrets")) and not secrets.get("checked", True):
+        rows.append(("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
+                     "yellow"))
+    elif secrets and secrets["files"]:
+        rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
     ok = stats["integrity"] == "ok"
     rows.append(("integrity", stats["integrity"], "green" if ok else "red"))
     loose = stats["permissions"]
@@ -1678,3 +1719,29 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+@app.command(epilog="""Examples:
+  ragstead egress
+  ragstead egress --json""")
+def egress(
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """What left the machine: every request to a remote LLM, an ingest fetch or a tool, from the private log
+    kb/rag/egress.jsonl (time, host, purpose, bytes sent, documents, payload hash; never the text)."""
+    with _library_errors(), _open(root, config, db, store_spec) as kb:
+        records = kb.egress_log()
+    if as_json:
+        _echo_json(records)
+        return
+    if not records:
+        typer.echo("nothing has left this machine (no request logged)")
+        return
+    typer.echo(f"{'time':<25} {'host':<30} {'purpose':<36} {'bytes':>9}  documents")
+    for r in records:  # one line a request, so it greps and pipes
+        typer.echo(f"{r.get('time', ''):<25} {r.get('host', ''):<30} {r.get('purpose', ''):<36} "
+                   f"{r.get('bytes_sent', 0):>9}  {', '.join(r.get('documents') or []) or '-'}")

@@ -20,11 +20,12 @@ from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 from ragstead.indexing.build import IndexingOptions
+from ragstead.indexing.ignore import IGNORE_FILE as _IGNORE_FILE
 from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.factory import StoreSpec
 
 CONFIG_FILE = "ragstead.toml"
-IGNORE_FILE = ".ragsteadignore"
+IGNORE_FILE = _IGNORE_FILE  # gitignore syntax, in any folder (indexing/ignore.py)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class Settings:
     # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
     exclude: tuple[str, ...] = ()
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
+    # Remote LLM answerers `ask` may send the question and retrieved text to ("openai", "gemini"); none by
+    # default: a key in the environment alone sends nothing (answer/consent.py, docs/privacy.md).
+    answerer: tuple[str, ...] = ()
+    # Documents whose text never goes into a remote LLM's prompt (gitignore-style patterns, project-relative).
+    local_only: tuple[str, ...] = ()
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from ragstead import egress
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.documents.ids import make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError
@@ -487,7 +488,8 @@ class FreshnessService:
         options = settings.indexing(roots)
         transport = transport or rt.transport
         with run.recorded():
-            pages = self._plan_urls(transport) if urls else None
+            with egress.recording(self.runtime.egress_file):
+                pages = self._plan_urls(transport) if urls else None
             if pages is not None:
                 run.add_urls(pages)
             with index_lock(settings.lock_file, wait):  # the manifest of a completed run, not one mid-way

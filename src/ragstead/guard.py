@@ -16,6 +16,7 @@ reason. Secret values are never printed: a finding names the file, the kind of s
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -34,6 +36,8 @@ import pathspec
 from ragstead.config import CONFIG_FILE, IGNORE_FILE, Settings, load_settings
 from ragstead.documents.ids import open_regular
 from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.secrets import KEY_PATTERNS as SHAPE_PATTERNS
+from ragstead.documents.secrets import URL_PASSWORD, base64_blocks
 from ragstead.errors import InvalidQueryError, RagsteadError
 
 # Folders private by layout, whatever the roots, and the two marker files that may be published.
@@ -47,14 +51,12 @@ SECRET_FILE_PATTERNS = (
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "!id_*.pub",
     "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml", "credentials.json", ".netrc", ".pgpass",
+    "pgpass", "pgpass.*", "*.pgpass", "_netrc",
 )
-# API-key shapes detect-secrets does not know (it has AWS, GitHub, Slack, Stripe, private keys, JWTs, ...;
-# its OpenAI detector only knows the legacy key format).
-KEY_PATTERNS = (
-    (re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}"), "an API key (sk-...)"),
-    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), "a Google API key"),
-    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
-)
+# Shapes detect-secrets does not know (it has AWS, GitHub, Slack, Stripe, private keys, JWTs, ...; its OpenAI
+# detector only knows the legacy key format, its GitHub one not `github_pat_`, its URL one not a password
+# holding `! & #` or `%21`): the project's one detector's, documents/secrets.py.
+KEY_PATTERNS = (*SHAPE_PATTERNS, (URL_PASSWORD, "a password in a URL"))
 # detect-secrets scans 3,000-8,000 lines a second here (measured): 2 MiB of text takes seconds, not minutes.
 DEFAULT_MAX_SCAN_MB = 2
 BINARY_SNIFF = 8000  # git's own test: a NUL byte in the first 8000 bytes makes a file binary
@@ -69,7 +71,7 @@ class Finding:
     """A file the guard blocks, with why (never the secret itself)."""
 
     path: str  # relative to the repository
-    rule: str  # private-path | secret-file | secret-content | too-large
+    rule: str  # private-path | secret-file | secret-content | secret-message | too-large
     reason: str
     commit: str | None = None
 
@@ -173,11 +175,13 @@ class Rules:
         if not full.is_relative_to(self.repo.project):
             return None  # outside the ragstead project: only the secret rules apply
         rel = full.relative_to(self.repo.project).as_posix()
-        if rel in ALLOWED or rel in PROJECT_FILES:
+        # Compared case-folded: `KB/users/...` is the same folder as `kb/users/...` on macOS and Windows.
+        folded = rel.casefold()
+        if folded in {a.casefold() for a in ALLOWED} or rel in PROJECT_FILES:
             return None
-        if self.index_dir and _under(rel, self.index_dir):
+        if self.index_dir and _under(folded, self.index_dir.casefold()):
             return f"the index's own folder ({self.index_dir}/)"
-        top = rel.split("/", 1)[0]
+        top = folded.split("/", 1)[0]
         if top in PRIVATE_FOLDERS and "/" in rel:
             return f"{top}/ holds private data (only {', '.join(sorted(ALLOWED))} may be published)"
         for root in self.roots:
@@ -255,9 +259,11 @@ def _rev_exists(repo: Repository, rev: str) -> bool:
     return result.returncode == 0
 
 
-def _pushed(repo: Repository, lines: Iterable[str], remote: str | None) -> Iterator[_File]:
-    """The commits a push sends, from the lines git gives a pre-push hook: `<local ref> <local sha>
-    <remote ref> <remote sha>`. A new branch sends what the remote does not have yet."""
+def _push_revs(repo: Repository, lines: Iterable[str], remote: str | None) -> list[tuple[list[str], str]]:
+    """What each ref of a push sends, from the lines git gives a pre-push hook: `<local ref> <local sha>
+    <remote ref> <remote sha>`: (revisions for `git log`, the local object). A new branch sends what the
+    remote does not have yet; a deletion sends nothing."""
+    out = []
     for line in lines:
         parts = line.split()
         if len(parts) != 4:
@@ -266,10 +272,30 @@ def _pushed(repo: Repository, lines: Iterable[str], remote: str | None) -> Itera
         if local == _NULL_SHA:  # a branch deletion publishes nothing
             continue
         if theirs != _NULL_SHA and _rev_exists(repo, theirs):
-            revs = [f"{theirs}..{local}"]
+            out.append(([f"{theirs}..{local}"], local))
         else:
-            revs = [local, "--not", f"--remotes={remote}" if remote else "--remotes"]
+            out.append(([local, "--not", f"--remotes={remote}" if remote else "--remotes"], local))
+    return out
+
+
+def _pushed(repo: Repository, pushes: list[tuple[list[str], str]]) -> Iterator[_File]:
+    """The files of the commits a push sends."""
+    for revs, _local in pushes:
         yield from _in_commits(repo, revs)
+
+
+def _messages(repo: Repository, revs: list[str], objects: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
+    """(what, text) of every commit message `git log REVS` lists, and of each annotated tag among `objects`:
+    a key pasted into a message is published with it."""
+    out = repo.git("log", "-z", "--format=%H%x01%B", *revs, "--")
+    for record in filter(None, out.split("\0")):
+        sha, _, body = record.lstrip("\n").partition("\x01")
+        yield f"the message of commit {sha[:12]}", body
+    for obj in objects:
+        if repo.git("cat-file", "-t", obj, check=False).strip() == "tag":
+            header, _, body = repo.git("cat-file", "tag", obj).partition("\n\n")
+            tag = next((line[4:] for line in header.splitlines() if line.startswith("tag ")), obj[:12])
+            yield f"the message of tag {tag}", body
 
 
 def _on_disk(repo: Repository, paths: Iterable[Path]) -> Iterator[_File]:
@@ -361,6 +387,7 @@ class _Scanner:
         self.scratch = scratch
         self.blobs = _Blobs(repo.top)
         self.accepted = _baseline(repo.top / BASELINE_FILE)
+        self.rules: Rules | None = None  # set by `check`: archive members' names are checked by it
         self._count = 0
 
     def content_finding(self, item: _File) -> Finding | None:
@@ -378,31 +405,47 @@ class _Scanner:
                 return None  # a symlink is never followed; a FIFO or a device is never opened
             with os.fdopen(open_regular(item.disk), "rb") as handle:  # still a regular file when opened
                 head = handle.read(BINARY_SNIFF)
+                if info.st_size > self.max_bytes:
+                    return None if _binary(head) else self._too_large(item, info.st_size)
+                data = head + handle.read(self.max_bytes + 1 - len(head))
         except OSError as exc:
             raise RagsteadError(f"cannot read {item.path}: {exc.strerror or exc}") from None
-        if b"\0" in head:
-            return None
-        if info.st_size > self.max_bytes:
-            return self._too_large(item, info.st_size)
-        return self._scan(item, item.disk)
+        return self._scan_bytes(item, data, PurePosixPath(item.path).name or "file")
 
     def _check_blob(self, item: _File) -> Finding | None:
         assert item.blob is not None
         size = self.blobs.size(item.blob)
         if size > self.max_bytes:
-            return None if b"\0" in self.blobs.head(item.blob) else self._too_large(item, size)
+            return None if _binary(self.blobs.head(item.blob)) else self._too_large(item, size)
+        out = io.BytesIO()
+        self.blobs.copy(item.blob, out)
+        return self._scan_bytes(item, out.getvalue(), PurePosixPath(item.path).name or "file")
+
+    def _scan_bytes(self, item: _File, data: bytes, name: str, depth: int = 0) -> Finding | None:
+        """Scan a file's bytes: text as it is; UTF-16, or text with stray NUL bytes, decoded first; a zip or
+        gzip archive member by member (a `.env` inside a zip is still a `.env`). Other binaries: nothing."""
+        if depth < MAX_ARCHIVE_DEPTH and (members := _archive_members(data, name, self.max_bytes)) is not None:
+            for member, content in members:
+                where = f"{item.path} (in the archive: {member})"
+                if self.rules is not None and (reason := self.rules.secret_name(member)):
+                    return Finding(item.path, "secret-file", f"{reason} inside the archive ({member})", item.commit)
+                inner = _File(where, mode=item.mode, commit=item.commit)
+                found = self._scan_bytes(inner, content, PurePosixPath(member).name or "file", depth + 1)
+                if found is not None:
+                    return Finding(item.path, found.rule, f"{found.reason} in the archive member {member}",
+                                   item.commit)
+            return None
+        text = _as_text(data)
+        if text is None:
+            return None
         self._count += 1
-        # The blob goes to a private folder inside the git directory (where its bytes are already), under its
+        # The text goes to a private folder inside the git directory (where its bytes are already), under its
         # own file name: detect-secrets picks its parsers and filters by name.
         folder = self.scratch / str(self._count)
         folder.mkdir(mode=0o700)
-        target = folder / (PurePosixPath(item.path).name or "file")
+        target = folder / name
         try:
-            with open(target, "wb") as out:
-                self.blobs.copy(item.blob, out)
-            with open(target, "rb") as handle:
-                if b"\0" in handle.read(BINARY_SNIFF):
-                    return None
+            target.write_bytes(text.encode("utf-8", "surrogateescape"))
             return self._scan(item, target)
         finally:
             target.unlink(missing_ok=True)
@@ -429,6 +472,9 @@ class _Scanner:
                     match = pattern.search(line)
                     if match and hashlib.sha1(match.group(0).encode("utf-8")).hexdigest() not in accepted:
                         kinds.setdefault(kind, number)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for start, _end in base64_blocks(text):
+            kinds.setdefault("a base64-encoded key", text.count("\n", 0, start) + 1)
         if not kinds:
             return None
         found = ", ".join(f"{kind} (line {line})" for kind, line in sorted(kinds.items(), key=lambda kv: kv[1]))
@@ -436,6 +482,70 @@ class _Scanner:
 
     def close(self) -> None:
         self.blobs.close()
+
+
+MAX_ARCHIVE_DEPTH = 2  # a zip in a zip is opened; deeper nesting is not
+MAX_ARCHIVE_MEMBERS = 1000
+
+
+def _binary(head: bytes) -> bool:
+    """git's test (a NUL in the first 8000 bytes), except for UTF-16 text and text with a few stray NULs."""
+    return b"\0" in head and _as_text(head) is None and _archive_kind(head) is None
+
+
+def _as_text(data: bytes) -> str | None:
+    """`data` as text: UTF-8; UTF-16 (with a byte-order mark, or ASCII interleaved with NULs); or UTF-8 with
+    stray NUL bytes (one put early to pass for binary). None: binary."""
+    if b"\0" not in data:
+        return data.decode("utf-8", "replace")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", "replace")
+    sample = data[:200]
+    if len(sample) >= 4:
+        odd, even = sample[1::2], sample[0::2]
+        for zeros, encoding in ((odd, "utf-16-le"), (even, "utf-16-be")):
+            if zeros.count(0) >= 0.9 * len(zeros):
+                return data.decode(encoding, "replace")
+    stripped = data.replace(b"\0", b"")
+    if data.count(0) <= max(8, len(data) // 1000):
+        try:
+            return stripped.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def _archive_kind(data: bytes) -> str | None:
+    if data[:4] == b"PK\x03\x04":
+        return "zip"
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    return None
+
+
+def _archive_members(data: bytes, name: str, limit: int) -> list[tuple[str, bytes]] | None:
+    """The members of a zip or gzip archive (name, bytes), each read up to `limit` bytes; None when `data` is
+    no archive (or a broken one: then its bytes are scanned as they are)."""
+    kind = _archive_kind(data)
+    try:
+        if kind == "zip":
+            members = []
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                for info in archive.infolist()[:MAX_ARCHIVE_MEMBERS]:
+                    if info.is_dir():
+                        continue
+                    with archive.open(info) as handle:
+                        members.append((info.filename, handle.read(limit)))
+            return members
+        if kind == "gzip":
+            import gzip
+
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+                inner = name[:-3] if name.lower().endswith(".gz") else name
+                return [(inner, handle.read(limit))]
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile):
+        return None  # a broken archive: its bytes are scanned as they are
+    return None
 
 
 BASELINE_FILE = ".secrets.baseline"
@@ -469,14 +579,18 @@ def check(start: Path | None = None, config: Path | None = None, *, staged: bool
         raise InvalidQueryError(f"--range takes revisions such as main..HEAD, got {rev_range!r}")
     repo = Repository(start, config)
     rules = Rules(repo)
+    messages: Iterable[tuple[str, str]] = ()
     if pre_push is not None:
-        what, files = f"the push to {remote or 'the remote'}", _pushed(repo, pre_push, remote)
+        pushes = _push_revs(repo, pre_push, remote)
+        what, files = f"the push to {remote or 'the remote'}", _pushed(repo, pushes)
+        messages = (m for revs, local in pushes for m in _messages(repo, revs, [local]))
     elif staged:
         what, files = "the staged changes", _staged(repo)
     elif rev_range is not None:
         if not _rev_exists(repo, rev_range.replace("...", "..").split("..")[-1] or "HEAD"):
             raise InvalidQueryError(f"--range {rev_range}: no such revision in {repo.top}")
         what, files = f"the commits {rev_range}", _in_commits(repo, [rev_range])
+        messages = _messages(repo, [rev_range])
     elif paths:
         what, files = "the given paths", _on_disk(repo, paths)
     else:
@@ -487,8 +601,14 @@ def check(start: Path | None = None, config: Path | None = None, *, staged: bool
     git_dir = Path(repo.git("rev-parse", "--absolute-git-dir").strip())
     with default_settings(), tempfile.TemporaryDirectory(dir=git_dir, prefix="ragstead-guard-") as scratch:
         scanner = _Scanner(repo, int(max_scan_mb * (1 << 20)), Path(scratch))
+        scanner.rules = rules
         try:
             _check_all(files, rules, scanner, report)
+            for label, text in messages:
+                found = scanner._scan_bytes(_File(label), text.encode("utf-8", "surrogateescape"), "COMMIT_EDITMSG")
+                if found is not None:
+                    report.blocked.append(Finding(label, "secret-message", found.reason.replace(
+                        "secret-like content", "a secret in the message"), found.commit))
         finally:
             scanner.close()
     report.blocked.sort(key=lambda f: f.path)

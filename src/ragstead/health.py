@@ -7,6 +7,7 @@ from typing import Any
 
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
+from ragstead.indexing.build import secret_counts, secrets_checked
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
 from ragstead.stores import permissions
@@ -24,13 +25,25 @@ class Health:
         rt = self.runtime
         with rt.lock:
             stats = rt.store.stats() | {"integrity": rt.store.integrity_check()}
+        options = rt.settings.indexing()  # privacy: files whose secrets the index masks
+        secrets = secret_counts(options)
+        stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values()),
+                              "checked": secrets_checked(options) or not stats.get("documents")}}
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:
         """Check that the index, its lock files, the API key file and the memory files are private (files 0600,
         folders 0700); with `fix`, take group and other permissions off those that are not.
         Returns {ok, loose, fixed, remaining} (each a list of {path, kind, mode, wanted})."""
-        return permissions.doctor(self.private_paths(), fix=fix)
+        return permissions.doctor(self.private_paths(), fix=fix, folders=self.private_folders())
+
+    def private_folders(self) -> list[Path]:
+        """The folders of private data `init` makes 0700, checked themselves (not walked): kb/, kb/users/ and
+        each user's folder, artifacts/ and its dossiers."""
+        root = self.runtime.root
+        folders = [root / "kb", root / "kb" / "users", *sorted((root / "kb" / "users").glob("*/")),
+                   root / "artifacts", root / "artifacts" / "dossiers"]
+        return [f for f in folders if f.is_dir() and not f.is_symlink()]
 
     def private_paths(self) -> list[Path]:
         """What `status` and `doctor` check: the index's folder (or its files), the folder of the configured

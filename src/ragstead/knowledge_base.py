@@ -11,6 +11,7 @@ method)`: the call, its signature and its docstring are the service's.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -19,7 +20,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from ragstead import project
+from ragstead import egress, project
 from ragstead.answer.ask import (
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MIN_SIMILARITY,
@@ -31,6 +32,7 @@ from ragstead.answer.ask import (
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider
+from ragstead.answer.consent import consent_hint, remote_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
@@ -79,6 +81,7 @@ class KnowledgeBase:
     root: OnRuntime[Path] = OnRuntime("root")
     location: OnRuntime[str] = OnRuntime("location")  # where the index lives, safe to print
     api_keys_file: OnRuntime[Path] = OnRuntime("api_keys_file")
+    egress_file: OnRuntime[Path] = OnRuntime("egress_file")  # what left the machine (egress.py)
     _lock: OnRuntime[Any] = OnRuntime("lock")
     _providers: OnRuntime[list[AnswerProvider] | None] = OnRuntime("providers")
     _transport: OnRuntime[httpx.BaseTransport | None] = OnRuntime("transport")
@@ -109,6 +112,8 @@ class KnowledgeBase:
     exists = _to("runtime", Runtime.exists)
     relative_path = _to("runtime", Runtime.relative_path)
     document = _to("runtime", Runtime.document)
+    revealer = _to("runtime", Runtime.revealer)
+    egress_log = _to("runtime", Runtime.egress_log)
 
     # -- writing: index runs, files, uploads, ingest, memory, migration ----------------------------------
 
@@ -177,14 +182,21 @@ class KnowledgeBase:
             return search(request.query, self.store, self.embedder if needs_model else None, filters, options,
                           self.settings.scope_rules, self.reranker() if request.rerank else None)
 
-    def providers(self, *, extractive: bool = False, template: str | None = None) -> list[AnswerProvider]:
-        """The answerer chain: the configured LLMs (environment), the extractive answerer always last."""
+    def providers(self, *, extractive: bool = False, template: str | None = None,
+                  llm: Sequence[str] | None = None) -> list[AnswerProvider]:
+        """The answerer chain: the configured LLMs (environment), the extractive answerer always last. A remote
+        LLM only with consent: `llm` (`ask --llm`), else the `answerer` setting (answer/consent.py)."""
         if extractive:
             return [ExtractiveAnswerer()]
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        return _providers_from_env(template=prompt, transport=self._transport)
+        return _providers_from_env(template=prompt, transport=self._transport,
+                                   remote=remote_names(self.settings.answerer if llm is None else llm))
+
+    def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
+        """A line for the person when an LLM key is set but unused for want of consent, else None."""
+        return consent_hint(os.environ, remote_names(self.settings.answerer if llm is None else llm))
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
@@ -206,17 +218,18 @@ class KnowledgeBase:
         request = AskRequest.of(question, **fields)
         filters = filters or request.scope.filters()
         chain = list(answerers) if answerers is not None and not request.extractive else self.providers(
-            extractive=request.extractive, template=request.template)
+            extractive=request.extractive, template=request.template, llm=request.llm)
         ask_options = AskOptions(options or self.search_options(request), request.min_similarity,
                                  request.max_context_tokens, self.reranker() if request.rerank else None,
-                                 request.min_confidence)
+                                 request.min_confidence, local_only=self.settings.local_only)
         registry = self.tool_registry(request.tools)  # unknown tool names fail here, before any work
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
             found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
                                      self.settings.scope_rules, self._unit_vectors)
-        result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
+        with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
+            result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if request.remember and request.scope.user:
             result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
         return result

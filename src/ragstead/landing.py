@@ -21,6 +21,7 @@ from ragstead.errors import InvalidQueryError, LoadError, UnsupportedFileError
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, index_paths
+from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 
 UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
@@ -51,6 +52,8 @@ class Landing:
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(root).as_posix()
         options = self.runtime.settings.indexing()
+        if IgnoreRules(root, options.exclude).ignored(rel):
+            raise InvalidQueryError(f"{rel} is ignored (.ragsteadignore or the exclude setting); not stored")
         # A hidden staging folder: the indexer never picks up a half-written upload or a backup.
         staged = folder / f".upload-{uuid.uuid4().hex}"
         make_private_folder(staged)

@@ -16,10 +16,13 @@ from typing import Any
 from ragstead.answer.base import Context
 from ragstead.answer.prompt import catalog as template_catalog
 from ragstead.answer.prompt import load_template
+from ragstead.atomic import make_private_folder
 from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings, save_settings
 from ragstead.embeddings.catalog import catalog_rows
 from ragstead.errors import ConfigError
 from ragstead.guard import SECRET_FILE_PATTERNS
+from ragstead.indexing.ignore import IGNORE_FILE
+from ragstead.indexing.ignore import STARTER as IGNORE_STARTER
 from ragstead.runtime import Runtime
 
 
@@ -84,8 +87,14 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
     if layout == "team":
         for folder in (f"kb/users/{settings.owner_slug}", "artifacts/dossiers", "docs/archive"):
             if not (root / folder).exists():
-                (root / folder).mkdir(parents=True)
+                if folder.startswith("docs/"):
+                    (root / folder).mkdir(parents=True)
+                else:  # private data: 0700 from the first command, every folder on the way (kb/, kb/users/)
+                    make_private_folder(root / folder)
                 created.append(folder + "/")
+    if not (root / IGNORE_FILE).exists():  # a commented starter: nothing is ignored until a line says so
+        (root / IGNORE_FILE).write_text(IGNORE_STARTER, encoding="utf-8")
+        created.append(IGNORE_FILE)
     ignored = _gitignore_boundary(root, settings, layout)
     return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
                                                                    for k, v in values.items()},

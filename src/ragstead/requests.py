@@ -214,6 +214,7 @@ class AskRequest(SearchRequest):
     the chunks given to the answerer. `extractive`: answer offline from the retrieved sentences. `template`: the
     LLM prompt template (None: the configured one). `remember`: write a lasting fact the question states to the
     scope's user's memory. `tools`: the allow-listed tools an LLM answerer may call (None: the configured ones).
+    `llm`: the remote answerers this question may use (consent; None: the `answerer` setting's).
     """
 
     min_similarity: float | None = None
@@ -223,6 +224,7 @@ class AskRequest(SearchRequest):
     template: str | None = None
     remember: bool = False
     tools: tuple[str, ...] | None = None
+    llm: tuple[str, ...] | None = None
 
     def validate(self) -> None:
         super().validate()
@@ -240,6 +242,10 @@ class AskRequest(SearchRequest):
             if isinstance(self.tools, str) or not all(isinstance(t, str) for t in self.tools):
                 raise _fail("tools", f"must be a list of tool names, got {self.tools!r}")
             object.__setattr__(self, "tools", tuple(split_values(list(self.tools))))
+        if self.llm is not None:
+            if isinstance(self.llm, str) or not all(isinstance(t, str) for t in self.llm):
+                raise _fail("llm", f"must be a list of answerer names, got {self.llm!r}")
+            object.__setattr__(self, "llm", tuple(split_values(list(self.llm))))
 
 
 __all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",

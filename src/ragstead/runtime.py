@@ -10,20 +10,23 @@ what it needs from here. Nothing here keeps state for one call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import httpx
 
+from ragstead import egress
 from ragstead.answer.ask import UnitVectorCache
 from ragstead.answer.base import AnswerProvider
 from ragstead.config import Settings
+from ragstead.documents.loaders import load_document
+from ragstead.documents.secrets import reveal as reveal_secrets
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import QueryVectorCache
 from ragstead.embeddings.catalog import cross_encoder_for, embedder_for
-from ragstead.errors import RagsteadError
+from ragstead.errors import LoadError, RagsteadError
 from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
 from ragstead.stores.base import Store
 
@@ -68,6 +71,35 @@ class Runtime:
     def api_keys_file(self) -> Path:
         """Where `ragstead keys` keeps the HTTP API's key hashes (beside the index)."""
         return self.settings.db_file.parent / "api_keys.json"
+
+    @property
+    def egress_file(self) -> Path:
+        """The private log of every request that left the machine (egress.py)."""
+        return self.settings.db_file.parent / egress.EGRESS_FILE
+
+    def egress_log(self) -> list[dict[str, Any]]:
+        """What left the machine, oldest first: time, host, purpose, bytes, documents, payload hash."""
+        return egress.read(self.egress_file)
+
+    def revealer(self, sources: Iterable[str]) -> Callable[[str], str]:
+        """For the owner's own terminal only (`query`/`ask --reveal-secrets`; never a server or an agent): a
+        function that gives back the secret values masked in text quoted from `sources` (project-relative
+        paths), read again from the files on disk."""
+        originals = []
+        for source in dict.fromkeys(sources):
+            path = self.root / source
+            if path.is_file() and path.resolve().is_relative_to(self.root.resolve()):
+                try:
+                    originals.append(load_document(path).text)
+                except (LoadError, OSError):
+                    continue
+
+        def reveal(text: str) -> str:
+            for original in originals:
+                text = reveal_secrets(text, original)
+            return text
+
+        return reveal
 
     def exists(self) -> bool:
         """Whether the index is there already (a server store is taken to exist)."""

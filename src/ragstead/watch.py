@@ -24,12 +24,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pathspec
 import watchfiles
 
 from ragstead.errors import IndexLockedError, InvalidQueryError
 from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, Within
+from ragstead.indexing.ignore import IgnoreRules
 
 DEFAULT_DEBOUNCE = 1.0
 # A batch waits for the folders to be quiet for `debounce` seconds, but never more than this many debounces
@@ -96,7 +96,7 @@ class FolderFollower:
         self.stop = stop or threading.Event()
         self.force_polling = force_polling
         self._own = tuple(Path(os.path.realpath(p)) for p in (*options.skip_dirs, options.lock_file.parent))
-        self._excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
+        self._ignore = IgnoreRules(self.base, options.exclude)
         self._tops = {root: (self.base / root).resolve() for root in roots}
         self._pending: set[str] = set()
         self._notes: dict[str, str] = {}  # what to say at the next catch-up (a root that came back)
@@ -156,8 +156,8 @@ class FolderFollower:
                     folder = os.path.join(current, name)
                     if name.startswith(".") or os.path.islink(folder) or Path(os.path.realpath(folder)) in self._own:
                         continue
-                    if self._excluded is not None and Path(folder).is_relative_to(self.base) and \
-                            self._excluded.match_file(Path(folder).relative_to(self.base).as_posix() + "/"):
+                    if Path(folder).is_relative_to(self.base) and \
+                            self._ignore.ignored(Path(folder).relative_to(self.base).as_posix(), folder=True):
                         continue
                     keep.append(name)
                 names[:] = keep

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import httpx
 import numpy as np
 
+from ragstead import egress
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
+from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
@@ -67,6 +69,7 @@ class AskOptions:
     min_confidence: float | None = None
     group_sources: bool = False
     gate: GateModel | None = None  # None: the shipped model
+    local_only: tuple[str, ...] = ()  # patterns of documents never handed to a remote answerer (answer/consent.py)
 
     def validate(self) -> None:
         if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
@@ -77,22 +80,25 @@ class AskOptions:
 
 def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
                        template: PromptTemplate | None = None,
-                       transport: httpx.BaseTransport | None = None) -> list[AnswerProvider]:
+                       transport: httpx.BaseTransport | None = None,
+                       remote: Collection[str] = ()) -> list[AnswerProvider]:
     """The fallback chain from configured endpoints and keys, in this order, extractive always last.
 
     RAGSTEAD_OPENAI_BASE_URL (+ RAGSTEAD_OPENAI_MODEL, OPENAI_API_KEY) for any OpenAI-compatible server,
     OPENAI_API_KEY alone for api.openai.com, GEMINI_API_KEY (+ RAGSTEAD_GEMINI_MODEL,
-    RAGSTEAD_GEMINI_BASE_URL) for Gemini. Nothing configured: extractive only (offline). `template`
-    (default: the `grounded` template) shapes every LLM's prompt; the extractive answerer needs none.
+    RAGSTEAD_GEMINI_BASE_URL) for Gemini. A server on loopback is local and always used; one elsewhere only
+    when `remote` (config `answerer`, `ask --llm`) names it (answer/consent.py). Nothing configured or
+    consented: extractive only (offline). `template` (default: the `grounded` template) shapes every LLM's
+    prompt; the extractive answerer needs none.
     """
     env = dict(os.environ if env is None else env)
     chain: list[AnswerProvider] = []
     base_url = env.get("RAGSTEAD_OPENAI_BASE_URL") or ("https://api.openai.com/v1" if env.get("OPENAI_API_KEY") else "")
-    if base_url:
+    if base_url and (is_loopback_url(base_url) or "openai" in remote):
         chain.append(OpenAICompatibleAnswerer(base_url, env.get("RAGSTEAD_OPENAI_MODEL", "gpt-4o-mini"),
                                               env.get("OPENAI_API_KEY"), timeout, template, transport=transport))
-    if env.get("GEMINI_API_KEY"):
-        gemini_base = env.get("RAGSTEAD_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com/v1beta")
+    gemini_base = env.get("RAGSTEAD_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com/v1beta")
+    if env.get("GEMINI_API_KEY") and (is_loopback_url(gemini_base) or "gemini" in remote):
         chain.append(GeminiAnswerer(env["GEMINI_API_KEY"], env.get("RAGSTEAD_GEMINI_MODEL", "gemini-2.0-flash"),
                                     gemini_base, timeout, template, transport=transport))
     chain.append(ExtractiveAnswerer())
@@ -129,6 +135,8 @@ class Answer:
     flagged: tuple[dict[str, Any], ...] = ()
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
+    withheld: tuple[str, ...] = ()  # local-only sources kept from the remote answerer that answered
+
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -138,6 +146,8 @@ class Answer:
         }
         if self.memory_write is not None:
             data["memory_write"] = self.memory_write
+        if self.withheld:
+            data["withheld"] = list(self.withheld)
         return data
 
 
@@ -243,6 +253,7 @@ def gather(
     if options.min_similarity is None:
         floor = min(floor, max(relevance))  # past the gate, the best chunk is always handed over
     budget = options.max_context_tokens
+    local_only = LocalOnly(options.local_only)
     seen: set[str] = set()
     for i in _order(hits, options.group_sources):
         hit, units = hits[i], unit_similarities.get(i)
@@ -254,7 +265,8 @@ def gather(
         seen.add(text)
         budget -= hit.token_estimate
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
-                                screen(hit.text), tuple(float(x) for x in units) if units is not None else ()))
+                                screen(hit.text), tuple(float(x) for x in units) if units is not None else (),
+                                local_only(hit.file_path, hit.tags)))
     return found, contexts
 
 
@@ -333,13 +345,21 @@ def answer(
         if on_text:
             on_text(REFUSAL)
         return refusal(None)
+    all_contexts = contexts
+    withheld: tuple[str, ...] = ()
     for provider in providers:
+        contexts, withheld = _for_provider(all_contexts, provider)
+        if not contexts and all_contexts and tools is None:
+            fallbacks.append({"provider": provider.name, "error": "every source is local-only: not sent"})
+            continue
         session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
         try:
-            if session is not None:
-                text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session, on_text)
-            else:
-                text = provider.answer(question, contexts, on_text)
+            with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
+                if session is not None:
+                    text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session,
+                                                                                 on_text)
+                else:
+                    text = provider.answer(question, contexts, on_text)
         except ProviderError as exc:
             fallbacks.extend(session.fallbacks if session else ())
             fallbacks.append({"provider": provider.name, "error": str(exc)})
@@ -355,8 +375,17 @@ def answer(
         citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity)
                           for c in (sources[n - 1] for n in cited))
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), **base)
+                      fallbacks=tuple(fallbacks), withheld=withheld, **base)
     return refusal(None)
+
+
+def _for_provider(contexts: list[Context], provider: AnswerProvider) -> tuple[list[Context], tuple[str, ...]]:
+    """The contexts `provider` may read: all of them for a local one; for a remote one, all but the local-only
+    ones (renumbered), and the sources withheld from it."""
+    if not getattr(provider, "remote", False) or not any(c.local_only for c in contexts):
+        return contexts, ()
+    kept = [replace(c, n=i) for i, c in enumerate((c for c in contexts if not c.local_only), start=1)]
+    return kept, tuple(dict.fromkeys(c.source for c in contexts if c.local_only))
 
 
 def _best_similarity(contexts: list[Context]) -> float | None:

@@ -34,6 +34,7 @@ class Context:
     # The cosine of each sentence of `text` (answer/evidence.py's `split_units` order) to the question, for the
     # chunks whose sentences `ask` scored; () otherwise. Not part of what a model reads.
     unit_similarities: tuple[float, ...] = ()
+    local_only: bool = False  # never handed to a remote answerer (answer/consent.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""

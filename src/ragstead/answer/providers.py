@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 
+from ragstead import egress
 from ragstead.answer.base import Context, ProviderError, ToolBox
+from ragstead.answer.consent import is_loopback_url
 from ragstead.answer.prompt import PromptTemplate, load_template
 from ragstead.answer.tools import MAX_CALLS as MAX_TOOL_ROUNDS
 from ragstead.answer.tools import TOOL_RULES
@@ -52,7 +54,8 @@ class _HttpAnswerer:
         """One streamed request: the text it produced ("" when the model only asked for tool calls)."""
         text: list[str] = []
         try:
-            with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport) as client, client.stream(
+            with httpx.Client(timeout=httpx.Timeout(self.timeout), transport=self.transport,
+                              event_hooks={"request": [egress.hook]}) as client, client.stream(
                 "POST", url, json=body, headers=headers
             ) as response:
                 if response.status_code >= 400:
@@ -81,6 +84,7 @@ class OpenAICompatibleAnswerer(_HttpAnswerer):
         super().__init__(timeout, template, transport=transport)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"openai-compatible:{model}"
+        self.remote = not is_loopback_url(base_url)  # its prompts leave the machine (answer/consent.py)
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
         body = {"model": self.model, "temperature": 0, "stream": True,
@@ -141,6 +145,7 @@ class GeminiAnswerer(_HttpAnswerer):
         super().__init__(timeout, template, transport=transport)
         self.base_url, self.model, self.api_key = base_url.rstrip("/"), model, api_key
         self.name = f"gemini:{model}"
+        self.remote = not is_loopback_url(base_url)
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
         system, *turns = self.template.messages(question, contexts)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragstead import egress
 from ragstead.answer.base import Context
 from ragstead.answer.screening import screen
 from ragstead.errors import ConfigError, ToolError
@@ -194,8 +195,8 @@ class ToolRegistry:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                                  for e in exc.errors()[:3])
             raise ToolError(f"{name}: malformed arguments ({problems})") from None
-        with httpx.Client(transport=self.transport, timeout=httpx.Timeout(self.timeout),
-                          follow_redirects=False) as client:
+        with httpx.Client(transport=self.transport, timeout=httpx.Timeout(self.timeout), follow_redirects=False,
+                          event_hooks={"request": [egress.hook]}) as client, egress.purpose(f"tool: {name}"):
             return tool.run(parsed, lambda url, params: self._get_json(client, url, params))
 
     def _get_json(self, client: httpx.Client, url: str, params: dict[str, Any]) -> Any:

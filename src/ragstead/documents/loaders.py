@@ -170,6 +170,10 @@ def _scalar(raw: str) -> str:
     return raw.strip("'\"")
 
 
+# The tag of a document whose front matter says `local_only: true`.
+LOCAL_ONLY_TAG = "local-only"
+
+
 def _front_matter(text: str) -> tuple[str, dict[str, str], list[str]]:
     """Strip YAML front matter; return (body, its one-line `key: value` fields, tags). Tags are read from
     `tags: [a, b]` or `tags: a, b`; nested YAML is not read (no YAML parser runs on untrusted files)."""
@@ -197,6 +201,8 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read."""
     body, fields, tags = _front_matter(_text_of(data, budget))
+    if fields.get("local_only", "").lower() in ("true", "yes", "1"):
+        tags = [*tags, LOCAL_ONLY_TAG]  # its text never goes into a remote LLM's prompt (answer/consent.py)
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
     return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True,

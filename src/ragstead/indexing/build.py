@@ -13,23 +13,27 @@ regular files are opened, and a symlink is followed only inside its own scope (`
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
-import pathspec
 
+from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
 from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc_id, sha256_text, storable_path
 from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
+from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError
+from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 
@@ -97,6 +101,7 @@ class IndexReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     excluded: int = 0  # files an exclude pattern (config or .ragsteadignore) left out, on purpose
+    secrets: dict[str, int] = field(default_factory=dict)  # written files that hold secrets -> how many (masked)
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
@@ -120,6 +125,7 @@ class IndexReport:
             "skipped": self.skipped,
             "failed": self.failed,
             "excluded": self.excluded,
+            "secrets": self.secrets,
             "chunks_written": self.chunks_written,
             "chunks_embedded": self.chunks_embedded,
             "chunks_reused": self.chunks_reused,
@@ -228,7 +234,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
     `within`: only these paths (and what lies under them) are visited; every other rule stays the same."""
     base = options.root.resolve()
     own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
-    excluded = pathspec.GitIgnoreSpec.from_lines(options.exclude) if options.exclude else None
+    ignore = IgnoreRules(base, options.exclude)
     own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
     for root in roots:
         top = (base / root).resolve()
@@ -244,7 +250,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 folder = current / name
                 if name.startswith(".") or Path(os.path.realpath(folder)) in own:
                     continue
-                if excluded is not None and excluded.match_file(folder.relative_to(base).as_posix() + "/"):
+                if ignore.ignored(folder.relative_to(base).as_posix(), folder=True):
                     continue
                 if within is not None and not within.leads_to(folder.relative_to(base).as_posix()):
                     continue
@@ -262,7 +268,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
                     continue
-                if excluded is not None and excluded.match_file(rel):
+                if ignore.ignored(rel):
                     report.excluded += 1
                     continue
                 info = _admit(path, rel, top, base, own, options, report)
@@ -349,13 +355,16 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
     meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
     doc_id = make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash)
     chunks = []
+    # Secrets are masked before a chunk is stored or embedded, so no door, export or prompt can show them.
+    spans = find_secrets(loaded.text, PurePosixPath(candidate.rel_path).name)
     for piece, page in _pieces(loaded, options, budget):
-        text_hash = sha256_text(piece.text)
+        text = _masked(piece.text, loaded.text, piece.char_start, spans)
+        text_hash = sha256_text(text)
         chunks.append(
             ChunkRecord(
                 chunk_id=make_chunk_id(doc_id, piece.index, text_hash),
                 chunk_index=piece.index,
-                text=piece.text,
+                text=text,
                 text_hash=text_hash,
                 start_word=piece.start_word,
                 end_word=piece.end_word,
@@ -363,7 +372,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
                 char_end=piece.char_end,
                 page=page,
                 section_path=piece.section_path,
-                token_estimate=estimate_tokens(piece.text),
+                token_estimate=estimate_tokens(text),
             )
         )
     budget.tick()
@@ -381,11 +390,21 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
         user_slug=meta.user_slug,
         subject=loaded.subject or meta.subject,
         created_at=meta.created_at,
-        title=loaded.title,
+        title=mask_secrets(loaded.title) if loaded.title else loaded.title,
         tags=sorted(set(meta.tags) | set(loaded.tags)),
         source=loaded.source,
     )
-    return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32))
+    return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32), secrets=len(spans))
+
+
+def _masked(text: str, whole: str, start: int, spans: list[SecretSpan]) -> str:
+    """A chunk's text with the document's secret spans masked (found on the whole text, so a key cut by a
+    chunk boundary is still found); a chunk that is not a plain slice of the text is searched on its own."""
+    if not spans:
+        return text
+    if whole[start : start + len(text)] == text:
+        return mask(text, spans, start)
+    return mask_secrets(text)
 
 
 def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report: IndexReport,
@@ -543,6 +562,9 @@ def index_paths(
         root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
             raise RagsteadError(f"{storable_path(rel)!r} is not under a configured root ({', '.join(options.roots)})")
+        if IgnoreRules(base, options.exclude).ignored(path.relative_to(base).as_posix()):
+            report.excluded += 1  # an upload or a watched change under an ignored folder: never read
+            continue
         resolved.append((root, path, path.relative_to(base).as_posix()))
     with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
@@ -622,6 +644,8 @@ def _write(
         for write in batch:
             path = write.document.file_path
             (report.added if manifest.get(path) is None else report.updated).append(path)
+            if write.secrets:
+                report.secrets[path] = write.secrets
             report.chunks_written += len(write.chunks)
         batch, removals = [], []
 
@@ -642,6 +666,46 @@ def _write(
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
     report.removed = sorted(set(removed) | set(stale))
+    _record_secret_counts(options, report, fresh=not manifest)
+
+
+SECRETS_FILE = "secrets.json"
+
+
+def secret_counts(options: IndexingOptions) -> dict[str, int]:
+    """Indexed files that hold secrets -> how many (masked in the index), as the index runs recorded them."""
+    return {str(k): int(v) for k, v in _secrets_record(options).get("files", {}).items()}
+
+
+def secrets_checked(options: IndexingOptions) -> bool:
+    """Whether every document of the index went through the secrets pass: false for an index built before it
+    (its chunks keep what they held until `ragstead index --rebuild`)."""
+    return bool(_secrets_record(options).get("complete"))
+
+
+def _secrets_record(options: IndexingOptions) -> dict[str, Any]:
+    try:
+        data = json.loads((options.lock_file.parent / SECRETS_FILE).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: bool) -> None:
+    """Keep the per-file counts beside the lock (a private 0600 file of paths and numbers, never values).
+    `fresh`: this run wrote every document (a new index, a rebuild), so the whole index is masked."""
+    if not options.lock_file.is_absolute():
+        return  # options without a project (a test's defaults): nowhere of its own to keep them
+    old = _secrets_record(options)
+    changed = {*report.added, *report.updated, *report.removed}
+    if not fresh and not changed and not report.secrets:
+        return
+    counts = {} if fresh else {k: v for k, v in secret_counts(options).items() if k not in changed}
+    counts |= report.secrets
+    path = options.lock_file.parent / SECRETS_FILE
+    make_private_folder(path.parent)
+    write_text_atomically(path, json.dumps({"complete": fresh or bool(old.get("complete")),
+                                            "files": dict(sorted(counts.items()))}, indent=1))
 
 
 @dataclass

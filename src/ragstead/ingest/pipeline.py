@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from ragstead import egress
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
@@ -145,7 +146,8 @@ def ingest_sources(
     given_tags = [t for t in tags if t.strip()]
     bad = [t for t in given_tags if not normalize_tag(t)]
     fetch_options = fetch_options or FetchOptions()
-    with make_client(fetch_options, transport) as client:
+    with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
+        client.event_hooks["request"].append(egress.hook)  # every fetch (each redirect hop) is logged
         for given in sources:
             result = _one(given, targets, client, given_tags, bad, refresh, fetch_options, tagger,
                           None if urls_only else root, database, urls_only)

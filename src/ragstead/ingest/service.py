@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from ragstead import egress
 from ragstead.answer.base import AnswerProvider
 from ragstead.atomic import make_private_folder
 from ragstead.config import load_settings
@@ -90,13 +91,14 @@ class IngestService:
                                max_bytes=settings.fetch_max_mb << 20, deadline_seconds=settings.fetch_deadline_seconds,
                                allow_private=allow_private or settings.allow_private_urls)
         try:
-            return ingest_sources(
-                sources, chosen, tags=tags, refresh=refresh, fetch_options=options,
-                transport=transport or rt.transport, tagger=tagger if use_tags else None, root=rt.root,
-                on_result=on_result,
-                database=(lambda source, result: _ingest_dossiers(chosen, source, result, query, template,
-                                                                  group_by, only_user, wait)) if query else None,
-                urls_only=urls_only)
+            with egress.recording(rt.egress_file):  # privacy: every fetch that leaves the machine is logged
+                return ingest_sources(
+                    sources, chosen, tags=tags, refresh=refresh, fetch_options=options,
+                    transport=transport or rt.transport, tagger=tagger if use_tags else None, root=rt.root,
+                    on_result=on_result,
+                    database=(lambda source, result: _ingest_dossiers(chosen, source, result, query, template,
+                                                                      group_by, only_user, wait)) if query else None,
+                    urls_only=urls_only)
         finally:
             for name, landing in landings.items():
                 if name != "default":

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ragstead import egress
 from ragstead.answer.base import AnswerProvider, Context, ProviderError
+from ragstead.documents.secrets import mask_secrets
 from ragstead.embeddings.base import Embedder
 
 TAGGING_CHARS = 5000
@@ -80,11 +82,13 @@ def llm_tags(text: str, existing: Sequence[str],
              providers: Sequence[AnswerProvider]) -> tuple[Tagging | None, str | None]:
     """Ask the provider chain; (Tagging, None) from the first valid reply, else (None, why)."""
     why = None
-    context = Context(1, text[:TAGGING_CHARS], "document", {"page": None, "section_path": None, "heading": None,
-                                                               "chunk_id": "tagging"}, 1.0)
+    # The excerpt a model reads has its secrets masked, as every chunk of the index has.
+    context = Context(1, mask_secrets(text[:TAGGING_CHARS]), "document",
+                      {"page": None, "section_path": None, "heading": None, "chunk_id": "tagging"}, 1.0)
     for provider in providers:
         try:
-            reply = provider.answer(PROMPT + json.dumps(list(existing)[:200]), [context])
+            with egress.purpose(f"llm tagging: {provider.name}"):
+                reply = provider.answer(PROMPT + json.dumps(list(existing)[:200]), [context])
             tags, reasoning = parse_llm_tags(reply, existing)
         except ProviderError as exc:
             why = f"{provider.name}: {exc}"

@@ -6,9 +6,9 @@ A finding blocks the write outright instead of redacting it; the detectors err o
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
+
+from ragstead.documents.secrets import secret_kinds
 
 # The separators of a disguised email address: "[at]", "(at)", " at ", " @ "; "[dot]", " dot ", ".".
 _AT_HIDDEN = r"(?:\s*[\[({]\s*at\s*[\])}]\s*|\s+@\s+)"
@@ -60,27 +60,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"(?:\s+(?:number|no\.?|is|:))*\s*:?\s*\+?\(?\d[\d\s().-]{5,}\d", re.I)),
     ("health information", re.compile(
         r"\b(?:diagnosed with|my diagnosis|my medication|prescribed|my therapist|my illness)\b", re.I)),
-    ("private key", re.compile(r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----")),
-    ("API key", re.compile(
-        r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic
-        r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
-        r"|\bAIza[0-9A-Za-z_-]{35}\b"  # Google
-        r"|\bgh[pousr]_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"  # GitHub
-        r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack
-        r"|\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"  # Stripe
-        r"|\bglpat-[A-Za-z0-9_-]{20,}"  # GitLab
-        r"|\brsk_[A-Za-z0-9_-]{20,}")),  # ragstead's own API keys
-    ("access token", re.compile(
-        r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
-        r"|\bBearer\s+[A-Za-z0-9._~+/-]{16,}=*", re.I)),
-    ("credentials in a URL", re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@", re.I)),
-    ("password or secret", re.compile(
-        r"\b(?:password|passwd|pwd|passphrase|secret|token|api[_ -]?key|access[_ -]?key|private[_ -]?key|"
-        r"client[_ -]?secret|pin(?: code)?)\b\s*(?:is|was|=|:)\s*\S+"
-        r"|\b(?:password|passwd|pwd|passphrase)\s+\S*\d\S*", re.I)),  # "password hunter2", not "password policy"
+    # Secrets (keys, tokens, passwords, URL credentials): the project's one detector, documents/secrets.py.
 ]
 _CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
 
 
 def _luhn(digits: str) -> bool:
@@ -91,18 +73,6 @@ def _luhn(digits: str) -> bool:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
-
-
-def _entropy(token: str) -> float:
-    counts = Counter(token)
-    return -sum(c / len(token) * math.log2(c / len(token)) for c in counts.values())
-
-
-def _random_looking(token: str) -> bool:
-    """A long token of mixed letters and digits with high character entropy: a key, hash or token."""
-    has_digit = any(c.isdigit() for c in token)
-    has_alpha = any(c.isalpha() for c in token)
-    return has_digit and has_alpha and _entropy(token) > 3.5
 
 
 def _iban_valid(candidate: str) -> bool:
@@ -139,6 +109,5 @@ def find_sensitive(text: str) -> list[str]:
         digits = re.sub(r"\D", "", match.group(0))
         if 13 <= len(digits) <= 19 and _luhn(digits):
             kinds.add("payment card number")
-    if any(_random_looking(t) for t in _TOKEN.findall(text)):
-        kinds.add("secret-looking token")
+    kinds.update(secret_kinds(text))
     return sorted(kinds)

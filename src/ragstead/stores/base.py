@@ -60,6 +60,7 @@ class DocumentWrite:
     document: DocumentRecord
     chunks: list[ChunkRecord]
     vectors: np.ndarray
+    secrets: int = 0  # secrets found in the document, masked in its chunks (not stored)
 
 
 @dataclass

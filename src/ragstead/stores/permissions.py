@@ -160,10 +160,17 @@ def tighten(paths: Iterable[Path], *, walk: bool = True) -> list[LoosePath]:
     return fixed
 
 
-def doctor(paths: list[Path], *, fix: bool = False) -> dict[str, Any]:
-    """The check behind `ragstead doctor`: what is loose, what `fix` tightened, and what still is loose."""
-    loose = find_loose(paths)
-    fixed = tighten(paths) if fix and loose else []
-    remaining = find_loose(paths) if fix else loose
+def doctor(paths: list[Path], *, fix: bool = False, folders: Iterable[Path] = ()) -> dict[str, Any]:
+    """The check behind `ragstead doctor`: what is loose, what `fix` tightened, and what still is loose.
+    `folders`: private folders checked themselves, not walked (the team layout's kb/, kb/users/<slug>/,
+    artifacts/: the documents in them are the owner's files, their modes the owner's choice)."""
+    folders = list(folders)
+
+    def find() -> list[LoosePath]:
+        return sorted({*find_loose(paths), *find_loose(folders, walk=False)}, key=lambda p: str(p.path))
+
+    loose = find()
+    fixed = [*tighten(paths), *tighten(folders, walk=False)] if fix and loose else []
+    remaining = find() if fix else loose
     return {"ok": not remaining, "loose": [p.to_dict() for p in loose], "fixed": [p.to_dict() for p in fixed],
             "remaining": [p.to_dict() for p in remaining]}

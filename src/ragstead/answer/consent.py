@@ -1,0 +1,67 @@
+"""Consent before egress: which answerers may send text off the machine, and which documents never go.
+
+A remote answerer (OpenAI, Gemini, an OpenAI-compatible server that is not on this machine) is used only when
+the project's config (`answerer = "openai"`) or a flag (`ask --llm openai`) names it: a key in the environment
+alone, set for some other program, never sends private text anywhere. An endpoint on loopback (Ollama,
+llama.cpp's server, LM Studio) is local and needs no consent. A document marked local-only (front matter
+`local_only: true`, or a `local_only` pattern of the config) never goes into a remote prompt.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Collection, Mapping
+from urllib.parse import urlsplit
+
+import pathspec
+
+from ragstead.documents.loaders import LOCAL_ONLY_TAG
+from ragstead.errors import ConfigError
+
+REMOTE_ANSWERERS = ("openai", "gemini")
+
+
+def remote_names(names: Collection[str]) -> tuple[str, ...]:
+    """The remote answerers `names` consents to (config `answerer`, `--llm`), checked; "local" names none."""
+    chosen = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
+    unknown = [n for n in chosen if n not in (*REMOTE_ANSWERERS, "local", "extractive")]
+    if unknown:
+        raise ConfigError(f"unknown answerer {', '.join(unknown)}; use one of local, {', '.join(REMOTE_ANSWERERS)}")
+    return tuple(n for n in chosen if n in REMOTE_ANSWERERS)
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` points at this machine (localhost, 127.0.0.0/8, ::1): a local answerer."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def consent_hint(env: Mapping[str, str], remote: Collection[str]) -> str | None:
+    """One line for a person whose environment holds an LLM key that was not used (no consent), else None."""
+    unused = []
+    base_url = env.get("RAGSTEAD_OPENAI_BASE_URL", "")
+    if "openai" not in remote and (env.get("OPENAI_API_KEY") or base_url) and not (base_url and
+                                                                                 is_loopback_url(base_url)):
+        unused.append("openai")
+    if "gemini" not in remote and env.get("GEMINI_API_KEY"):
+        unused.append("gemini")
+    if not unused:
+        return None
+    name = unused[0]
+    return (f"answered on this machine: a {' and '.join(unused)} key is set, but nothing is sent to a remote LLM "
+            f"unless you opt in (ragstead.toml: answerer = \"{name}\", or ask --llm {name}); see docs/privacy.md")
+
+
+class LocalOnly:
+    """Which documents stay on the machine: `patterns` (gitignore syntax, project-relative) or the tag."""
+
+    def __init__(self, patterns: Collection[str] = ()) -> None:
+        self.spec = pathspec.GitIgnoreSpec.from_lines(list(patterns)) if patterns else None
+
+    def __call__(self, file_path: str, tags: Collection[str] = ()) -> bool:
+        return LOCAL_ONLY_TAG in tags or (self.spec is not None and self.spec.match_file(file_path))
