@@ -37,7 +37,7 @@ def test_nested_ignore_files_are_honoured_by_index_and_freshness(tmp_path: Path,
         assert report.excluded == 2  # files; an ignored folder is not entered
         (tmp_path / "kb" / "notes" / "drafts" / "more.md").write_text("another draft", encoding="utf-8")
         assert kb.index().added == []  # the freshness walk is the same walk
-        assert kb._index_files(["kb/notes/drafts/more.md"], 0).added == []  # what uploads and watch call
+        assert kb.add("kb/notes/drafts/more.md", wait=0).added == []  # the one-file path uploads and watch take
 
 
 def test_ignore_rules_match_folders_and_files_by_their_own_level(tmp_path: Path) -> None:
