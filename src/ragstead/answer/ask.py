@@ -22,6 +22,7 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
+from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
@@ -40,9 +41,6 @@ from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
 from ragstead.stores.base import Store
 
-# The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
-# explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`).
-DEFAULT_MIN_SIMILARITY = 0.428
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
 CITATION_SNIPPET_CHARS = 240
 # Once the gate answers, a chunk is handed over when its own cosine, or its best sentence's, reaches this: the
