@@ -48,12 +48,24 @@ def test_version_and_help_load_no_heavy_module(args):
     assert loaded == [], f"ragstead {' '.join(args)} imported {loaded}"
 
 
-def test_version_prints_the_package_version():
+def test_version_prints_the_package_version_before_the_cli_loads():
+    """`ragstead --version` alone answers in __main__.py, without typer and rich; with other arguments the app's
+    own --version prints the same line."""
     import ragstead
 
+    expected = f"ragstead {ragstead.__version__}"
     code, _, stdout = loaded_by("--version")
     assert code in (0, None)
-    assert stdout.strip() == f"ragstead {ragstead.__version__}"
+    assert stdout.strip() == expected
+    result = subprocess.run([sys.executable, "-c", "import sys, ragstead.__main__ as m; m.main();"
+                             "print(sorted(n for n in ('typer', 'rich', 'ragstead.cli') if n in sys.modules))",
+                             "--version"], capture_output=True, text=True, env=OFFLINE_ENV, timeout=120, check=True)
+    assert result.stdout.splitlines() == [expected, "[]"]
+    from typer.testing import CliRunner
+
+    from ragstead.cli import app
+
+    assert CliRunner().invoke(app, ["--version"]).stdout.strip() == expected
 
 
 def test_import_ragstead_is_light_and_its_names_still_resolve():
