@@ -9,29 +9,80 @@
 See docs/python.md for the whole API.
 """
 
-from ragstead.answer.ask import Answer, Citation
-from ragstead.answer.base import AnswerProvider
-from ragstead.config import Settings
-from ragstead.embeddings.base import Embedder
-from ragstead.errors import (
-    ConfigError,
-    DocumentNotFoundError,
-    IndexLockedError,
-    InvalidQueryError,
-    LoadError,
-    ModelMismatchError,
-    ProviderError,
-    RagsteadError,
-    ToolError,
-)
-from ragstead.filters import QueryFilters
-from ragstead.indexing.build import IndexReport
-from ragstead.knowledge_base import KnowledgeBase, init, open
-from ragstead.memory.files import RememberResult
-from ragstead.retrieval.passages import Passage
-from ragstead.retrieval.rerank import Reranker
-from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
-from ragstead.stores.base import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragstead.answer.ask import Answer, Citation
+    from ragstead.answer.base import AnswerProvider
+    from ragstead.config import Settings
+    from ragstead.embeddings.base import Embedder
+    from ragstead.errors import (
+        ConfigError,
+        DocumentNotFoundError,
+        IndexLockedError,
+        InvalidQueryError,
+        LoadError,
+        ModelMismatchError,
+        ProviderError,
+        RagsteadError,
+        ToolError,
+    )
+    from ragstead.filters import QueryFilters
+    from ragstead.indexing.build import IndexReport
+    from ragstead.knowledge_base import KnowledgeBase, init, open
+    from ragstead.memory.files import RememberResult
+    from ragstead.retrieval.passages import Passage
+    from ragstead.retrieval.rerank import Reranker
+    from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
+    from ragstead.stores.base import Store
+
+# Each public name -> the module that defines it. Imported on first use (PEP 562), so `import ragstead` and
+# `ragstead --version` do not load numpy, tantivy, onnxruntime, httpx... until a name that needs them is used.
+_LAZY = {
+    "Answer": "ragstead.answer.ask",
+    "Citation": "ragstead.answer.ask",
+    "AnswerProvider": "ragstead.answer.base",
+    "Settings": "ragstead.config",
+    "Embedder": "ragstead.embeddings.base",
+    "ConfigError": "ragstead.errors",
+    "DocumentNotFoundError": "ragstead.errors",
+    "IndexLockedError": "ragstead.errors",
+    "InvalidQueryError": "ragstead.errors",
+    "LoadError": "ragstead.errors",
+    "ModelMismatchError": "ragstead.errors",
+    "ProviderError": "ragstead.errors",
+    "RagsteadError": "ragstead.errors",
+    "ToolError": "ragstead.errors",
+    "QueryFilters": "ragstead.filters",
+    "IndexReport": "ragstead.indexing.build",
+    "KnowledgeBase": "ragstead.knowledge_base",
+    "init": "ragstead.knowledge_base",
+    "open": "ragstead.knowledge_base",
+    "RememberResult": "ragstead.memory.files",
+    "Passage": "ragstead.retrieval.passages",
+    "Reranker": "ragstead.retrieval.rerank",
+    "Hit": "ragstead.retrieval.search",
+    "SearchOptions": "ragstead.retrieval.search",
+    "SearchResult": "ragstead.retrieval.search",
+    "Store": "ragstead.stores.base",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragstead' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,12 +22,16 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+# Only light modules at the top: `ragstead --version` and `-h` must start in a blink, so the KnowledgeBase (and
+# numpy, tantivy, onnxruntime, httpx... behind it) is imported by `_open` and the commands that use it.
 from ragstead import __version__
+from ragstead.answer.base import DEFAULT_MIN_SIMILARITY
 from ragstead.errors import InvalidQueryError, RagsteadError, RagsteadWarning
 from ragstead.filters import split_values
-from ragstead.knowledge_base import DEFAULT_MIN_SIMILARITY, KnowledgeBase
-from ragstead.knowledge_base import open as open_kb
 from ragstead.requests import DEFAULT_K, MAX_K, SCOPE_FIELDS, AskRequest, Scope, SearchRequest
+
+if TYPE_CHECKING:
+    from ragstead.knowledge_base import KnowledgeBase
 
 
 class _Group(TyperGroup):
@@ -39,6 +43,16 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             err.print("interrupted", markup=False, highlight=False)
             raise typer.Exit(code=130) from None
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        # typer builds a pydantic validator for an option before it sees the value is None, and the group's
+        # -h/--install-completion/--show-completion flags are None when not given: as False, `ragstead CMD -h`
+        # skips pydantic (~0.1 s). A command that runs still loads it, for its own options.
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.default is None:
+                param.default = False
+        return params
 
 
 app = typer.Typer(
@@ -237,6 +251,8 @@ def with_search_flags(func: Callable[..., None]) -> Callable[..., None]:
 
 def _open(root: Path | None, config: Path | None, db: str | None = None, store: str | None = None,
           **overrides: Any) -> KnowledgeBase:
+    from ragstead.knowledge_base import open as open_kb
+
     return open_kb(root, config=config, db_path=db, store=store, **overrides)
 
 
@@ -1529,8 +1545,8 @@ def _follow_in_background(kb: KnowledgeBase) -> Callable[[], None]:
     return halt
 
 
-guard_app = typer.Typer(no_args_is_help=True, help="Keep private documents and secrets out of git: a pre-push "
-                                                   "hook, and a check for CI.")
+guard_app = typer.Typer(cls=_Group, no_args_is_help=True, help="Keep private documents and secrets out of git: a "
+                                                               "pre-push hook, and a check for CI.")
 app.add_typer(guard_app, name="guard")
 
 
@@ -1607,7 +1623,7 @@ def guard_check(
         raise typer.Exit(1)
 
 
-keys_app = typer.Typer(no_args_is_help=True, help="Manage API keys for `ragstead serve`.")
+keys_app = typer.Typer(cls=_Group, no_args_is_help=True, help="Manage API keys for `ragstead serve`.")
 app.add_typer(keys_app, name="keys")
 
 

@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 
 from ragstead import egress
+from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -42,9 +43,6 @@ from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
 from ragstead.stores.base import Store
 
-# The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
-# explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`).
-DEFAULT_MIN_SIMILARITY = 0.428
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
 CITATION_SNIPPET_CHARS = 240
 # Once the gate answers, a chunk is handed over when its own cosine, or its best sentence's, reaches this: the

@@ -9,6 +9,10 @@ from typing import Any, Protocol
 from ragstead.errors import ProviderError as ProviderError  # re-exported: the answerers import it from here
 
 REFUSAL = "I could not find relevant information in the uploaded documents."
+# The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
+# explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`). Kept here, in a
+# light module, because the CLI's help text shows it and `ragstead -h` must not load answer/ask.py's numpy.
+DEFAULT_MIN_SIMILARITY = 0.428
 
 
 def breadcrumb(source: str, section_path: str | None = None, page: int | None = None) -> str:

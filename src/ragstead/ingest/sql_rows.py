@@ -293,7 +293,7 @@ def _fetch_clickhouse(src: DataSource, query: str, limits: Limits) -> tuple[list
     except SourceError:
         raise
     except ImportError as exc:  # chdb:// without the chdb package
-        raise SourceError(f"chDB is not installed ({scrubbed(str(exc), ())}): pip install chdb") from None
+        raise SourceError(f"chDB is not installed ({scrubbed(str(exc), ())}): pip install 'ragstead[chdb]'") from None
     except Exception as exc:
         raise _clickhouse_error(exc, src, connecting=True) from None
     rows: list[tuple[Any, ...]] = []

@@ -1,0 +1,92 @@
+"""Start-up: `ragstead --version` and the help screens load none of the heavy modules. The process is the subject,
+so each case runs in a fresh interpreter and reports which of them ended up in its `sys.modules`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers.project import OFFLINE_ENV
+
+# What a command loads when it needs it: the search engine, the model runtime, the servers, the ingest stack and
+# the optional stores. pydantic comes with fastapi and with typer's own value coercion, never with a help screen.
+HEAVY = ("tantivy", "numpy", "onnxruntime", "pydantic", "httpx", "fastapi", "jinja2", "trafilatura", "watchfiles",
+         "youtube_transcript_api", "psycopg", "chromadb")
+
+# Runs the CLI as `python -m ragstead ARGS` does, then prints the heavy modules it loaded as JSON on stderr's last
+# line (stdout is the command's).
+PROBE = """
+import json, runpy, sys
+heavy = json.loads(sys.argv[1])
+sys.argv = ["ragstead", *sys.argv[2:]]
+try:
+    runpy.run_module("ragstead", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules)}), file=sys.stderr)
+"""
+
+
+def loaded_by(*args: str) -> tuple[int, list[str], str]:
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), *args],
+                            capture_output=True, text=True, env=OFFLINE_ENV, timeout=120)
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    return report["code"], report["loaded"], result.stdout
+
+
+@pytest.mark.parametrize("args", [("--version",), ("-h",), ("query", "-h"), ("ask", "-h"), ("ingest", "-h"),
+                                  ("serve", "-h"), ("guard", "check", "-h")])
+def test_version_and_help_load_no_heavy_module(args):
+    code, loaded, stdout = loaded_by(*args)
+    assert code in (0, None)
+    assert stdout.strip(), "printed nothing"
+    assert loaded == [], f"ragstead {' '.join(args)} imported {loaded}"
+
+
+def test_version_prints_the_package_version_before_the_cli_loads():
+    """`ragstead --version` alone answers in __main__.py, without typer and rich; with other arguments the app's
+    own --version prints the same line."""
+    import ragstead
+
+    expected = f"ragstead {ragstead.__version__}"
+    code, _, stdout = loaded_by("--version")
+    assert code in (0, None)
+    assert stdout.strip() == expected
+    result = subprocess.run([sys.executable, "-c", "import sys, ragstead.__main__ as m; m.main();"
+                             "print(sorted(n for n in ('typer', 'rich', 'ragstead.cli') if n in sys.modules))",
+                             "--version"], capture_output=True, text=True, env=OFFLINE_ENV, timeout=120, check=True)
+    assert result.stdout.splitlines() == [expected, "[]"]
+    from typer.testing import CliRunner
+
+    from ragstead.cli import app
+
+    assert CliRunner().invoke(app, ["--version"]).stdout.strip() == expected
+
+
+def test_import_ragstead_is_light_and_its_names_still_resolve():
+    """`import ragstead` loads nothing heavy; a public name imports its module on first use."""
+    script = ("import json, sys, ragstead\n"
+              f"heavy = {HEAVY!r}\n"
+              "before = sorted(m for m in heavy if m in sys.modules)\n"
+              "names = {n: getattr(ragstead, n).__module__ for n in ragstead.__all__ if n != '__version__'}\n"
+              "missing = sorted(set(ragstead.__all__) - set(dir(ragstead)))\n"
+              "print(json.dumps({'before': before, 'names': names, 'dir': missing}))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=OFFLINE_ENV,
+                            timeout=120, check=True)
+    report = json.loads(result.stdout)
+    assert report["before"] == []
+    assert report["names"]["open"] == "ragstead.knowledge_base"
+    assert report["names"]["KnowledgeBase"] == "ragstead.knowledge_base"
+    assert report["dir"] == []
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    import ragstead
+
+    with pytest.raises(AttributeError, match="no_such_name"):
+        ragstead.no_such_name  # noqa: B018
