@@ -1,4 +1,5 @@
-"""The query pipeline: filters -> vector and/or lexical search in the store -> fusion -> typed hits."""
+"""The query pipeline, in stages: plan the query -> lexical and/or vector side in the store -> fusion -> query
+feedback -> page (the admitted candidates, read a page at a time) -> first-stage scores -> rerank -> typed hits."""
 
 from __future__ import annotations
 
@@ -205,7 +206,7 @@ def search(
         ranking = feedback(store, plan, rows, first)
         # The question's own similarity of each chunk: the first pass's vector scores, whatever feedback did.
         candidates = page(plan, rows, ranking, similarity=dict(first.vector_hits))
-        candidates = score(store, plan, candidates)
+        candidates = first_stage_scores(store, plan, candidates)
     if reranker is not None and candidates:
         with timed(plan.timings, "rerank_ms"):
             candidates = rerank(store, plan, candidates, reranker)
@@ -447,7 +448,7 @@ def page(plan: QueryPlan, rows: RowReader, ranking: Ranking, similarity: dict[in
     return list(islice(candidates, plan.wanted))
 
 
-def score(store: Store, plan: QueryPlan, candidates: list[Candidate]) -> list[Candidate]:
+def first_stage_scores(store: Store, plan: QueryPlan, candidates: list[Candidate]) -> list[Candidate]:
     """Each candidate's first-stage `score` (fused, or its side's); a chunk only the feedback pass found first
     gets its similarity to the question."""
     if plan.want_vector:
