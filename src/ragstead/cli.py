@@ -1649,6 +1649,61 @@ def keys_revoke(
     typer.echo(f"revoked {_key_summary(record.to_dict())}; a running server refuses it from its next request")
 
 
+# -- portable snapshots ------------------------------------------------------------------------------------
+
+
+@app.command("export", epilog="""Examples:
+  ragstead export backup.ragsnap
+  ragstead export /mnt/usb/kb --json""")
+def export_cmd(
+    file: Annotated[Path, typer.Argument(help="The snapshot to write (.ragsnap is added unless it ends so).")],
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Write the index (documents, chunks, vectors, metadata, tags, scopes, the model) to one private file."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.export_snapshot(file)
+    if output == "json":
+        _echo_json(report.to_dict())
+        return
+    typer.echo(f"exported {report.documents} documents, {report.chunks} chunks ({report.model}, {report.dim}-d) "
+               f"to {report.path} ({report.bytes / (1 << 20):.1f} MiB, 0600) in {report.seconds:.1f}s")
+
+
+@app.command("import", epilog="""Examples:
+  ragstead import backup.ragsnap
+  ragstead import backup.ragsnap --store postgresql://me@127.0.0.1:5432/kb
+  ragstead import backup.ragsnap --replace --reembed""")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A snapshot written by `ragstead export`.")],
+    replace: Annotated[bool, typer.Option("--replace", help="Empty the target store first.")] = False,
+    reembed: Annotated[bool, typer.Option("--reembed", help="Embed every chunk again with the project's model "
+                                                            "(a snapshot of another model).")] = False,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Restore a snapshot into the project's store (or --store), without parsing or embedding anything."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.import_snapshot(file, replace=replace, reembed=reembed)
+    if output == "json":
+        _echo_json(report.to_dict())
+        return
+    typer.echo(f"imported {report.documents} documents, {report.chunks} chunks, {report.embedded} embedded "
+               f"({report.model}) into {report.target} in {report.seconds:.1f}s")
+
+
 def _usage_error_line(exc: Any) -> str:
     """Click's usage error (unknown command or option, missing argument, bad value) as one `error:` line."""
     message = " ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())

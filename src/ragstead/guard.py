@@ -47,6 +47,7 @@ SECRET_FILE_PATTERNS = (
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "!id_*.pub",
     "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml", "credentials.json", ".netrc", ".pgpass",
+    "*.ragsnap",  # a portable snapshot (`ragstead export`) holds the whole index: documents, text and vectors
 )
 # API-key shapes detect-secrets does not know (it has AWS, GitHub, Slack, Stripe, private keys, JWTs, ...;
 # its OpenAI detector only knows the legacy key format).

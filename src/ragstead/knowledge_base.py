@@ -54,6 +54,7 @@ from ragstead.retrieval.passages import Passage, read_passage
 from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
+from ragstead.snapshots import Snapshots
 from ragstead.stores.base import Store
 from ragstead.watch import watch as follow_folders
 
@@ -97,6 +98,7 @@ class KnowledgeBase:
         self._freshness = FreshnessService(self._indexer, self._ingester)
         self._health = Health(self.runtime)
         self._evaluation = Evaluation(self.runtime)
+        self._snapshots = Snapshots(self.runtime)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -118,6 +120,8 @@ class KnowledgeBase:
     index_records = _to("_indexer", Indexer.index_records)
     remember = _to("_indexer", Indexer.remember)
     migrate = _to("_indexer", Indexer.migrate)
+    export_snapshot = _to("_snapshots", Snapshots.export_snapshot)
+    import_snapshot = _to("_snapshots", Snapshots.import_snapshot)
     upload = _to("_landing", Landing.upload)
     ingest = _to("_ingester", IngestService.ingest)
     record_roots = _to("runtime", project.record_roots)
