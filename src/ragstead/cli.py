@@ -975,9 +975,12 @@ def status(
 @app.command(epilog="""Examples:
   ragstead doctor
   ragstead doctor --fix
-  ragstead doctor --json""")
+  ragstead doctor --json
+  ragstead doctor --findability""")
 def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Take group and other permissions off what is loose.")] = False,
+    findability: Annotated[bool, typer.Option("--findability", help="Instead: can each document be found by its "
+                                                                    "own words? (exit 1 on a regression)")] = False,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     root: RootOpt = None,
@@ -989,6 +992,9 @@ def doctor(
 
     Exit code 1 if anything is still loose.
     """
+    if findability:
+        _doctor_findability(output, as_json, root, config, db, store_spec)
+        return
     with _library_errors():
         output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec) as kb:
@@ -1702,6 +1708,41 @@ def import_cmd(
         return
     typer.echo(f"imported {report.documents} documents, {report.chunks} chunks, {report.embedded} embedded "
                f"({report.model}) into {report.target} in {report.seconds:.1f}s")
+
+
+# -- the findability check (doctor --findability) -----------------------------------------------------------
+
+
+def _doctor_findability(output: str, as_json: bool, root: Path | None, config: Path | None, db: str | None,
+                        store_spec: str | None) -> None:
+    """`doctor --findability`: a table of the documents their own words do not find and the files left out of
+    the index, each with why; exit code 1 when a document findable in the last run is not now."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.findability()
+    if output == "json":
+        _echo_json(report.to_dict())
+    else:
+        console = _stdout()
+        console.print(f"{report.findable} of {report.documents} documents are found by their own words in the "
+                      f"top {report.top} ({report.seconds:.1f}s)", markup=False, highlight=False)
+        rows = [(u.path, u.kind, u.reason) for u in report.not_findable] + [
+            (u.path, u.kind, u.reason) for u in report.left_out]
+        if rows:
+            table = Table("path", "problem", "why", box=None, header_style="bold")
+            for row in rows:
+                table.add_row(*(escape(cell) for cell in row))
+            console.print(table)
+        for item in report.regressions:
+            _say(f"regression: {item['path']} was findable in the last run; {item['reason']}", fg="red")
+        if report.previous is None:
+            typer.echo("first run: saved beside the index, the next run compares with it")
+        elif not report.regressions:
+            typer.echo(f"no regressions since the run of {report.previous['generated_at']} "
+                       f"({report.previous['findable']} findable then)")
+    if report.regressions:
+        raise typer.Exit(1)
 
 
 def _usage_error_line(exc: Any) -> str:

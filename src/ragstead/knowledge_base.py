@@ -41,6 +41,7 @@ from ragstead.errors import DocumentNotFoundError
 from ragstead.evaluation.runner import EvalSettings, format_table
 from ragstead.evaluation.service import Evaluation, is_server_or_chroma
 from ragstead.filters import QueryFilters
+from ragstead.findability import Findability
 from ragstead.freshness import FreshnessService
 from ragstead.health import Health
 from ragstead.indexer import SUPPORTED_SUFFIXES, Indexer
@@ -99,6 +100,7 @@ class KnowledgeBase:
         self._health = Health(self.runtime)
         self._evaluation = Evaluation(self.runtime)
         self._snapshots = Snapshots(self.runtime)
+        self._findability = Findability(self.runtime)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -132,6 +134,7 @@ class KnowledgeBase:
     status = _to("_health", Health.status)
     doctor = _to("_health", Health.doctor)
     readiness = _to("_health", Health.readiness)
+    findability = _to("_findability", Findability.findability)
     evaluate = _to("_evaluation", Evaluation.evaluate)
     evaluate_beir = _to("_evaluation", Evaluation.evaluate_beir)
     freshness = _to("_freshness", FreshnessService.freshness)
