@@ -14,8 +14,8 @@ regression.
 
 from __future__ import annotations
 
+import heapq
 import json
-import math
 import re
 import time
 from collections import Counter
@@ -153,7 +153,7 @@ class Findability:
         for doc in docs.values():
             frequency.update(doc.counts.keys())
         for doc in docs.values():
-            doc.query = _distinctive(doc, frequency, len(docs))
+            doc.query = _distinctive(doc, frequency)
         return docs
 
     def _rank(self, docs: dict[str, _Doc], top: int) -> dict[str, list[str]]:
@@ -243,7 +243,7 @@ class Findability:
         write_text_atomically(self.last_run_file, json.dumps(record, indent=1, sort_keys=True))
 
 
-def _distinctive(doc: _Doc, frequency: Counter[str], total: int) -> list[str]:
+def _distinctive(doc: _Doc, frequency: Counter[str]) -> list[str]:
     """The document's query: words of its title and headings first, then its rarest words (highest IDF,
     then most frequent in it), QUERY_TERMS at most."""
     chosen: dict[str, None] = {}
@@ -251,12 +251,11 @@ def _distinctive(doc: _Doc, frequency: Counter[str], total: int) -> list[str]:
         for word in words(text):
             if len(chosen) < TITLE_TERMS and word in doc.counts:
                 chosen.setdefault(word, None)
-    rare = sorted(doc.counts, key=lambda w: (-math.log((total + 1) / (frequency[w] + 0.5)), -doc.counts[w], w))
-    for word in rare:
-        if len(chosen) >= QUERY_TERMS:
-            break
-        if len(word) > 1 and not word.isdigit():
-            chosen.setdefault(word, None)
+    # Highest IDF first is fewest documents first; then the words it repeats. Only the first few are needed.
+    candidates = (w for w in doc.counts if len(w) > 1 and not w.isdigit() and w not in chosen)
+    for word in heapq.nsmallest(QUERY_TERMS - len(chosen), candidates,
+                                key=lambda w: (frequency[w], -doc.counts[w], w)):
+        chosen.setdefault(word, None)
     return list(chosen)
 
 
