@@ -16,6 +16,7 @@ from ragstead import cli as cli_module
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.knowledge_base import KnowledgeBase
+from ragstead.stores.snapshot import restore_snapshot
 
 NOTES = {
     **{f"kb/notes/topic{i}.md": f"---\ntags: [t{i % 3}]\n---\n# Topic {i}\n\nNote {i} is about "
@@ -50,7 +51,7 @@ def source(make_project):  # type: ignore[no-untyped-def]
     return project
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql", "chroma"])
 def test_export_then_import_gives_the_same_hits_with_nothing_embedded(kind, source, make_project, tmp_path,
                                                                      hashing_embedder, request):
     with KnowledgeBase(source.settings, embedder=source.embedder) as kb:
@@ -59,7 +60,8 @@ def test_export_then_import_gives_the_same_hits_with_nothing_embedded(kind, sour
     assert exported.path.endswith("kb.ragsnap") and exported.documents == len(NOTES)
     assert stat.S_IMODE((tmp_path / "kb.ragsnap").stat().st_mode) == 0o600
 
-    spec = new_database(request.getfixturevalue("pg_server")) if kind == "postgresql" else ""
+    spec = {"sqlite": "", "chroma": "chroma:kb/rag/chroma?exact_rows=0"}.get(kind) \
+        or new_database(request.getfixturevalue("pg_server"))
     fresh = make_project({}, store=spec)
     counting = CountingEmbedder(hashing_embedder)
     with KnowledgeBase(fresh.settings, embedder=counting) as kb:
@@ -151,3 +153,22 @@ def test_the_cli_exports_and_imports_and_says_nothing_was_embedded(source, make_
 
 def test_the_guard_blocks_a_snapshot_by_its_name():
     assert "*.ragsnap" in SECRET_FILE_PATTERNS
+
+
+def test_a_write_that_fails_part_way_leaves_the_target_empty(source, make_project, tmp_path, monkeypatch):
+    with KnowledgeBase(source.settings, embedder=source.embedder) as kb:
+        kb.export_snapshot(tmp_path / "kb.ragsnap")
+    target = make_project({}).store
+    calls = []
+
+    def failing_apply(writes, removals, touches):  # type: ignore[no-untyped-def]
+        calls.append(len(writes))
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return original(writes, removals, touches)
+
+    original = target.apply
+    monkeypatch.setattr(target, "apply", failing_apply)
+    with pytest.raises(OSError, match="disk full"):
+        restore_snapshot(tmp_path / "kb.ragsnap", target, batch_size=2)
+    assert calls == [2, 2, 2] and target.stats()["documents"] == 0 and target.stats()["chunks"] == 0
