@@ -4,7 +4,8 @@ It opens a `Runtime` from the project's `Settings` (the store, one embedder behi
 the re-ranker, the answerers; reads share one store connection behind a lock, so one KnowledgeBase can serve
 many threads) and hands each concern to its service: index runs (`ragstead.indexer`), uploads and the
 all-or-nothing install (`ragstead.landing`), ingest (`ragstead.ingest.service`), freshness, watch, health,
-evaluation and project setup (`ragstead.project`). A method handed over whole is one line, `_to(service,
+the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), evaluation and
+project setup (`ragstead.project`). A method handed over whole is one line, `_to(service,
 method)`: the call, its signature and its docstring are the service's.
 """
 
