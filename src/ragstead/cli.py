@@ -993,7 +993,7 @@ def doctor(
     Exit code 1 if anything is still loose.
     """
     if findability:
-        _doctor_findability(output, as_json, root, config, db, store_spec)
+        _doctor_findability(output, as_json, fix, root, config, db, store_spec)
         return
     with _library_errors():
         output = _output(output, as_json, "text", "json")
@@ -1713,11 +1713,13 @@ def import_cmd(
 # -- the findability check (doctor --findability) -----------------------------------------------------------
 
 
-def _doctor_findability(output: str, as_json: bool, root: Path | None, config: Path | None, db: str | None,
-                        store_spec: str | None) -> None:
+def _doctor_findability(output: str, as_json: bool, fix: bool, root: Path | None, config: Path | None,
+                        db: str | None, store_spec: str | None) -> None:
     """`doctor --findability`: a table of the documents their own words do not find and the files left out of
     the index, each with why; exit code 1 when a document findable in the last run is not now."""
     with _library_errors():
+        if fix:
+            raise RagsteadError("--findability and --fix are separate checks; run them one at a time")
         output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec) as kb:
             report = kb.findability()
