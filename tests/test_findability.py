@@ -10,6 +10,7 @@ import stat
 import pytest
 from typer.testing import CliRunner
 
+from helpers.project import new_database
 from ragstead import cli as cli_module
 from ragstead.knowledge_base import KnowledgeBase
 
@@ -39,7 +40,11 @@ def project(make_project):  # type: ignore[no-untyped-def]
     return project
 
 
-def test_the_duplicate_and_the_left_out_files_are_named_with_why(project):
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_duplicate_and_the_left_out_files_are_named_with_why(kind, make_project, request):
+    spec = new_database(request.getfixturevalue("pg_server")) if kind == "postgresql" else ""
+    project = make_project(NOTES, store=spec)
+    project.index()
     with KnowledgeBase(project.settings, embedder=project.embedder) as kb:
         report = kb.findability().to_dict()
     assert project.embedder.query_calls == 0 and project.embedder.document_calls == 1  # the index run's only
