@@ -180,6 +180,10 @@ def read_manifest(path: Path) -> SnapshotManifest:
                 raise SnapshotError(f"{path} is a version {raw.get('version')} snapshot; this ragstead reads "
                                     f"version {VERSION}")
             manifest = SnapshotManifest(**{f.name: raw[f.name] for f in dataclasses.fields(SnapshotManifest)})
+            counts = (manifest.dim, manifest.documents, manifest.chunks)
+            if not (isinstance(manifest.model, str) and isinstance(manifest.sha256, dict)
+                    and all(isinstance(n, int) and n >= 0 for n in counts)):
+                raise SnapshotError(f"{path} is damaged: its manifest is malformed; nothing was imported")
             documents = chunks = 0
             with archive.open(DOCUMENTS) as lines:
                 digest = hashlib.sha256()
