@@ -1,6 +1,6 @@
 """The CLI follows the conventions people know, checked on the real command (in this process; Ctrl-C in a real
-one): --version, -h, one-line usage errors, human output by default with the same --json / --format everywhere, `ls`, `status`,
-an `ask` that says how it answered, and `sanity` from any folder."""
+one): --version, -h, one-line usage errors, human output by default with the same --json / --format
+everywhere, `ls`, `status`, an `ask` that says how it answered, and `sanity` from any folder."""
 
 from __future__ import annotations
 
