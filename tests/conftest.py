@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.fake_embedder import HashingEmbedder
 from helpers.project import OFFLINE_ENV, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
 from ragstead.embeddings import MiniLMOnnxEmbedder
@@ -132,7 +133,20 @@ def store_spec(request) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run `python -m ragstead ARGS --root <project>` in a real process, offline; assert its exit code."""
+    """Run `ragstead ARGS --root <project>` in this process (helpers/cli_runner.py), offline; assert its exit
+    code. Tests of the process itself start `python -m ragstead` on their own."""
+
+    def run(project: Project, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+        result = run_ragstead(*args, "--root", str(project.root))
+        assert result.returncode == expect, result.stdout + result.stderr
+        return result
+
+    return run
+
+
+@pytest.fixture
+def cli_process() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`cli`, in a real `python -m ragstead` process: for tests where one process per command matters."""
 
     def run(project: Project, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(project.root)],
