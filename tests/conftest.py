@@ -17,6 +17,23 @@ from helpers.fake_embedder import HashingEmbedder
 from helpers.project import OFFLINE_ENV, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
 from ragstead.embeddings import MiniLMOnnxEmbedder
 
+# The markers of the backends a test needs (pyproject.toml registers them), by the fixtures it uses or the store
+# kind it is parametrized with: `-m "not postgres"` and the like select around a missing server.
+_MARK_BY_FIXTURE = {"pg_server": "postgres", "pg_url": "postgres", "chroma_server": "chroma",
+                    "clickhouse_server": "clickhouse"}
+_MARK_BY_STORE_KIND = {"postgresql": "postgres", "chroma": "chroma", "chroma-http": "chroma"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = {_MARK_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in _MARK_BY_FIXTURE}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            names |= {_MARK_BY_STORE_KIND[v] for v in callspec.params.values()
+                      if isinstance(v, str) and v in _MARK_BY_STORE_KIND}
+        for name in sorted(names):
+            item.add_marker(name)
+
 
 @pytest.fixture(scope="session")
 def real_embedder() -> MiniLMOnnxEmbedder:
