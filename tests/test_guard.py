@@ -250,6 +250,7 @@ def check_ignore(root: Path, paths: list[str]) -> set[str]:
     return set(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_the_readme_scenario_runs(tmp_path):
     """The README's "Keep it fresh and private" block, run as written (bash -e), in a scratch folder."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -185,6 +185,7 @@ def test_cli_query_without_index(tmp_path):
     assert out.returncode == 2 and "ragstead index" in out.stderr
 
 
+@pytest.mark.slow
 def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     """Peak memory grows with the embedding batch, not with the number of files (docs/design.md)."""
     import random
@@ -203,6 +204,7 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     assert int(peak_kb) / 1024 <= 500, f"indexing 120 notes peaked at {int(peak_kb) / 1024:.0f} MB"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_root(tmp_path):
     files = big_corpus(120)  # about 6 s of embedding: the interrupt lands well inside it
     files["docs/faq.md"] = "Public FAQ: the ledger is append-only."
@@ -234,6 +236,7 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     assert count(db, "SELECT COUNT(*) FROM documents WHERE file_path = 'docs/faq.md'") == 1
 
 
+@pytest.mark.slow
 def test_simultaneous_first_runs_either_index_or_say_the_lock_is_held(tmp_path):
     write_files(tmp_path, {f"kb/n{i}.md": f"note {i} about herons and ospreys" for i in range(3)})
     runs = [subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "-q"],
