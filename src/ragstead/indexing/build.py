@@ -63,13 +63,14 @@ class IndexingOptions:
     max_zip_ratio: float = _LIMITS.max_zip_ratio
     max_pdf_pages: int = _LIMITS.max_pdf_pages
     max_file_chars: int = _LIMITS.max_chars
+    max_html_depth: int = _LIMITS.max_html_depth
     file_seconds: float = _LIMITS.seconds
     follow_symlinks: str = "scope"
     exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
 
     def __post_init__(self) -> None:
         for name in ("max_file_bytes", "max_unzipped_bytes", "max_zip_ratio", "max_pdf_pages", "max_file_chars",
-                     "file_seconds"):
+                     "max_html_depth", "file_seconds"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be above 0, got {getattr(self, name)!r}")
         if self.follow_symlinks not in FOLLOW_SYMLINKS:
@@ -79,7 +80,8 @@ class IndexingOptions:
     def load_limits(self) -> LoadLimits:
         return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
                           max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
-                          max_chars=self.max_file_chars, seconds=self.file_seconds)
+                          max_chars=self.max_file_chars, max_html_depth=self.max_html_depth,
+                          seconds=self.file_seconds)
 
 
 @dataclass
