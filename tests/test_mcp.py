@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,21 @@ def test_scope_widening_arguments_are_refused(alice, arguments):
     assert "scope is fixed when the server starts" in error.error.message
     narrowed = alice.data("search", {"query": "heron", "include_archive": False, "doc_types": ["user_kb"]})
     assert all(r["file_path"].startswith("kb/users/alice/") for r in narrowed["results"])
+
+
+@pytest.mark.parametrize("server_args", [("--user", "alice"), ("--public-only",)], ids=["private", "public-only"])
+def test_the_archive_asked_for_by_doc_type_is_refused_without_it(project, server_args):
+    """One rule for the archive: `doc_types: ["archive"]` asks for it as `include_archive: true` does."""
+    with contextmanager(served)(project, *server_args) as client:
+        for tool, arguments in (("search", {"query": "2019 heron count at the north lake", "doc_types": ["archive"]}),
+                                ("ask", {"question": "2019 heron count", "doc_types": ["archive"], "extractive": True}),
+                                ("list_documents", {"doc_types": ["archive"]})):
+            result = client.call(tool, arguments)
+            assert result.is_error, (tool, result.structured_content)
+            assert "archive is outside this scope" in result.content[0].text
+            assert "Archived" not in result.content[0].text
+        listed = client.data("list_documents", {})
+        assert all(d["doc_type"] != "archive" for d in listed["documents"])
 
 
 @pytest.mark.parametrize(("name", "arguments", "message"), [

@@ -2,7 +2,9 @@
 
 Semantics: AND across fields, OR within a field (several doc types or tags). Private-only unless
 `public_only`; archive excluded unless `include_archive` (or `archive` is asked for by doc type). The
-archive is public content: a private-scope query that asks for it sees it too.
+archive is public content: a private-scope query that asks for it sees it too. A door whose scope has no
+archive (an MCP server started without it) builds with `archive_allowed=False`: asking for the archive in
+either spelling is then refused, here, for every door alike.
 """
 
 from __future__ import annotations
@@ -82,14 +84,19 @@ class QueryFilters:
         date_to: str | None = None,
         include_archive: bool = False,
         tags: list[str] | tuple[str, ...] | None = None,
+        archive_allowed: bool = True,
     ) -> QueryFilters:
-        """Validate and normalise filter values; raise `InvalidQueryError` with a clear message."""
+        """Validate and normalise filter values; raise `InvalidQueryError` with a clear message.
+        `archive_allowed=False`: the caller's scope has no archive, so asking for it is refused."""
         if user_slug is not None and not USER_SLUG.match(user_slug):
             raise InvalidQueryError(f"--user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}")
         types = tuple(split_values(list(doc_types or [])))
         unknown = [t for t in types if t not in DOC_TYPES]
         if unknown:
             raise InvalidQueryError(f"unknown doc type(s) {unknown}; use {list(DOC_TYPES)}")
+        if not archive_allowed and (include_archive or "archive" in types):
+            raise InvalidQueryError("the archive is outside this scope (doc type 'archive' or include_archive): "
+                                    "the scope is fixed when the server starts")
         start, end = _parse_day(date_from, "--date-from"), _parse_day(date_to, "--date-to")
         if start and end and start > end:
             raise InvalidQueryError(f"--date-from {start} is after --date-to {end}")

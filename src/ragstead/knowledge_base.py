@@ -136,9 +136,11 @@ class KnowledgeBase:
 
     def scope(self, *, user: str | None = None, doc_types: Sequence[str] = (), public_only: bool = False,
               include_archive: bool = False, date_from: str | None = None, date_to: str | None = None,
-              tags: Sequence[str] = ()) -> QueryFilters:
-        """Validated filters: private-only unless `public_only`, archive excluded unless asked for."""
-        return QueryFilters.build(user, list(doc_types), public_only, date_from, date_to, include_archive, list(tags))
+              tags: Sequence[str] = (), archive_allowed: bool = True) -> QueryFilters:
+        """Validated filters: private-only unless `public_only`, archive excluded unless asked for (and refused
+        when `archive_allowed` is False: a door whose scope has no archive)."""
+        return QueryFilters.build(user, list(doc_types), public_only, date_from, date_to, include_archive, list(tags),
+                                  archive_allowed)
 
     def search_options(self, *, k: int = 8, mode: str | None = None, top_k_vector: int | None = None,
                        top_k_lexical: int | None = None, fusion: str | None = None,
@@ -255,9 +257,11 @@ class KnowledgeBase:
             return self.store.last_indexed_at()
 
     def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
-                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        """Indexed documents in a scope, by path."""
-        filters = self.scope(user=user, public_only=public_only, include_archive=include_archive, doc_types=doc_types)
+                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0,
+                  filters: QueryFilters | None = None) -> list[dict[str, Any]]:
+        """Indexed documents in a scope, by path (`filters`, when given, replaces the scope arguments)."""
+        filters = filters or self.scope(user=user, public_only=public_only, include_archive=include_archive,
+                                        doc_types=doc_types)
         with self._lock:
             return self.store.list_documents(filters, limit, offset)
 

@@ -173,9 +173,10 @@ class RagsteadMcp:
         if args.include_archive and not self.scope.include_archive:
             raise _scope_error("include_archive")
         include_archive = self.scope.include_archive if args.include_archive is None else args.include_archive
-        return {"user": None if self.scope.public_only else self.scope.user, "public_only": self.scope.public_only,
-                "include_archive": include_archive, "doc_types": args.doc_types, "tags": args.tags,
-                "date_from": args.date_from, "date_to": args.date_to}
+        return {"filters": self.kb.scope(
+            user=None if self.scope.public_only else self.scope.user, public_only=self.scope.public_only,
+            include_archive=include_archive, doc_types=args.doc_types, tags=args.tags, date_from=args.date_from,
+            date_to=args.date_to, archive_allowed=self.scope.include_archive)}
 
     def _search(self, args: SearchArgs) -> dict[str, Any]:
         found = self.kb.search(args.query, k=args.k, mode=args.mode, **self._filters(args))
@@ -185,9 +186,10 @@ class RagsteadMcp:
         return self.kb.ask(args.question, k=args.k, extractive=args.extractive, **self._filters(args)).to_dict()
 
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
-        docs = self.kb.documents(user=None if self.scope.public_only else self.scope.user,
-                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
-                                 doc_types=args.doc_types, limit=args.limit, offset=args.offset)
+        filters = self.kb.scope(user=None if self.scope.public_only else self.scope.user,
+                                public_only=self.scope.public_only, include_archive=self.scope.include_archive,
+                                doc_types=args.doc_types, archive_allowed=self.scope.include_archive)
+        docs = self.kb.documents(filters=filters, limit=args.limit, offset=args.offset)
         return {"documents": docs, "limit": args.limit, "offset": args.offset, "scope": self.scope.describe()}
 
     def _read(self, doc_id: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
