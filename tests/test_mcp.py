@@ -307,3 +307,15 @@ def test_http_off_loopback_and_a_missing_index_are_one_error_line(tmp_path, proj
                            text=True, env=OFFLINE_ENV, timeout=60)
     assert empty.returncode == 2 and empty.stdout == ""
     assert empty.stderr.startswith("error: no index at ") and "run `ragstead index` first" in empty.stderr
+
+
+@pytest.mark.parametrize("cursor", ["abc", "\u00b2", "9" * 5000, "-1", "1e9"])
+def test_a_bad_resource_cursor_is_a_clean_error(alice, cursor):
+    from mcp import types
+
+    with pytest.raises(MCPError) as caught:
+        alice.portal.call(lambda: alice.session.list_resources(params=types.PaginatedRequestParams(cursor=cursor)))
+    assert caught.value.error.code == -32602
+    assert caught.value.error.message.startswith("invalid cursor: pass the nextCursor")
+    first = alice.portal.call(lambda: alice.session.list_resources(params=types.PaginatedRequestParams(cursor="0")))
+    assert [r.name for r in first.resources] == ["kb/users/alice/notes.md", "kb/users/alice/plan.md"]

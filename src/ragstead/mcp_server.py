@@ -264,7 +264,7 @@ class RagsteadMcp:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        offset = int(params.cursor) if params and params.cursor and params.cursor.isdigit() else 0
+        offset = _offset(params.cursor if params else None)
         page = 100
         docs = await anyio.to_thread.run_sync(lambda: self.kb.documents(
             user=None if self.scope.public_only else self.scope.user, public_only=self.scope.public_only,
@@ -293,6 +293,16 @@ class RagsteadMcp:
         text = header + "\n\n".join(chunk["text"] for chunk in passage["chunks"])
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
                                                                              mime_type="text/plain")])
+
+
+def _offset(cursor: str | None) -> int:
+    """The offset a `nextCursor` of ours names; any other cursor is a clean invalid-params error (str.isdigit
+    admits '²' and int() refuses 5,000 digits, with Python's own message)."""
+    if not cursor:
+        return 0
+    if not re.fullmatch(r"[0-9]{1,9}", cursor):
+        raise _invalid("invalid cursor: pass the nextCursor of the previous page, or none for the first")
+    return int(cursor)
 
 
 def _invalid(message: str) -> MCPError:

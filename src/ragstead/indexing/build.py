@@ -28,6 +28,7 @@ from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_t
 from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc_id, sha256_text, storable_path
 from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
+from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError
 from ragstead.indexing.lock import index_lock
@@ -259,7 +260,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if name.startswith("."):
                     continue
                 path = current / name
-                if path in own_files:
+                if path in own_files or is_sidecar(path):
                     continue
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
@@ -271,6 +272,12 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if info is not None:
                     yield root, path, rel, info
         _folder_errors(errors, base, report)
+
+
+def is_sidecar(path: Path) -> bool:
+    """`x.pdf.source.json` beside `x.pdf`: ingest's record of where the file came from, read with it, never a
+    document of its own (nor worth a `skipped` line in every run)."""
+    return path.name.endswith(SIDECAR_SUFFIX) and os.path.isfile(path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
 
 
 def _folder_errors(errors: list[OSError], base: Path, report: IndexReport) -> None:
@@ -554,6 +561,8 @@ def index_paths(
         removed: list[str] = []
         for root, path, rel in resolved:
             shown = storable_path(rel)
+            if is_sidecar(path):
+                continue
             try:
                 info = os.stat(path)
             except OSError:

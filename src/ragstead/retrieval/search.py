@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.documents.metadata import PathRule
-from ragstead.documents.sources import citation_link
+from ragstead.documents.sources import citation_link, client_source
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text
@@ -303,11 +303,13 @@ def search(
                 continue  # a lower chunk of a document already listed
             sources.add(row["doc_id"])
         v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
-        link, video_time = citation_link(row.get("source"), row["section_path"], row["text"])
+        source = client_source(row.get("source"))  # only http(s) links reach a client
+        link, video_time = citation_link(source, row["section_path"], row["text"])
         row.update(
             snippet=snippet(row["text"]),
             tags=tuple(row["tags"]),
-            source_url=(row.get("source") or {}).get("url"),
+            source=source,
+            source_url=(source or {}).get("url"),
             link=link,
             video_time=video_time,
             vector_rank=v,
