@@ -5,8 +5,9 @@ report it, skip it and index the rest: the expected cases (binary, encrypted, ov
 message, and any other exception a parser raises on a malformed file as "corrupt or unreadable".
 
 Every file is read under `LoadLimits` (docs/design.md, "Hostile files"): a size cap before reading, a
-decompression cap read from a zip's central directory before parsing, a page cap, a cap on the text
-extracted, and a time budget checked inside the page and paragraph loops.
+decompression cap read from a zip's central directory before parsing, a page cap, an HTML nesting cap
+counted before parsing, a cap on the text extracted, and a time budget checked inside the page and
+paragraph loops.
 """
 
 from __future__ import annotations
