@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import tempfile
@@ -497,11 +498,14 @@ def test_postgresql_lo_export_cannot_write_a_server_file(pg_trades: str, root: P
     out = Path(tempfile.mkdtemp(prefix="ragstead-lo-")) / "written"
     out.parent.chmod(0o777)  # the server may run as another user: nothing but the check may stop the write
     query = f"SELECT 'alice' AS user_slug, {call.format(oid=oid, out=out)} AS n"
-    with pytest.raises(SourceError, match="lo_export"):
-        render_dossiers(pg_trades, query=query, root=root)
-    with pytest.raises(SourceError, match="lo_export"):
-        fetch_rows(parse_source(pg_trades), query, Limits(10, 60, 100))
-    assert not out.exists()
+    try:
+        with pytest.raises(SourceError, match="lo_export"):
+            render_dossiers(pg_trades, query=query, root=root)
+        with pytest.raises(SourceError, match="lo_export"):
+            fetch_rows(parse_source(pg_trades), query, Limits(10, 60, 100))
+        assert not out.exists()
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
 
 
 @pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
