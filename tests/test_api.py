@@ -419,3 +419,61 @@ def test_query_results_are_trimmed_to_a_token_budget_at_chunk_boundaries(api):
         assert c.post("/v1/query", json={**body, "max_tokens": 0}, headers=auth(tokens["alice"])).status_code == 422
     with client(max_tokens=0) as c:
         assert "budget" not in c.post("/v1/query", json=body, headers=auth(tokens["alice"])).json()
+
+
+def test_an_upload_name_ending_in_a_newline_is_refused(api):
+    from ragstead.errors import InvalidQueryError
+
+    project, _, _, _ = api
+    with KnowledgeBase(project.settings, embedder=project.embedder) as kb, \
+            pytest.raises(InvalidQueryError, match="file name"):
+        kb.upload("trip.md\n", b"A trip note.", user="alice")
+    assert not (project.root / "kb/users/alice/uploads").exists()
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/static-offline-docs/swagger-ui-bundle.js"])
+def test_the_api_docs_have_the_page_s_framing_and_script_headers(api, path):
+    import base64
+    import hashlib
+    import re
+
+    _, _, _, client = api
+    with client() as c:
+        page = c.get("/")
+        response = c.get(path)
+    assert response.status_code == 200
+    for name in ("X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy"):
+        assert response.headers[name] == page.headers[name], name
+    policy = response.headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy and "unsafe-eval" not in policy
+    assert "'unsafe-inline'" not in policy.split("script-src", 1)[1].split(";", 1)[0]
+    for script in re.findall(r"<script>(.*?)</script>", response.text, re.DOTALL):  # Swagger UI's own, allowed
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in policy
+
+
+def test_only_http_source_links_reach_a_client(make_project):
+    """Front matter is anyone's text: a `javascript:` link there must not become a citation link."""
+    project = make_project({
+        "kb/users/alice/evil.md": "---\nsource_url: javascript:alert(document.cookie)\n"
+                                  "canonical_url: data:text/html,<script>alert(1)</script>\n---\n"
+                                  "# Evil\n\nThe pelican migration notes, with a hostile link.",
+        "kb/users/alice/good.md": "---\nsource_url: https://example.org/pelicans\nsource_type: Article\n"
+                                  "canonical_url: javascript:alert(2)\n---\n# Good\n\nThe pelican census results.",
+    })
+    project.index()
+    keys = KeyFile(project.settings.db_file.parent / "api_keys.json")
+    token = keys.add("alice")[0]
+    kb = KnowledgeBase(project.settings, embedder=project.embedder, providers=[ExtractiveAnswerer()])
+    with TestClient(create_app(kb, ApiConfig())) as c:
+        found = c.post("/v1/query", json={"query": "pelican migration census", "top_k": 5}, headers=auth(token))
+        assert found.status_code == 200, found.text
+        results = found.json()["results"]
+        chunk = c.get(f"/v1/chunks/{results[0]['chunk_id']}", headers=auth(token))
+        asked = c.post("/v1/ask", json={"question": "pelican migration notes"}, headers=auth(token))
+    assert {r["file_path"] for r in results} == {"kb/users/alice/evil.md", "kb/users/alice/good.md"}
+    for body in (found.text, chunk.text, asked.text):
+        assert "javascript:" not in body and "data:text" not in body
+    good = next(r for r in results if r["file_path"].endswith("good.md"))
+    assert good["source_url"] == good["link"] == "https://example.org/pelicans"
+    assert next(r for r in results if r["file_path"].endswith("evil.md"))["source_url"] is None

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -486,6 +488,45 @@ def test_sqlite_missing_file_timeout_and_bad_urls(sqlite_db: Path, root: Path, t
         assert ":p@" not in str(error.value)
 
 
+@pytest.mark.parametrize("call", ["lo_export({oid}, '{out}')", "pg_catalog.lo_export ({oid}, '{out}')",
+                                  "\"lo_export\"({oid}, '{out}')", "LO_EXPORT/**/({oid}, '{out}')"])
+def test_postgresql_lo_export_cannot_write_a_server_file(pg_trades: str, root: Path, tmp_path: Path,
+                                                         call: str) -> None:
+    """A READ ONLY transaction does not stop lo_export of an existing large object (checked on this server):
+    the function check does, whatever the spelling."""
+    with psycopg.connect(pg_trades, autocommit=True) as conn:
+        oid = conn.execute("SELECT lo_from_bytea(0, 'pwned')").fetchone()[0]
+    out = Path(tempfile.mkdtemp(prefix="ragstead-lo-")) / "written"
+    out.parent.chmod(0o777)  # the server may run as another user: nothing but the check may stop the write
+    query = f"SELECT 'alice' AS user_slug, {call.format(oid=oid, out=out)} AS n"
+    try:
+        with pytest.raises(SourceError, match="lo_export"):
+            render_dossiers(pg_trades, query=query, root=root)
+        with pytest.raises(SourceError, match="lo_export"):
+            fetch_rows(parse_source(pg_trades), query, Limits(10, 60, 100))
+        assert not out.exists()
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
+def test_postgresql_cannot_signal_another_session(pg_trades: str, root: Path, function: str) -> None:
+    with psycopg.connect(pg_trades, autocommit=True) as other:
+        pid = other.info.backend_pid
+        with pytest.raises(SourceError, match=function):
+            render_dossiers(pg_trades, query=f"SELECT 'alice' AS user_slug, {function}({pid})", root=root)
+        assert other.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("query", ["SELECT set_config('search_path', 'x', false)",
+                                   "SELECT pg_read_file('/etc/hostname')", "SELECT pg_notify('c', 'x')",
+                                   "SELECT * FROM dblink('x', 'DELETE FROM t')",
+                                   "SELECT query_to_xml('SELECT lo_export(1, ''/tmp/x'')', true, false, '')"])
+def test_postgresql_functions_acting_outside_the_database_are_refused(query: str) -> None:
+    with pytest.raises(SourceError, match="acts outside the database"):
+        check_read_only_statement(query, "postgresql")
+
+
 # -- the statement check ----------------------------------------------------------------------------------------
 
 
@@ -497,6 +538,7 @@ def test_sqlite_missing_file_timeout_and_bad_urls(sqlite_db: Path, root: Path, t
     "/* DELETE; */ WITH a AS (SELECT 1) SELECT * FROM a",
     "(SELECT 1) UNION ALL (SELECT 2)",
     "SELECT 'a;b', \"c;d\" FROM t WHERE x = 'it''s; fine'",
+    "SELECT lo_exporter, \"pg_read_file\" FROM t",
 ])
 def test_read_statements_pass_the_check(engine: str, query: str) -> None:
     check_read_only_statement(query, engine)
@@ -505,6 +547,8 @@ def test_read_statements_pass_the_check(engine: str, query: str) -> None:
 @pytest.mark.parametrize(("engine", "query"), [
     ("postgresql", "SELECT 'a\\'; DROP TABLE t; --'"),  # no backslash escapes in standard strings
     ("postgresql", "SELECT $x$ ; $x$; DROP TABLE t"),
+    ("postgresql", "SELECT 1 AS a$x$; DROP TABLE t; SELECT 1 AS b$x$"),  # `$` inside a name quotes nothing
+    ("postgresql", "SELECT U&\"lo\\005fexport\"(1, '/tmp/x')"),
     ("clickhouse", "SELECT 1 # ; \n; DROP TABLE t"),
     ("sqlite", "SELECT [a;b]; DROP TABLE t"),
     ("clickhouse", "SHOW TABLES"),

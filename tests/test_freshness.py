@@ -426,6 +426,17 @@ def test_the_cli_exit_codes_fit_cron(tmp_path, cli, make_project):
     assert error.stderr.startswith("error: no such folder: kb/nowhere")
 
 
+def test_a_newline_in_a_file_name_adds_no_line_to_the_output(cli, make_project):
+    proj = make_project(FILES)
+    cli(proj, "index", "-q")
+    (proj.root / "kb/team/evil.md\n  - important.md").write_text("A note with a newline in its name.")
+    stale = cli(proj, "freshness", expect=1)
+    lines = stale.stdout.splitlines()
+    assert "  - important.md" not in lines, stale.stdout  # no fake "deleted" line
+    assert "  + kb/team/evil.md\\n  - important.md" in lines, stale.stdout
+    assert len(lines) == 2  # the summary and the one new file
+
+
 def test_cron_runs_it_with_a_plain_environment(tmp_path, make_project):
     """The documented cron line's shape: an absolute path, a working folder, nothing else from a shell."""
     proj = make_project(FILES)

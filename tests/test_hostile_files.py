@@ -92,6 +92,7 @@ def make_hostile_folder(root: Path) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "bad-xref.pdf": pdf.replace(b"xref", b"xrex").replace(b"/Root 1 0 R", b"/Root 9 0 R"),
         "binary.txt": binary_without_nul(),
+        "nested.html": nested_html(200_000),  # 2.2 MB: minutes of lexbor tree building, were it parsed
     }
     for name, data in files.items():
         (folder / name).write_bytes(data)
@@ -110,11 +111,16 @@ def make_hostile_folder(root: Path) -> dict[str, str]:
         "kb/hostile/bomb.docx": "max_",  # max_zip_ratio or max_unzipped_mb, read from the central directory
         "kb/hostile/token.txt": "max_file_chars",
         "kb/hostile/binary.txt": "binary",
+        "kb/hostile/nested.html": "max_html_depth",
         "kb/hostile/loop.md": "symbolic links", "kb/hostile/ping.md": "symbolic links",
         "kb/hostile/pong.md": "symbolic links",
         "kb/hostile/pipe.md": "not a regular file",
     })
     return expected
+
+
+def nested_html(depth: int, open_tag: str = "<div>", close_tag: str = "</div>") -> bytes:
+    return f"<html><body>{open_tag * depth}deep text{close_tag * depth}</body></html>".encode()
 
 
 def _limit_memory() -> None:
@@ -372,6 +378,55 @@ def test_limit_time_budget(tmp_path, kind):
                       "html": b"<p>one</p>"}[kind])
     with pytest.raises(LoadError, match="file_seconds"):
         load_document(path, LoadLimits(seconds=1e-9))  # spent before the first page or paragraph
+
+
+@pytest.mark.parametrize("pattern", [("<div>", "</div>"), ("<span><div>", ""), ("<b><div></b>", "")])
+def test_limit_html_depth_refuses_before_parsing(tmp_path, pattern):
+    path = tmp_path / "nested.html"
+    path.write_bytes(nested_html(200_000, *pattern))
+    with pytest.raises(LoadError, match="max_html_depth"):
+        load_document(path, LoadLimits(seconds=5))
+    path.write_bytes(nested_html(100, *pattern))
+    assert "deep text" in load_document(path).text
+    with pytest.raises(LoadError, match="max_html_depth"):
+        load_document(path, LoadLimits(max_html_depth=50))
+    (tmp_path / "ragstead.toml").write_text("[ragstead]\nmax_html_depth = 50\n")
+    assert load_settings(tmp_path).indexing().load_limits.max_html_depth == 50
+
+
+def test_limit_html_depth_counts_as_a_browser_nests(tmp_path):
+    """Void elements, optional end tags, self-closing tags, comments and scripts do not add depth."""
+    page = ("<p>para <img src=x><br><input type=text><li>item<td>cell<div/><!-- <div><div> -->"
+            "<script>'<div>'.repeat(9)</script>") * 5000
+    path = tmp_path / "sloppy.html"
+    path.write_bytes(f"<html><body><main>{page}</main></body></html>".encode())
+    assert "para" in load_document(path, LoadLimits(max_html_depth=10)).text
+
+
+def test_deep_docx_xml_is_refused_by_the_xml_parser(tmp_path):
+    """lxml stops at 256 levels (python-docx never asks for XML_PARSE_HUGE): deep Word XML costs nothing."""
+    good = docx_bytes("text")
+    with zipfile.ZipFile(io.BytesIO(good)) as archive:
+        xml = archive.read("word/document.xml")
+    deep = xml.replace(b"<w:body>", b"<w:body>" + b"<w:sdt><w:sdtContent>" * 100_000
+                       + b"</w:sdtContent></w:sdt>" * 100_000)
+    path = tmp_path / "deep.docx"
+    path.write_bytes(rezip(good, {"word/document.xml": deep}))
+    with pytest.raises(LoadError, match="corrupt or unreadable DOCX"):
+        load_document(path, LoadLimits(seconds=5, max_zip_ratio=1e6))
+
+
+def test_a_nested_html_file_is_given_up_and_the_rest_indexed(tmp_path):
+    """The issue's case: 2 MB of nested <div>s beside normal files, file_seconds = 5."""
+    write_files(tmp_path, {**NOTES, "ragstead.toml": "[ragstead]\nfile_seconds = 5\n",
+                           "kb/page.html": "<html><body><main><p>A page about herons.</p></main></body></html>"})
+    (tmp_path / "kb" / "nested.html").write_bytes(nested_html(200_000))
+    result = index_cli(tmp_path, "--format", "json")
+    assert result.returncode == 3, result.stderr
+    report = json.loads(result.stdout)
+    assert sorted(report["added"]) == sorted([*NOTES, "kb/page.html"])
+    assert report["failed"] == ["kb/nested.html"]
+    assert "max_html_depth" in report["skipped"][0]["reason"]
 
 
 def test_limit_chunk_length_through_the_indexer(make_project):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import random
+import re
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -177,3 +178,37 @@ def test_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
 def test_many_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
     seen = fuzz(tmp_path, kind, 1000, seed=2)
     print(kind, dict(seen))
+
+
+def nested(kind: str, rng: random.Random) -> bytes:
+    """A seed with a deep run of nesting spliced in at a random place: tree building that grows with the
+    square of the depth is what a byte mutator never reaches."""
+    data = seed_files()[kind]
+    if kind == "html":
+        opener = rng.choice([b"<div>", b"<span><div>", b"<b><div></b>", b"<section><article>", b"<table><div>"])
+        splice = opener * rng.randrange(50_000, 150_000)
+    else:  # docx: deep XML inside document.xml
+        splice = b"<w:sdt><w:sdtContent>" * rng.randrange(1_000, 50_000)
+    if kind == "docx":
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = {info.filename: archive.read(info.filename) for info in archive.infolist()}
+        xml = members["word/document.xml"]
+        members["word/document.xml"] = xml.replace(b"<w:body>", b"<w:body>" + splice)
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, member in members.items():
+                archive.writestr(name, member)
+        return out.getvalue()
+    at = rng.choice([m.end() for m in re.finditer(rb"<(?:main|body|p|h1)>", data)])  # where markup is parsed
+    return data[:at] + splice + data[at:]
+
+
+@pytest.mark.parametrize("kind", ["html", "docx"])
+def test_deeply_nested_files_are_refused_with_a_reason(tmp_path, kind):
+    rng = random.Random(3)
+    for number in range(6):
+        data = nested(kind, rng)
+        outcome = run_one(tmp_path / f"nested{number}.{kind}", data)
+        assert isinstance(outcome, Skip), (kind, number)
+        assert "max_html_depth" in outcome.reason or "corrupt or unreadable DOCX" in outcome.reason \
+            or "max_zip_ratio" in outcome.reason, outcome.reason

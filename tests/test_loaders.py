@@ -157,3 +157,17 @@ def _docx_with(replace: dict[str, bytes]) -> bytes:
         for info in zin.infolist():
             zout.writestr(info.filename, replace.get(info.filename, zin.read(info.filename)))
     return out.getvalue()
+
+
+def test_ingest_sidecars_are_read_with_their_file_and_never_listed_as_skipped(make_project):
+    import json
+
+    sidecar = {"url": "https://example.org/paper.pdf", "type": "PDF", "title": "The paper", "tags": ["papers"]}
+    project = make_project({"kb/users/alice/archive/paper.pdf": make_pdf(["Rivers and bridges of the north."]),
+                            "kb/users/alice/archive/paper.pdf.source.json": json.dumps(sidecar),
+                            "kb/users/alice/stray.source.json": "{}"})  # no file beside it: an ordinary .json
+    report = project.index()
+    assert report.added == ["kb/users/alice/archive/paper.pdf"]
+    assert [s["path"] for s in report.skipped] == ["kb/users/alice/stray.source.json"]
+    again = project.index()
+    assert [s["path"] for s in again.skipped] == ["kb/users/alice/stray.source.json"] and again.unchanged == 1

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,21 @@ def test_scope_widening_arguments_are_refused(alice, arguments):
     assert all(r["file_path"].startswith("kb/users/alice/") for r in narrowed["results"])
 
 
+@pytest.mark.parametrize("server_args", [("--user", "alice"), ("--public-only",)], ids=["private", "public-only"])
+def test_the_archive_asked_for_by_doc_type_is_refused_without_it(project, server_args):
+    """One rule for the archive: `doc_types: ["archive"]` asks for it as `include_archive: true` does."""
+    with contextmanager(served)(project, *server_args) as client:
+        for tool, arguments in (("search", {"query": "2019 heron count at the north lake", "doc_types": ["archive"]}),
+                                ("ask", {"question": "2019 heron count", "doc_types": ["archive"], "extractive": True}),
+                                ("list_documents", {"doc_types": ["archive"]})):
+            result = client.call(tool, arguments)
+            assert result.is_error, (tool, result.structured_content)
+            assert "archive is outside this scope" in result.content[0].text
+            assert "Archived" not in result.content[0].text
+        listed = client.data("list_documents", {})
+        assert all(d["doc_type"] != "archive" for d in listed["documents"])
+
+
 @pytest.mark.parametrize(("name", "arguments", "message"), [
     ("drop_index", {}, "unknown tool 'drop_index'"),
     ("search", {"query": 123}, "query: Input should be a valid string"),
@@ -292,3 +307,15 @@ def test_http_off_loopback_and_a_missing_index_are_one_error_line(tmp_path, proj
                            text=True, env=OFFLINE_ENV, timeout=60)
     assert empty.returncode == 2 and empty.stdout == ""
     assert empty.stderr.startswith("error: no index at ") and "run `ragstead index` first" in empty.stderr
+
+
+@pytest.mark.parametrize("cursor", ["abc", "\u00b2", "9" * 5000, "-1", "1e9"])
+def test_a_bad_resource_cursor_is_a_clean_error(alice, cursor):
+    from mcp import types
+
+    with pytest.raises(MCPError) as caught:
+        alice.portal.call(lambda: alice.session.list_resources(params=types.PaginatedRequestParams(cursor=cursor)))
+    assert caught.value.error.code == -32602
+    assert caught.value.error.message.startswith("invalid cursor: pass the nextCursor")
+    first = alice.portal.call(lambda: alice.session.list_resources(params=types.PaginatedRequestParams(cursor="0")))
+    assert [r.name for r in first.resources] == ["kb/users/alice/notes.md", "kb/users/alice/plan.md"]

@@ -168,6 +168,27 @@ def test_a_root_that_goes_away_keeps_its_documents_and_is_caught_up_when_it_come
     wait_for(lambda: "artifacts/dossiers/ana/after.md" in watching.paths(), "the root is watched again")
 
 
+def test_when_the_folder_holding_the_index_goes_watch_stops_and_creates_nothing(tmp_path, embedder):
+    """kb/rag is the index: when kb goes (moved away), a new empty index must not appear in its place."""
+    write_files(tmp_path, FILES)
+    watcher = Watching(tmp_path, embedder)
+    try:
+        (tmp_path / "kb").rename(tmp_path / "kb-elsewhere")
+        write_files(tmp_path, {"artifacts/dossiers/ana/later.md": "Written after the index went away."})
+        watcher.thread.join(PATIENCE)
+        assert not watcher.thread.is_alive(), "watch kept running without its index"
+        assert not watcher.errors, watcher.errors
+        notes = [b.note for b in watcher.batches if b.note]
+        assert any("index" in note and "gone" in note and "stopped" in note for note in notes), notes
+        assert not any("is back" in note for note in notes), notes
+        assert not (tmp_path / "kb").exists()  # no index created in its place
+        assert (tmp_path / "kb-elsewhere/rag").is_dir()
+    finally:
+        watcher.stop.set()
+        watcher.thread.join(PATIENCE)
+        watcher.kb.close()
+
+
 def test_a_root_that_does_not_exist_yet_is_followed_once_it_appears(tmp_path, embedder):
     write_files(tmp_path, {"kb/notes/tides.md": FILES["kb/notes/tides.md"]})
     watcher = Watching(tmp_path, embedder)  # artifacts/ is a configured root, missing for now

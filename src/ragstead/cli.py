@@ -6,6 +6,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -1393,10 +1394,19 @@ def mcp_cmd(
         uvicorn.Server(server_config).run(sockets=[sock])
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(text: str) -> str:
+    """A name on one line: control characters (a newline in a file name) shown as escapes, `\\n`, so a
+    name cannot add a line of its own to the output."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _plan_line(entry: dict[str, Any]) -> str:
     mark = {"new": "+", "changed": "~", "deleted": "-"}[entry["status"]]
-    reason = f": {entry['reason']}" if entry.get("reason") else ""
-    return f"  {mark} {entry.get('path') or entry.get('url')}{reason}"
+    reason = f": {_escaped(entry['reason'])}" if entry.get("reason") else ""
+    return f"  {mark} {_escaped(entry.get('path') or entry.get('url') or '')}{reason}"
 
 
 @app.command(epilog="""Examples:
@@ -1451,7 +1461,8 @@ def freshness(
     for entry in data["entries"]:
         typer.echo(_plan_line(entry))
     for item in data["skipped"]:
-        typer.echo(f"  skipped {item.get('path') or item.get('url')}: {item['reason']}", err=True)
+        typer.echo(f"  skipped {_escaped(item.get('path') or item.get('url') or '')}: {_escaped(item['reason'])}",
+                   err=True)
     for missing in data["missing_roots"]:
         typer.echo(f"  note: root {missing} does not exist; its documents were not compared", err=True)
     if data["applied"] is not None:
@@ -1460,7 +1471,7 @@ def freshness(
                    f"{len(done['removed'])}, skipped {len(done['skipped'])} | chunks embedded "
                    f"{done['chunks_embedded']}, reused {done['chunks_reused']} in {done['seconds']:.2f}s")
         for item in done["skipped"]:
-            typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+            typer.echo(f"  skipped {_escaped(item['path'])}: {_escaped(item['reason'])}", err=True)
         for page in done["urls"]:
             typer.echo(f"  ingested again {page['url']}: {page['status']}"
                        + (f" ({page['reason']})" if page["reason"] else ""))

@@ -98,6 +98,7 @@ class Settings:
     max_zip_ratio: float = IndexingOptions.max_zip_ratio
     max_pdf_pages: int = IndexingOptions.max_pdf_pages
     max_file_chars: int = IndexingOptions.max_file_chars
+    max_html_depth: int = IndexingOptions.max_html_depth
     max_chunk_chars: int = ChunkingOptions.max_chunk_chars
     file_seconds: float = IndexingOptions.file_seconds
     follow_symlinks: str = IndexingOptions.follow_symlinks  # scope | project
@@ -167,7 +168,8 @@ class Settings:
                                max_file_bytes=self.max_file_mb << 20,
                                max_unzipped_bytes=self.max_unzipped_mb << 20, max_zip_ratio=self.max_zip_ratio,
                                max_pdf_pages=self.max_pdf_pages, max_file_chars=self.max_file_chars,
-                               file_seconds=self.file_seconds, follow_symlinks=self.follow_symlinks,
+                               max_html_depth=self.max_html_depth, file_seconds=self.file_seconds,
+                               follow_symlinks=self.follow_symlinks,
                                exclude=(*self.exclude, *self.ignore_file_patterns()))
 
     def ignore_file_patterns(self) -> tuple[str, ...]:

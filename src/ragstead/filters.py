@@ -2,7 +2,9 @@
 
 Semantics: AND across fields, OR within a field (several doc types or tags). Private-only unless
 `public_only`; archive excluded unless `include_archive` (or `archive` is asked for by doc type). The
-archive is public content: a private-scope query that asks for it sees it too.
+archive is public content: a private-scope query that asks for it sees it too. A door whose scope has no
+archive (an MCP server started without it) builds with `archive_allowed=False`: asking for the archive in
+either spelling is then refused, here, for every door alike.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ class QueryFilters:
         date_to: str | None = None,
         include_archive: bool = False,
         tags: list[str] | tuple[str, ...] | None = None,
+        archive_allowed: bool = True,
     ) -> QueryFilters:
-        """Validate and normalise filter values; raise `InvalidQueryError` with a clear message."""
+        """Validate and normalise filter values; raise `InvalidQueryError` with a clear message.
+        `archive_allowed=False`: the caller's scope has no archive, so asking for it is refused."""
         if user_slug is not None and not USER_SLUG.match(user_slug):
             raise InvalidQueryError(f"user must be a slug of letters, digits, '.', '_' or '-', got {user_slug!r}",
                                     fields=("user",))
@@ -92,6 +96,9 @@ class QueryFilters:
         if unknown:
             raise InvalidQueryError(f"doc_types: unknown doc type(s) {unknown}; use {list(DOC_TYPES)}",
                                     fields=("doc_types",))
+        if not archive_allowed and (include_archive or "archive" in types):
+            raise InvalidQueryError("the archive is outside this scope (doc type 'archive' or include_archive): "
+                                    "the scope is fixed when the server starts", fields=("doc_types",))
         start, end = _parse_day(date_from, "date_from"), _parse_day(date_to, "date_to")
         if start and end and start > end:
             raise InvalidQueryError(f"date_from {start} is after date_to {end}", fields=("date_from", "date_to"))

@@ -150,9 +150,12 @@ class KnowledgeBase:
 
     def scope(self, *, user: str | None = None, doc_types: Sequence[str] = (), public_only: bool = False,
               include_archive: bool = False, date_from: str | None = None, date_to: str | None = None,
-              tags: Sequence[str] = ()) -> QueryFilters:
-        """Validated filters: private-only unless `public_only`, archive excluded unless asked for."""
-        return Scope(user, public_only, tuple(doc_types), tuple(tags), date_from, date_to, include_archive).filters()
+              tags: Sequence[str] = (), archive_allowed: bool = True) -> QueryFilters:
+        """Validated filters: private-only unless `public_only`, archive excluded unless asked for (and refused
+        when `archive_allowed` is False: a door whose scope has no archive)."""
+        scope = Scope(user, public_only, tuple(doc_types), tuple(tags), date_from, date_to, include_archive)
+        return scope.filters() if archive_allowed else QueryFilters.build(
+            user, list(doc_types), public_only, date_from, date_to, include_archive, list(tags), archive_allowed)
 
     def search_options(self, knobs: SearchKnobs | None = None, /, **keywords: Any) -> SearchOptions:
         """Search options: the configured defaults (hybrid, convex fusion, feedback from the 2 best chunks) with
@@ -261,9 +264,11 @@ class KnowledgeBase:
             return self.store.last_indexed_at()
 
     def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
-                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        """Indexed documents in a scope, by path."""
-        filters = self.scope(user=user, public_only=public_only, include_archive=include_archive, doc_types=doc_types)
+                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0,
+                  filters: QueryFilters | None = None) -> list[dict[str, Any]]:
+        """Indexed documents in a scope, by path (`filters`, when given, replaces the scope arguments)."""
+        filters = filters or self.scope(user=user, public_only=public_only, include_archive=include_archive,
+                                        doc_types=doc_types)
         with self._lock:
             return self.store.list_documents(filters, limit, offset)
 

@@ -24,7 +24,7 @@ from ragstead.indexing.build import IndexingOptions, IndexReport, index_paths
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 
-UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,119}$")
+UPLOAD_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._ -]{0,119}\Z")  # \Z: `$` would let a trailing newline pass
 
 
 class Landing:

@@ -187,8 +187,13 @@ class RagsteadMcp:
         if args.include_archive and not self.scope.include_archive:
             raise _scope_error("include_archive")
         include_archive = self.scope.include_archive if args.include_archive is None else args.include_archive
-        return Scope(None if self.scope.public_only else self.scope.user, self.scope.public_only,
-                     tuple(args.doc_types), tuple(args.tags), args.date_from, args.date_to, include_archive)
+        user = None if self.scope.public_only else self.scope.user
+        # The one archive rule (filters.py): a server whose scope has no archive refuses it however it is asked.
+        self.kb.scope(user=user, public_only=self.scope.public_only, include_archive=include_archive,
+                      doc_types=args.doc_types, tags=args.tags, date_from=args.date_from, date_to=args.date_to,
+                      archive_allowed=self.scope.include_archive)
+        return Scope(user, self.scope.public_only, tuple(args.doc_types), tuple(args.tags), args.date_from,
+                     args.date_to, include_archive)
 
     def _search(self, args: SearchArgs) -> dict[str, Any]:
         request = SearchRequest(args.query, k=args.k, mode=args.mode, scope=self._request_scope(args))
@@ -199,9 +204,10 @@ class RagsteadMcp:
         return self.kb.ask(request).to_dict()
 
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
-        docs = self.kb.documents(user=None if self.scope.public_only else self.scope.user,
-                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
-                                 doc_types=args.doc_types, limit=args.limit, offset=args.offset)
+        filters = self.kb.scope(user=None if self.scope.public_only else self.scope.user,
+                                public_only=self.scope.public_only, include_archive=self.scope.include_archive,
+                                doc_types=args.doc_types, archive_allowed=self.scope.include_archive)
+        docs = self.kb.documents(filters=filters, limit=args.limit, offset=args.offset)
         return {"documents": docs, "limit": args.limit, "offset": args.offset, "scope": self.scope.describe()}
 
     def _read(self, doc_id: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
@@ -279,7 +285,7 @@ class RagsteadMcp:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        offset = int(params.cursor) if params and params.cursor and params.cursor.isdigit() else 0
+        offset = _offset(params.cursor if params else None)
         page = 100
         docs = await anyio.to_thread.run_sync(lambda: self.kb.documents(
             user=None if self.scope.public_only else self.scope.user, public_only=self.scope.public_only,
@@ -308,6 +314,16 @@ class RagsteadMcp:
         text = header + "\n\n".join(chunk["text"] for chunk in passage["chunks"])
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
                                                                              mime_type="text/plain")])
+
+
+def _offset(cursor: str | None) -> int:
+    """The offset a `nextCursor` of ours names; any other cursor is a clean invalid-params error (str.isdigit
+    admits '²' and int() refuses 5,000 digits, with Python's own message)."""
+    if not cursor:
+        return 0
+    if not re.fullmatch(r"[0-9]{1,9}", cursor):
+        raise _invalid("invalid cursor: pass the nextCursor of the previous page, or none for the first")
+    return int(cursor)
 
 
 def _invalid(message: str) -> MCPError:

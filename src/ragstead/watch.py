@@ -10,6 +10,9 @@ indexed there. Events keep queueing in `watchfiles` while a batch is indexed, so
 A root that disappears is left alone in the index (as `index` leaves a missing root alone: an unmounted disk
 is not a mass delete); the watcher re-arms when it comes back and catches it up. A folder without permission
 is reported by the walk and skipped; the rest is still watched (folder by folder, see `_follow`).
+
+The index's own folder (`kb/rag`) is different: when it goes (its root moved or deleted), any index run would
+create a new, empty index in its place. The watcher stops instead, saying so, and creates nothing.
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ class FolderFollower:
         self._own = tuple(Path(os.path.realpath(p)) for p in (*options.skip_dirs, options.lock_file.parent))
         self._ignore = IgnoreRules(self.base, options.exclude)
         self._tops = {root: (self.base / root).resolve() for root in roots}
+        self._index_dir = Path(os.path.realpath(options.lock_file.parent))
+        self._index_identity: tuple[int, int] | None = None  # (device, inode) once the index's folder exists
         self._pending: set[str] = set()
         self._notes: dict[str, str] = {}  # what to say at the next catch-up (a root that came back)
         self._started = False
@@ -215,6 +220,8 @@ class FolderFollower:
     def _flush(self, present: tuple[str, ...]) -> None:
         """Index what the pending events point at, in the roots that hold them. A busy index (another `index`
         run) keeps them pending for the next tick."""
+        if self._index_gone():
+            return
         pending = Within.of(self._pending)
         # Events under a root that is gone wait for it: its documents stay until it comes back.
         roots = tuple(r for r in present if self._tops[r].is_dir() and pending.leads_to(self._rel_top(r)))
@@ -224,6 +231,7 @@ class FolderFollower:
             return
         try:
             report = self.sync(roots, pending)
+            self._index_identity = self._index_folder()  # the first run creates it
         except IndexLockedError:
             self.on_batch(WatchBatch(_stamp(), self._events, note="the index is busy (another index run); "
                                                                   "retrying shortly", roots=list(roots)))
@@ -238,12 +246,15 @@ class FolderFollower:
         """An incremental index of whole roots, once the watcher is armed. Announced at start and for a root that
         came back (`catch_up`); after any other arming it is a plain batch (a line only if it changed
         something)."""
+        if self._index_gone():
+            return
         notes = [self._notes.pop(r) for r in roots if r in self._notes]
         announce = not self._started or bool(notes)
         self._started = True
         while True:
             try:
                 report = self.sync(roots, None)
+                self._index_identity = self._index_folder()  # the first run creates it
                 break
             except IndexLockedError:
                 self.on_batch(WatchBatch(_stamp(), note="the index is busy (another index run); waiting",
@@ -254,6 +265,29 @@ class FolderFollower:
                                  roots=list(roots)))
 
     # -- roots that come and go --------------------------------------------------------------------------
+
+    def _index_folder(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self._index_dir)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _index_gone(self) -> bool:
+        """True (and the watcher stopped, with a note) when the index's folder, once seen, is missing or is
+        another folder: an index run now would create an empty index in its place. A project without an index
+        yet gets one from the first catch-up, as `index` would."""
+        now = self._index_folder()
+        if self._index_identity is None or now == self._index_identity:
+            self._index_identity = now
+            return False
+        shown = self._index_dir.relative_to(self.base).as_posix() if self._index_dir.is_relative_to(self.base) \
+            else str(self._index_dir)
+        self.on_batch(WatchBatch(_stamp(), note=f"the index folder {shown} is gone (moved or deleted): watching "
+                                                "stopped, and no index is created in its place; put it back or "
+                                                "run `ragstead index`, then `ragstead watch` again"))
+        self.stop.set()
+        return True
 
     def _rel_top(self, root: str) -> str:
         top = self._tops[root]

@@ -9,9 +9,12 @@ holding `<script>` or `<img onerror>` shows as text and runs nothing.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.staticfiles import StaticFiles
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstead.errors import IndexLockedError, RagsteadError
 
@@ -41,8 +44,54 @@ class _Assets(StaticFiles):
         return response
 
 
+# The API docs (Swagger UI at /docs, ReDoc at /redoc, their offline assets): the same framing and sniffing
+# headers as the page; a CSP allowing this server's scripts plus the docs page's own inline script by its hash,
+# and inline styles (ReDoc injects <style> elements). They show no document text, only the API's schema.
+DOCS_PATHS = ("/docs", "/redoc", "/static-offline-docs/")
+DOCS_CSP = ("default-src 'none'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            "font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
+_INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.DOTALL)
+
+
+class DocsHeaders:
+    """ASGI middleware: the security headers on the API docs' pages and assets (FastAPI serves them itself)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(DOCS_PATHS):
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        body = b""
+
+        async def with_headers(message: Message) -> None:
+            nonlocal start, body
+            if message["type"] == "http.response.start":
+                start = message  # held until the body is complete: the CSP names the inline script's hash
+                return
+            body += message.get("body", b"")
+            if message.get("more_body"):
+                return
+            assert start is not None
+            html = any(k.lower() == b"content-type" and v.startswith(b"text/html") for k, v in start.get("headers", []))
+            hashes = "".join(f" 'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'"
+                             for s in (_INLINE_SCRIPT.findall(body) if html else ()))
+            extra = {**HEADERS, "Content-Security-Policy": DOCS_CSP.format(hashes=hashes)}
+            kept = [(k, v) for k, v in start.get("headers", []) if k.decode("latin-1").lower() not in
+                    {name.lower() for name in extra}]
+            start["headers"] = kept + [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, with_headers)
+
+
 def add_page(app: FastAPI) -> None:
-    """`GET /` (the page) and `/ui/*` (its assets)."""
+    """`GET /` (the page) and `/ui/*` (its assets), and the security headers of the API docs."""
+    app.add_middleware(DocsHeaders)
 
     @app.get("/", include_in_schema=False)
     def page() -> HTMLResponse:

@@ -5,8 +5,9 @@ report it, skip it and index the rest: the expected cases (binary, encrypted, ov
 message, and any other exception a parser raises on a malformed file as "corrupt or unreadable".
 
 Every file is read under `LoadLimits` (docs/design.md, "Hostile files"): a size cap before reading, a
-decompression cap read from a zip's central directory before parsing, a page cap, a cap on the text
-extracted, and a time budget checked inside the page and paragraph loops.
+decompression cap read from a zip's central directory before parsing, a page cap, an HTML nesting cap
+counted before parsing, a cap on the text extracted, and a time budget checked inside the page and
+paragraph loops.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class LoadLimits:
     max_pdf_pages: int = 2000
     max_chars: int = 5_000_000  # text extracted from one file
     seconds: float = 60.0  # time to read one file (and, in the indexer, to chunk it)
+    max_html_depth: int = 512  # elements open at once in an HTML file, counted before it is parsed
 
 
 # A zip member smaller than this unpacked cannot hurt, whatever its ratio (a run of blanks compresses well).
@@ -249,11 +251,44 @@ def load_pdf(data: bytes, budget: Budget) -> LoadedDocument:
 _BOILERPLATE_TAGS = "script, style, noscript, nav, header, footer, aside, form, iframe, svg, template"
 
 
+# What the depth pre-scan steps over: comments and raw-text elements whole (their `<` are not tags), then tags.
+# A tag runs to the next `>` or `<` (never to the end of the file), so the scan stays linear on broken markup.
+_MARKUP = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|textarea|xmp)\b.*?(?:</\1\s*>|\Z)"
+                     r"|<(/?)([a-zA-Z][^\s/<>]*)([^<>]*)", re.DOTALL | re.IGNORECASE)
+# Elements that never nest (void) or that the parser closes by itself (optional end tags): not counted.
+_FLAT_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr keygen "
+                       "p li dt dd tr td th thead tbody tfoot colgroup caption option optgroup rb rt rp "
+                       "html head body".split())
+
+
+def check_html_depth(html: str, budget: Budget) -> None:
+    """Refuse markup nested deeper than `max_html_depth` before it is parsed: lexbor's tree building costs
+    time growing with the square of the depth (200,000 nested <div>s: minutes in one C call no budget check
+    can interrupt). A linear scan counts start tags minus end tags, leaving out void elements and those
+    with optional end tags, so sloppy but honest HTML counts no deeper than a browser builds it."""
+    limit = budget.limits.max_html_depth
+    depth = 0
+    for count, match in enumerate(_MARKUP.finditer(html)):
+        name = match.group(3)
+        if name is None or name.lower() in _FLAT_TAGS:
+            continue
+        if match.group(2):
+            depth = max(depth - 1, 0)
+        elif not match.group(4).rstrip().endswith("/"):
+            depth += 1
+            if depth > limit:
+                raise LoadError(f"{budget.name}: HTML nested over {limit} elements deep (max_html_depth), "
+                                "skipped")
+        if count % 65536 == 0:
+            budget.tick()
+
+
 def load_html(data: bytes, budget: Budget) -> LoadedDocument:
     """Main text of an HTML page with selectolax: boilerplate elements dropped, <main>/<article> preferred."""
     from selectolax.lexbor import LexborHTMLParser
 
     html = _decode(data, budget.name)
+    check_html_depth(html, budget)
     tree = LexborHTMLParser(html)
     budget.tick()
     title_node = tree.css_first("title")

@@ -25,6 +25,21 @@ _TIMESTAMP = re.compile(r"(?:(\d+):([0-5]\d)|(\d+):([0-5]\d):([0-5]\d))")
 _TIME_HEADING = re.compile(r"^#{2,6}[ \t]+(\d[\d:]*\d)[ \t]*$", re.MULTILINE)
 
 
+_LINK_FIELDS = ("url", "canonical_url")
+
+
+def web_url(value: Any) -> str | None:
+    """`value` if it is an http(s) URL, else None: a link a client opens (front matter is anyone's text, and
+    `javascript:` or `data:` there must not reach an API or MCP client as a citation link)."""
+    if not isinstance(value, str) or any(ch.isspace() or ord(ch) < 32 for ch in value.strip()):
+        return None
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return None
+    return value.strip() if parts.scheme.lower() in ("http", "https") and parts.netloc else None
+
+
 def clean_source(raw: dict[str, Any]) -> dict[str, Any] | None:
     """Keep the known fields as short strings; None when there is no URL (nothing to cite)."""
     source = {}
@@ -34,6 +49,15 @@ def clean_source(raw: dict[str, Any]) -> dict[str, Any] | None:
             continue
         source[name] = str(value)[:_MAX_VALUE]
     return source if source.get("url") else None
+
+
+def client_source(source: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stored source as results show it: its links only when they are http(s) (a dossier's database URL
+    and a front-matter `javascript:` alike stay in the index, never in a result)."""
+    if not isinstance(source, dict):
+        return None
+    shown = {name: value for name, value in source.items() if name not in _LINK_FIELDS or web_url(value)}
+    return shown or None
 
 
 def sidecar_path(path: Path) -> Path:
@@ -90,6 +114,7 @@ def citation_link(source: dict[str, Any] | None, section_path: str | None,
                   text: str = "") -> tuple[str | None, int | None]:
     """(the link a citation of this chunk opens, the video time in seconds or None). A transcript chunk starts
     at its section's time, or, when it starts before the first one (the title), at the first in its text."""
+    source = client_source(source)
     if not source or not source.get("url"):
         return None, None
     url = source.get("canonical_url") or source["url"]

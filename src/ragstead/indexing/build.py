@@ -31,6 +31,7 @@ from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc
 from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
+from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError
 from ragstead.indexing.ignore import IgnoreRules
@@ -67,13 +68,14 @@ class IndexingOptions:
     max_zip_ratio: float = _LIMITS.max_zip_ratio
     max_pdf_pages: int = _LIMITS.max_pdf_pages
     max_file_chars: int = _LIMITS.max_chars
+    max_html_depth: int = _LIMITS.max_html_depth
     file_seconds: float = _LIMITS.seconds
     follow_symlinks: str = "scope"
     exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
 
     def __post_init__(self) -> None:
         for name in ("max_file_bytes", "max_unzipped_bytes", "max_zip_ratio", "max_pdf_pages", "max_file_chars",
-                     "file_seconds"):
+                     "max_html_depth", "file_seconds"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be above 0, got {getattr(self, name)!r}")
         if self.follow_symlinks not in FOLLOW_SYMLINKS:
@@ -83,7 +85,8 @@ class IndexingOptions:
     def load_limits(self) -> LoadLimits:
         return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
                           max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
-                          max_chars=self.max_file_chars, seconds=self.file_seconds)
+                          max_chars=self.max_file_chars, max_html_depth=self.max_html_depth,
+                          seconds=self.file_seconds)
 
 
 @dataclass
@@ -263,7 +266,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if name.startswith("."):
                     continue
                 path = current / name
-                if path in own_files:
+                if path in own_files or is_sidecar(path):
                     continue
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
@@ -275,6 +278,12 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if info is not None:
                     yield root, path, rel, info
         _folder_errors(errors, base, report)
+
+
+def is_sidecar(path: Path) -> bool:
+    """`x.pdf.source.json` beside `x.pdf`: ingest's record of where the file came from, read with it, never a
+    document of its own (nor worth a `skipped` line in every run)."""
+    return path.name.endswith(SIDECAR_SUFFIX) and os.path.isfile(path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
 
 
 def _folder_errors(errors: list[OSError], base: Path, report: IndexReport) -> None:
@@ -574,6 +583,8 @@ def index_paths(
         removed: list[str] = []
         for root, path, rel in resolved:
             shown = storable_path(rel)
+            if is_sidecar(path):
+                continue
             try:
                 info = os.stat(path)
             except OSError:

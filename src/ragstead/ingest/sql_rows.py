@@ -124,6 +124,15 @@ def parse_source(source: str) -> DataSource:
 _DIALECT_BACKSLASH = {"clickhouse": True, "chdb": True, "postgresql": False, "sqlite": False}
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def _in_name(out: list[str]) -> bool:
+    """True when the code so far ends inside a name or number: PostgreSQL allows `$` within identifiers
+    (`a$b$`), where it starts no dollar quote."""
+    return bool(out) and bool(re.match(r"[A-Za-z0-9_$]", out[-1][-1:]))
+
+
 def _code_only(sql: str, engine: str) -> str:
     """The statement with every comment, string literal and quoted identifier blanked out, so a keyword or
     `;` found in what is left is real SQL. Lexes as the engine does: backslash escapes in ClickHouse strings,
@@ -144,6 +153,8 @@ def _code_only(sql: str, engine: str) -> str:
             i = end + 2
             out.append(" ")
         elif ch in "'\"`" or (ch == "[" and engine == "sqlite"):
+            if ch == '"' and engine == "postgresql" and sql[max(0, i - 2) : i].upper() == "U&":
+                raise SourceError("the query has a Unicode-escaped identifier (U&\"…\"): spell names plainly")
             close = "]" if ch == "[" else ch
             j = i + 1
             escapes = backslash or (engine == "postgresql" and ch == "'" and i > 0 and sql[i - 1] in "eE")
@@ -159,9 +170,13 @@ def _code_only(sql: str, engine: str) -> str:
                 j += 1
             if j >= n:
                 raise SourceError("the query has an unterminated quote")
-            out.append(" x ")
+            name = sql[i + 1 : j]
+            # A quoted name stays visible when it is a plain identifier, so `"lo_export"(…)` meets the function
+            # check; anything else quoted is blanked.
+            out.append(f" {name} " if ch != "'" and _PLAIN_NAME.fullmatch(name) else " x ")
             i = j + 1
-        elif ch == "$" and engine == "postgresql" and (tag := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
+        elif ch == "$" and engine == "postgresql" and not _in_name(out) \
+                and (tag := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
             end = sql.find(tag.group(0), i + len(tag.group(0)))
             if end < 0:
                 raise SourceError("the query has an unterminated $$ quote")
@@ -173,10 +188,38 @@ def _code_only(sql: str, engine: str) -> str:
     return "".join(out)
 
 
+# PostgreSQL functions with effects outside the READ ONLY transaction, which does not stop them (checked on a
+# real server: lo_export of an existing large object writes a server file, pg_terminate_backend ends a
+# session, set_config/pg_read_file/pg_notify all run), and those that run a query given as a string, which
+# this check cannot see into. The role's privileges are the real bound (docs/ingest.md): this list is a
+# second one for a user who connects as a superuser anyway.
+_PG_DENIED_FUNCTIONS = re.compile(
+    r"\b(lo_\w+|pg_(?:terminate|cancel|signal)_backend|pg_read_(?:binary_)?file|pg_ls_\w+|pg_stat_file|"
+    r"pg_file_\w+|pg_write\w*|pg_logdir_ls|pg_reload_conf|pg_rotate_logfile|pg_promote|pg_switch_wal|"
+    r"pg_(?:start|stop)_backup|pg_backup_\w+|pg_create_\w+|pg_drop_replication_slot|pg_replication_\w+|"
+    r"pg_logical_\w+|pg_notify|pg_advisory_\w+|pg_try_advisory_\w+|pg_stat_reset\w*|pg_import_\w+|"
+    r"dblink\w*|set_config|query_to_xml\w*|cursor_to_xml\w*|table_to_xml\w*|schema_to_xml\w*|"
+    r"database_to_xml\w*|ts_stat)\s*\(", re.IGNORECASE)
+_SQLITE_DENIED_FUNCTIONS = re.compile(r"\b(load_extension|writefile|readfile|edit|fts3_tokenizer)\s*\(",
+                                      re.IGNORECASE)
+_DENIED_FUNCTIONS = {"postgresql": _PG_DENIED_FUNCTIONS, "sqlite": _SQLITE_DENIED_FUNCTIONS}
+
+
+def check_functions(query: str, engine: str) -> None:
+    """Refuse a query calling a function with side effects outside the database (PostgreSQL large-object
+    file export, signalling other sessions, server files, settings, a query run from a string)."""
+    denied = _DENIED_FUNCTIONS.get(engine)
+    found = denied.search(_code_only(query, engine)) if denied is not None else None
+    if found:
+        raise SourceError(f"the query calls {found.group(1).lower()}(), which acts outside the database: "
+                          "dossiers run read-only")
+
+
 def check_read_only_statement(query: str, engine: str) -> None:
     """Refuse anything but one SELECT (or WITH … SELECT) statement, before it reaches the engine."""
     if not query or not query.strip():
         raise SourceError("the query is empty: give a SELECT statement")
+    check_functions(query, engine)
     code = _code_only(query, engine).strip().rstrip(";").strip()
     if ";" in code:
         raise SourceError("the query holds more than one statement: give one SELECT")
@@ -422,4 +465,5 @@ _FETCHERS: dict[str, Callable[[DataSource, str, Limits], tuple[list[str], list[t
 def fetch_rows(src: DataSource, query: str, limits: Limits) -> tuple[list[str], list[tuple[Any, ...]]]:
     """(column names, rows) of `query` on `src`, run read-only; at most `limits.max_rows` rows, else a
     SourceError. Call `check_read_only_statement` first: the engines refuse writes too, but less clearly."""
+    check_functions(query, src.engine)  # the engines' read-only modes do not stop these
     return _FETCHERS[src.engine](src, query, limits)

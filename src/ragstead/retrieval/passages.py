@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstead.documents.metadata import PathRule
-from ragstead.documents.sources import citation_link
+from ragstead.documents.sources import citation_link, client_source
 from ragstead.filters import QueryFilters
 from ragstead.stores.base import Store
 
@@ -58,7 +58,8 @@ def read_passage(store: Store, filters: QueryFilters, rules: tuple[PathRule, ...
     first = rows[0]
     document = {key: first.get(key) for key in DOCUMENT_KEYS}
     document["tags"] = list(document["tags"] or [])
-    document["url"] = (first.get("source") or {}).get("url")
+    document["source"] = client_source(document.get("source"))  # only http(s) links reach a client
+    document["url"] = (document["source"] or {}).get("url")
     if chunk_id is not None and around is not None:
         at = next((i for i, row in enumerate(rows) if row["chunk_id"] == chunk_id), None)
         if at is None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.documents.metadata import PathRule
-from ragstead.documents.sources import citation_link
+from ragstead.documents.sources import citation_link, client_source
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text
@@ -407,10 +407,11 @@ class Candidate:
     def to_hit(self, final_rank: int) -> Hit:
         """The typed hit: the row, its display fields (snippet, citation link) and the scores."""
         row = self.row
-        link, video_time = citation_link(row.get("source"), row["section_path"], row["text"])
+        source = client_source(row.get("source"))  # only http(s) links reach a client
+        link, video_time = citation_link(source, row["section_path"], row["text"])
         return Hit(**{
-            **row, "snippet": snippet(row["text"]), "tags": tuple(row["tags"]),
-            "source_url": (row.get("source") or {}).get("url"), "link": link, "video_time": video_time,
+            **row, "source": source, "snippet": snippet(row["text"]), "tags": tuple(row["tags"]),
+            "source_url": (source or {}).get("url"), "link": link, "video_time": video_time,
             "vector_rank": self.vector_rank, "vector_score": self.vector_score,
             "dense_distance": self.dense_distance, "lexical_rank": self.lexical_rank,
             "lexical_score": self.lexical_score, "fused_score": self.fused_score, "score": self.score,
