@@ -192,6 +192,19 @@ def test_search_then_ask_then_open_a_citation_in_context(page, served):
     assert requests and all(url.startswith(served.base) for url in requests)  # nothing from anywhere else
 
 
+def test_a_citation_highlights_the_sentence_it_quotes_and_escape_closes_it(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "what did we decide about the billing database", "ask")
+    page.locator("#answer-text button.cite").first.click()
+    quote = page.locator("#passage-chunks .chunk.focus mark.quote")
+    expect(quote).to_contain_text("We decided to migrate the billing database to PostgreSQL 16 in March")
+    assert "Rollback" not in quote.inner_text()  # the quoted sentence, not the whole chunk
+    expect(quote).to_be_in_viewport()
+    screenshot(page, "web-page-quote")
+    page.keyboard.press("Escape")
+    expect(page.locator("#passage")).to_be_hidden()
+
+
 def test_a_near_miss_answer_says_it_is_tentative(page, served):
     # The billing note never names a MySQL version: the gate lets the question through (it is on the note's topic)
     # at a relevance under one half, and the page says the answer is tentative; a sure answer does not.

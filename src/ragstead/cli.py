@@ -603,11 +603,11 @@ def ask(
         _echo_json(result.to_dict())
         return
     typer.echo("" if streaming else result.text)
-    for citation in result.citations:
-        where = citation.locator
-        place = (f"page {where['page']}" if where["page"] else where["section_path"] or where.get("heading")
-                 or f"chunk {where['chunk_id'][:12]}")
-        typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
+    for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
+        typer.echo(f"[{citation.n}] {citation.where}")
+        typer.echo(f"    “{' '.join((citation.quote.text if citation.quote else citation.snippet).split())}”")
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     for fallback in result.fallbacks:
         after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
                  else "the next answerer took over")

@@ -22,12 +22,13 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
+from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider, breadcrumb
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
+from ragstead.answer.quotes import Quote, joined, quote_markers
 from ragstead.answer.screening import screen
 from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
@@ -101,17 +102,33 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
 
 @dataclass(frozen=True)
 class Citation:
-    """A retrieved chunk an answer cites as `[n]`."""
+    """A retrieved chunk an answer cites as `[n]`, with the sentence(s) it quotes: `quote` is the chunk's text
+    from `char_start` to `char_end` (offsets into the chunk's text; None for a tool's result)."""
 
     n: int
     source: str
     locator: dict[str, Any]
     snippet: str
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
+    quote: Quote | None = None
+
+    @property
+    def where(self) -> str:
+        """A short locator a person reads: an ingested page by its title and URL, a file by its path, then the
+        heading and page (`notes/lease.md › Dates › p. 2`)."""
+        loc = self.locator
+        heading = loc.get("heading") if loc.get("heading") != loc.get("title") else None
+        if loc.get("url"):
+            head = breadcrumb(loc.get("title") or loc["url"], heading, loc.get("page"))
+            time = loc.get("video_time")
+            at = f" at {time // 60}:{time % 60:02d}" if isinstance(time, int) else ""
+            return f"{head} — {loc.get('link') or loc['url']}{at}" if loc.get("title") else head + at
+        return breadcrumb(self.source, loc.get("section_path") or heading, loc.get("page"))
 
     def to_dict(self) -> dict[str, Any]:
+        quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
         return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
-                "similarity": self.similarity}
+                "similarity": self.similarity, **quoted}
 
 
 @dataclass(frozen=True)
@@ -129,12 +146,14 @@ class Answer:
     flagged: tuple[dict[str, Any], ...] = ()
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
+    notes: tuple[str, ...] = ()  # what the citation check dropped ("citation [2] was dropped: ...")
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "question": self.question, "retrieval": self.retrieval, "gate": self.gate, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
+            "notes": list(self.notes),
         }
         if self.memory_write is not None:
             data["memory_write"] = self.memory_write
@@ -150,7 +169,7 @@ def _locator(hit: Hit) -> dict[str, Any]:
     found = _HEADING.search(hit.text)
     heading = found.group(1).strip() if found else hit.title
     locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
-               "chunk_id": hit.chunk_id}
+               "chunk_id": hit.chunk_id, "title": hit.title or None}
     if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
         locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
     return locator
@@ -349,13 +368,17 @@ def answer(
         if text.strip() == REFUSAL:
             return refusal(provider.name)
         text, cited = _check_citations(text, len(sources))
+        # Each marker is checked against its source: its quote must stand there (answer/quotes.py).
+        quoted = quote_markers(text, [(c.text, not c.locator.get("tool")) for c in sources])
+        text, cited = quoted.text, [n for n in cited if n in quoted.quotes]
         if not cited:
             fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
-        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity)
+        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
+                                   joined(quoted.quotes[c.n], c.text))
                           for c in (sources[n - 1] for n in cited))
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), **base)
+                      fallbacks=tuple(fallbacks), notes=tuple(quoted.notes), **base)
     return refusal(None)
 
 

@@ -256,7 +256,7 @@ function openCitation(n) {
     showPassage(`[${n}] ${citation.source}`, citation.locator.link, "", [{ text: citation.snippet, focus: true }]);
     return;
   }
-  openPassage(citation.locator.chunk_id, { n, source: citation.source, locator: citation.locator });
+  openPassage(citation.locator.chunk_id, { n, source: citation.source, locator: citation.locator, citation });
 }
 
 async function openPassage(chunkId, cited) {
@@ -267,7 +267,9 @@ async function openPassage(chunkId, cited) {
     const focus = data.chunks.find((c) => c.chunk_id === data.focus) || {};
     const label = `${cited.n ? `[${cited.n}] ` : ""}${doc.title ? `${doc.title} — ` : ""}${doc.url || doc.file_path}`;
     const link = focus.link || (cited.locator && cited.locator.link) || doc.url;
-    showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus })));
+    const quote = cited.citation || {};
+    showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus,
+      quote: c.chunk_id === data.focus ? quote : null })));
   } catch (error) {
     showError(error);
   }
@@ -280,15 +282,35 @@ function showPassage(label, link, where, chunks) {
   const box = $("passage-chunks");
   box.replaceChildren();
   for (const chunk of chunks) {
-    const p = el("p", chunk.text, chunk.focus ? "chunk focus" : "chunk");
+    const p = el("p", null, chunk.focus ? "chunk focus" : "chunk");
+    p.append(...quoted(chunk.text, chunk.quote));
     if (chunk.focus) p.setAttribute("aria-current", "true");
     box.append(p);
   }
   const section = $("passage");
   section.hidden = false;
   section.focus();
-  const focused = box.querySelector(".focus");
-  if (focused) focused.scrollIntoView({ block: "nearest" });
+  const target = box.querySelector("mark.quote") || box.querySelector(".focus");
+  if (target) target.scrollIntoView({ block: "center" });
+}
+
+// The chunk's text with the cited sentence(s) marked. The API's offsets count code points and JavaScript's count
+// UTF-16 units, so when the two disagree (an emoji before the quote) the quote is found by its text.
+function quoted(text, citation) {
+  const quote = citation && citation.quote;
+  if (!quote) return [document.createTextNode(text)];
+  let start = citation.char_start;
+  if (text.slice(start, start + quote.length) !== quote) start = text.indexOf(quote);
+  if (start < 0) return [document.createTextNode(text)];
+  const end = start + quote.length;
+  return [document.createTextNode(text.slice(0, start)), el("mark", quote, "quote"),
+    document.createTextNode(text.slice(end))];
+}
+
+function closePassage() {
+  $("passage").hidden = true;
+  const cite = document.querySelector(".cite");
+  if (cite) cite.focus();
 }
 
 // -- upload and ingest -------------------------------------------------------------------------------------
@@ -359,10 +381,9 @@ document.addEventListener("DOMContentLoaded", () => {
     const which = event.submitter ? event.submitter.value : "search";
     return which === "ask" ? ask() : search();
   }));
-  $("passage-close").addEventListener("click", () => {
-    $("passage").hidden = true;
-    const cite = document.querySelector(".cite");
-    if (cite) cite.focus();
+  $("passage-close").addEventListener("click", closePassage);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("passage").hidden) closePassage();
   });
   $("upload-form").addEventListener("submit", guarded(upload));
   $("ingest-form").addEventListener("submit", guarded(ingest));
