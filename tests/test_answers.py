@@ -12,7 +12,15 @@ import pytest
 import ragstead
 from ragstead.answer.ask import AskOptions, _order, gather
 from ragstead.answer.base import REFUSAL, Context
-from ragstead.answer.evidence import Unit, answer_kind, header_answers, holds_kind, split_units, stems_of
+from ragstead.answer.evidence import (
+    Unit,
+    answer_kind,
+    header_answers,
+    holds_kind,
+    line_structured,
+    split_units,
+    stems_of,
+)
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import (
     MODEL_FILE,
@@ -24,6 +32,7 @@ from ragstead.answer.gate import (
     load_model,
     parse_model,
 )
+from ragstead.answer.quotes import quote_markers
 from ragstead.errors import InvalidQueryError
 
 NOTES = Path(__file__).parent / "data" / "notes"
@@ -176,6 +185,33 @@ def test_units_keep_table_rows_and_wrapped_lines_together_and_mark_headers():
                                          "A real sentence is here."]
     long_line = split_units("We moved the team offsite to the lake house near Annecy for three days")
     assert long_line[0].header is None  # ten words: a sentence without its full stop, not a title
+
+
+def test_units_follow_the_documents_structure_and_drop_markdown_markup():
+    # A plain-text file's lines are its units; a line starting in lower case after an open clause continues one.
+    log = ("Car log\n\n2023-04-11  Winter tyres off, summer tyres on\n2023-09-28  Inspection at Menke, oil change\n"
+           "and brake fluid, 389 EUR\n2024-03-02  TÜV passed, next one due in March 2026")
+    assert [u.text for u in split_units(log, lines=True)] == [
+        "2023-04-11 Winter tyres off, summer tyres on", "2023-09-28 Inspection at Menke, oil change and brake fluid, "
+        "389 EUR", "2024-03-02 TÜV passed, next one due in March 2026"]
+    assert line_structured("notes/car-log.txt") and not line_structured("notes/lease.pdf")
+    # A markdown table row is a unit of its own; emphasis, code and link syntax never reach the answer.
+    table = split_units("## Costs\n\n| Item | Cost |\n|---|---|\n| Flights | 1,800 € |\n| **Total** | 7,520 € |\n"
+                        "Book the `JR pass` via [the agency](https://example.org/jr) *before* May, _not_ at_home.")
+    assert [u.text for u in table] == ["Flights | 1,800 €", "Total | 7,520 €",
+                                       "Book the JR pass via the agency before May, not at_home."]
+
+
+def test_a_plain_text_line_is_answered_alone_and_quoted_with_its_offsets():
+    log = "Car log\n\n2023-09-28  Inspection at Autohaus Menke, 389 EUR\n2024-03-02  TÜV passed, no defects"
+    text = ExtractiveAnswerer().answer("When did the car pass the TÜV?",
+                                       [Context(1, log, "notes/car-log.txt", {"chunk_id": "c1"}, 0.5)])
+    assert text == "2024-03-02 TÜV passed, no defects [1]", text
+    markdown = "# Costs\n\n| Item | Cost |\n|---|---|\n| **Total** | 7,520 € |"
+    answered = ExtractiveAnswerer().answer("What is the total?", [Context(1, markdown, "x.md", {"chunk_id": "c"}, .5)])
+    assert "**" not in answered and answered.startswith("Total | 7,520 €")
+    quoted = quote_markers(answered, [(markdown, True)]).quotes[1][0]
+    assert markdown[quoted.char_start:quoted.char_end] == quoted.text == "**Total** | 7,520 €"
 
 
 def test_answer_kinds_and_what_holds_them():

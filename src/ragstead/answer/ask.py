@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider, breadcrumb
+from ragstead.answer.evidence import line_structured
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
@@ -161,15 +162,20 @@ class Answer:
 
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+# A title an editor filled in for its writer ("Untitled", "Document1", "Microsoft Word - x.docx") names nothing:
+# the file's own name is cited instead.
+_PLACEHOLDER_TITLE = re.compile(r"^\s*(untitled\b.*|document\s*\d*|microsoft (word|powerpoint) - .*|"
+                                r"new document|slide \d+|\s*)$", re.I)
 
 
 def _locator(hit: Hit) -> dict[str, Any]:
     """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
     recognises: the first markdown heading in the chunk, else the document's title."""
+    title = None if _PLACEHOLDER_TITLE.match(hit.title or "") else hit.title
     found = _HEADING.search(hit.text)
-    heading = found.group(1).strip() if found else hit.title
+    heading = found.group(1).strip() if found else title
     locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
-               "chunk_id": hit.chunk_id, "title": hit.title or None}
+               "chunk_id": hit.chunk_id, "title": title or None}
     if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
         locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
     return locator
@@ -236,10 +242,10 @@ def gather(
     hits = list(found.hits)
     similarities = _similarities(hits, store, query_vector)
     lexical = _lexical_scores(found, store, filters)
-    candidates = [Candidate(hit.text, sim, lexical.get(hit.chunk_id))
+    candidates = [Candidate(hit.text, sim, lexical.get(hit.chunk_id), line_structured(hit.file_path))
                   for hit, sim in zip(hits, similarities, strict=True)]
     cache = cache or UnitVectorCache(embedder)
-    unit_similarities = {i: cache.vectors(hits[i].text) @ query_vector
+    unit_similarities = {i: cache.vectors(hits[i].text, candidates[i].lines) @ query_vector
                          for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
     model = options.gate or load_model()
     ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)

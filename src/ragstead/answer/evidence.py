@@ -54,29 +54,46 @@ class Unit:
     context: str = ""  # the headings or title line above it: what the unit is about when it does not say
 
 
-def split_units(text: str) -> list[Unit]:
-    """The units of `text` in reading order (markdown headings dropped: they title what follows)."""
+def line_structured(path: str) -> bool:
+    """Whether a source's lines are its units: a plain-text file's writer ends a line where a thought ends (a log
+    entry, a list without bullets), unlike a PDF's wrapped lines or the cells an HTML table leaves one per line."""
+    return path.lower().endswith(".txt")
+
+
+def split_units(text: str, lines: bool = False) -> list[Unit]:
+    """The units of `text` in reading order (markdown headings end a unit and title what follows; a table row is
+    a unit of its own). `lines`: every line is a unit unless it continues the one before (starts in lower case
+    after a line that ends mid-clause): see `line_structured`. Markdown markup is dropped from a unit's text."""
     blocks: list[tuple[str, str]] = []  # (text, the headings above it)
     headings: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         current: list[str] = []
         for line in paragraph.split("\n"):
-            if not line.strip():
+            if not line.strip() or _TABLE_RULE.match(line):
                 continue
             if _HEADING.match(line):
                 blocks.append((" ".join(current), " ".join(headings)))
                 current = []
                 # The first heading titles the note; a later one replaces the section before it.
-                headings = [*headings[:1], _HEADING.sub("", line).strip()]
+                headings = [*headings[:1], _plain(_HEADING.sub("", line).strip())]
+                continue
+            if _TABLE_ROW.match(line):  # a markdown table row: its cells, one unit
+                blocks += [(" ".join(current), " ".join(headings)), (_row(line), " ".join(headings))]
+                current = []
                 continue
             first = line.lstrip()[:1]
-            starts_new = (not current or bool(_LIST_ITEM.match(line)) or bool(_ENDS_CLAUSE.search(current[-1]))
-                          or (len(current[-1].split()) >= LONG_LINE_WORDS and (first.isupper() or first.isdigit())))
-            if starts_new and current:
+            ends = bool(current) and bool(_ENDS_CLAUSE.search(current[-1]))
+            if lines:
+                starts_new = ends or not (first.islower() or first in ",;)")
+            else:
+                starts_new = ends or (bool(current) and len(current[-1].split()) >= LONG_LINE_WORDS and (
+                    first.isupper() or first.isdigit()))
+            if (starts_new or _LIST_ITEM.match(line)) and current:
                 blocks.append((" ".join(current), " ".join(headings)))
                 current = []
             current.append(line.strip())
         blocks.append((" ".join(current), " ".join(headings)))
+    blocks = [(_plain(block), context) for block, context in blocks]
     units: list[Unit] = []
     title_line = ""
     for block_number, (block, context) in enumerate(b for b in blocks if b[0].strip()):
@@ -93,6 +110,29 @@ def split_units(text: str) -> list[Unit]:
             units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
                               context))
     return units
+
+
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+# Markdown markup a reader should not see in an answer (the stored chunk keeps it): emphasis, code, links.
+_MARKUP = (
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"), r"\1"),  # [text](url), ![alt](src)
+    (re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1"), r"\2"),  # **bold**, __bold__, ~~struck~~
+    (re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])"), r"\1"),  # *italic*
+    (re.compile(r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)"), r"\1"),  # _italic_ (not snake_case)
+    (re.compile(r"`+([^`\n]+?)`+"), r"\1"),  # `code`
+)
+
+
+def _plain(text: str) -> str:
+    for pattern, replacement in _MARKUP:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _row(line: str) -> str:
+    """A markdown table row as its cells: `| Total | 7,520 € |` reads `Total | 7,520 €`."""
+    return " | ".join(cell.strip() for cell in line.strip().strip("|").split("|") if cell.strip())
 
 
 def _joined_fragments(sentences: list[str]) -> list[str]:

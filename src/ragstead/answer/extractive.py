@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
-from ragstead.answer.evidence import SentenceScorer, Unit, split_units
+from ragstead.answer.evidence import SentenceScorer, Unit, line_structured, split_units
 from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
 
@@ -35,7 +35,7 @@ class ExtractiveAnswerer:
         items: list[tuple[int, Unit, float]] = []  # (context rank, unit, cosine to the question)
         numbers: list[int] = []
         for rank, context in enumerate(contexts):
-            units = split_units(context.text)
+            units = split_units(context.text, line_structured(context.source))
             scored = len(context.unit_similarities) == len(units)
             for position, unit in enumerate(units):
                 if screen(unit.text):  # never quote an instruction-like sentence

@@ -19,6 +19,7 @@ _MARKER = re.compile(r"\[(\d{1,3})\]")
 _WORD = re.compile(r"\w+")
 _QUOTED = re.compile(r"[\"“]([^\"“”]{12,}?)[\"”]")  # a text the answer puts in quotation marks
 _CLAIM_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_MARKERS = "*_`~"
 MAX_PATTERN_WORDS = 80  # a longer unit is matched on its first words: enough to be unique, cheap to search
 
 
@@ -52,6 +53,10 @@ def find(sentence: str, source: str) -> Quote | None:
     tail = re.search(r"\W*$", sentence.rstrip("…")).group(0).strip()  # type: ignore[union-attr]
     after = re.match(r"\s*" + re.escape(tail), source[end:]) if tail and len(cut) == len(words) else None
     end += len(after.group(0)) if after else 0
+    while start > 0 and source[start - 1] in _MARKERS:  # the markup around it: "**Total**" is quoted whole
+        start -= 1
+    while end < len(source) and source[end] in _MARKERS:
+        end += 1
     return Quote(source[start:end], start, end)
 
 
