@@ -16,10 +16,12 @@ from ragstead.answer.evidence import (
     Unit,
     answer_kind,
     header_answers,
+    held_stems,
     holds_kind,
     line_structured,
     split_units,
     stems_of,
+    unit_features,
 )
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import (
@@ -233,3 +235,15 @@ def test_a_header_line_never_leads_the_extractive_answer():
     title_only = Context(1, "Atlas weekly status\n\nThe load test peaked at 1,800 events per second.",
                          "notes/status.txt", {"chunk_id": "c2"}, 0.5)
     assert ExtractiveAnswerer().answer("Atlas status?", [title_only]).startswith("The load test")
+
+
+def test_a_compound_meets_its_parts_in_the_lexical_signals():
+    # "rollback" and "roll back" are one word to a reader; inflections already meet through the stemmer.
+    assert held_stems("Rollbacks: use make rollback ENV=prod.", "How do I roll back a bad deploy?") >= {"roll", "back"}
+    assert held_stems("We rolled back the release on Friday.", "When did we do the rollback?") == {"rollback"}
+    assert held_stems("The household insurance covers theft.", "What am I insured for?") == {"insur"}
+    question = "How do I roll back a bad deploy?"
+    compound = Unit("Rollbacks: use make rollback ENV=prod, which redeploys the previous image.", 0)
+    other = Unit("Deploys go out on weekdays after the standup, never on Fridays.", 1)
+    overlap = [row[1] for row, _ in unit_features(question, [(0, compound, 0.5), (0, other, 0.5)])]
+    assert overlap[0] > 0

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 from ragstead.retrieval.lexical_query import query_terms
@@ -240,6 +241,24 @@ def question_stems(question: str) -> set[str]:
     return stems_of(" ".join(query_terms(question)))
 
 
+def held_stems(text: str, question: str, wanted: set[str] | None = None) -> set[str]:
+    """The question's stems (`wanted`, default `question_stems`) that `text` holds, a compound meeting its parts
+    either way: "rollback" in the text holds "roll back" of the question, "roll back" holds "rollback". (The
+    stemmer already meets inflections: insured/insurance → insur.)"""
+    wanted = question_stems(question) if wanted is None else wanted
+    tokens = _analyzer().analyze(text)
+    have = set(tokens) & wanted
+    if len(have) == len(wanted):
+        return have
+    joined = {a + b for a, b in pairwise(tokens)}
+    have |= wanted & joined
+    asked = [t for t in _analyzer().analyze(" ".join(query_terms(question))) if t in wanted]
+    for a, b in pairwise(asked):
+        if a + b in tokens:
+            have |= {a, b}
+    return have
+
+
 @dataclass(frozen=True)
 class SentenceScorer:
     """How likely a unit is to hold the answer: a logistic model over its cosine to the question, the share of
@@ -276,13 +295,13 @@ def unit_features(question: str, items: Sequence[tuple[int, Unit, float]],
     leaves it off: a near miss matches its note's title as well as an answer does, and with it on, held-out
     near-miss refusal fell (docs/design.md, "Answer selection and context")."""
     wanted = question_stems(question)
-    held = [stems_of(unit.text) & wanted for _, unit, _ in items]
+    held = [held_stems(unit.text, question, wanted) for _, unit, _ in items]
     weight = {t: math.log(1 + len(items) / (1 + sum(t in h for h in held))) for t in wanted}
     total = sum(weight.values()) or 1.0
     kind = answer_kind(question)
     out = []
     for (rank, unit, similarity), have in zip(items, held, strict=True):
-        inherited = (stems_of(unit.context) & wanted) - have if headings and unit.context else set()
+        inherited = held_stems(unit.context, question, wanted) - have if headings and unit.context else set()
         overlap = (sum(weight[t] for t in have) + CONTEXT_SHARE * sum(weight[t] for t in inherited)) / total
         holds = 1.0 if holds_kind(unit.text, kind, question) else 0.0
         blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or ""))

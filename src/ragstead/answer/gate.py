@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstead.answer.evidence import SentenceScorer, question_stems, split_units, stems_of
+from ragstead.answer.evidence import SentenceScorer, held_stems, question_stems, split_units
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError
 
@@ -156,7 +156,8 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     lexical = min(1.0, max(lexical_scores) / ceiling) if lexical_scores and ceiling > 0 else 0.0
     wanted = question_stems(question)
     top = list(candidates[:EVIDENCE_CHUNKS])
-    coverage = max((len(wanted & stems_of(c.text)) / len(wanted) for c in top), default=0.0) if wanted else 0.0
+    coverage = max((len(held_stems(c.text, question, wanted)) / len(wanted) for c in top),
+                   default=0.0) if wanted else 0.0
     by_vector = sorted(range(len(candidates)), key=lambda i: -candidates[i].similarity)[:AGREEMENT_DEPTH]
     by_lexical = sorted((i for i, c in enumerate(candidates) if c.lexical_score is not None),
                         key=lambda i: -(candidates[i].lexical_score or 0.0))[:AGREEMENT_DEPTH]
