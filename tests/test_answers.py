@@ -19,6 +19,7 @@ from ragstead.answer.evidence import (
     held_stems,
     holds_kind,
     line_structured,
+    missing_names,
     split_units,
     stems_of,
     unit_features,
@@ -89,6 +90,17 @@ def test_a_near_miss_the_gate_lets_through_is_marked_tentative(notes_kb):
     assert near.gate["threshold"] <= near.gate["score"] < TENTATIVE_BELOW
     assert confidence(TENTATIVE_BELOW, True) == "likely" and confidence(TENTATIVE_BELOW - 1e-9, True) == "tentative"
     assert confidence(0.99, False) == "refused"
+
+
+def test_a_name_the_evidence_lacks_makes_the_answer_tentative(notes_kb):
+    # The Atlas kickoff answers which database was chosen; no note names a project Zephyr, so the answer, however
+    # well the rest of the question matches, is about something else.
+    sure = notes_kb.ask("Which database did we choose for Project Atlas?", user="me", extractive=True)
+    assert sure.gate["confidence"] == "likely" and not sure.notes
+    near = notes_kb.ask("Which database did we choose for Project Zephyr?", user="me", extractive=True)
+    assert near.refused or (near.gate["confidence"] == "tentative" and "never mention Zephyr" in near.notes[0])
+    assert missing_names("Which restaurant did I book in Rome?", ["Dinner at Da Mario in Paris, booked for 8."]) \
+        == ["Rome"]
 
 
 def test_off_topic_questions_still_get_the_exact_refusal(notes_kb):

@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import httpx
 import numpy as np
 
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider, breadcrumb
-from ragstead.answer.evidence import line_structured
+from ragstead.answer.evidence import line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
@@ -51,6 +51,9 @@ CITATION_SNIPPET_CHARS = 240
 # right note can score low as a whole (a long note, one relevant line) but not in every sentence.
 CONTEXT_FLOOR = 0.3
 _MARKER = re.compile(r"\[(\d{1,3})\]")
+# A name of the question that the handed-over text lacks makes the answer tentative (docs/design.md, "Answer
+# selection and context": no answer of the notes fit or held-out half changed its confidence).
+MISSING_NAMES_TENTATIVE = True
 
 
 @dataclass(frozen=True)
@@ -206,11 +209,14 @@ class Relevance:
     passed: bool
     decided_by: str
     signals: Signals
+    missing: tuple[str, ...] = ()  # the question's names the handed-over text lacks (evidence.missing_names)
 
     @property
     def confidence(self) -> str:
-        """`likely`, `tentative` or `refused` (gate.confidence)."""
-        return confidence(self.score, self.passed)
+        """`likely`, `tentative` or `refused` (gate.confidence); an answer whose evidence lacks a name of the
+        question is tentative whatever the score: it is likely about something else."""
+        verdict = confidence(self.score, self.passed)
+        return "tentative" if verdict == "likely" and self.missing else verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 4), "threshold": self.threshold, "passed": self.passed,
@@ -280,6 +286,9 @@ def gather(
         budget -= hit.token_estimate
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
                                 screen(hit.text), tuple(float(x) for x in units) if units is not None else ()))
+    if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
+        missing = tuple(missing_names(found.question, [c.text for c in contexts]))
+        contexts.relevance = replace(contexts.relevance, missing=missing)
     return found, contexts
 
 
@@ -383,8 +392,10 @@ def answer(
         citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
                                    joined(quoted.quotes[c.n], c.text))
                           for c in (sources[n - 1] for n in cited))
+        lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
+                   "else"] if relevance is not None and relevance.missing else []
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), notes=tuple(quoted.notes), **base)
+                      fallbacks=tuple(fallbacks), notes=(*lacking, *quoted.notes), **base)
     return refusal(None)
 
 

@@ -241,6 +241,19 @@ def question_stems(question: str) -> set[str]:
     return stems_of(" ".join(query_terms(question)))
 
 
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’-]*[\w]|\b\w*\d\w*\b")  # not the question's first word
+
+
+def missing_names(question: str, texts: Sequence[str]) -> list[str]:
+    """The proper names and codes of the question ("Rome", "B-KM 2231", "KR3") that none of `texts` holds: an
+    answer from them is about something else ("Which restaurant did I book in Rome?" from a note on Paris)."""
+    body = question.strip()
+    names = [m.group(0) for m in _NAME.finditer(body) if m.group(0) not in ("I", "I'm", "I've", "I'd")]
+    stems = stems_of(" ".join(texts))
+    return [name for name in dict.fromkeys(names) if not (stems_of(name) <= stems or held_stems(
+        " ".join(texts), name, stems_of(name)) == stems_of(name))]
+
+
 def held_stems(text: str, question: str, wanted: set[str] | None = None) -> set[str]:
     """The question's stems (`wanted`, default `question_stems`) that `text` holds, a compound meeting its parts
     either way: "rollback" in the text holds "roll back" of the question, "roll back" holds "rollback". (The
