@@ -216,6 +216,14 @@ def test_a_near_miss_answer_says_it_is_tentative(page, served):
     expect(page.locator("#answer-meta")).to_have_text("Answered by extractive.")
 
 
+def test_the_page_says_how_sure_an_answer_is(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "What version of MySQL do we run?", "ask")
+    expect(page.locator("#answer-sure")).to_have_text(re.compile(r"^Relevance 0\.\d\d: tentative\.$"))
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-sure")).to_have_text(re.compile(r"^Relevance (0\.\d\d|1\.00): likely answered\.$"))
+
+
 def test_a_hostile_document_renders_as_text(page, served):
     sign_in(page, served.base, served.keys["alice"])
     run_query(page, "heron ledger note")

@@ -218,6 +218,19 @@ function renderAnswer(result) {
   }
   for (const f of result.fallbacks || []) meta.push(`Note: ${f.provider} failed (${f.error}).`);
   $("answer-meta").textContent = meta.join(" ");
+  $("answer-sure").textContent = sureness(result);
+}
+
+// How sure the answer is, as the CLI says it: the gate's relevance and its verdict, then any note of the check.
+function sureness(result) {
+  const gate = result.gate;
+  const parts = [];
+  if (gate) {
+    const verdict = { likely: "likely answered", tentative: "tentative", refused: "not answered" }[gate.confidence];
+    parts.push(`Relevance ${gate.score.toFixed(2)}: ${verdict || gate.confidence}.`);
+  }
+  for (const note of result.notes || []) parts.push(`Note: ${note}.`);
+  return parts.join(" ");
 }
 
 async function ask() {
@@ -225,6 +238,7 @@ async function ask() {
   $("answer").hidden = false;
   $("answer-text").textContent = "";
   $("answer-meta").textContent = "Answering…";
+  $("answer-sure").textContent = "";
   const response = await postJson("/v1/ask", body);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
