@@ -20,6 +20,7 @@ from ragstead.answer.evidence import (
     holds_kind,
     line_structured,
     missing_names,
+    quantity_type,
     split_units,
     stems_of,
     unit_features,
@@ -259,3 +260,18 @@ def test_a_compound_meets_its_parts_in_the_lexical_signals():
     other = Unit("Deploys go out on weekdays after the standup, never on Fridays.", 1)
     overlap = [row[1] for row, _ in unit_features(question, [(0, compound, 0.5), (0, other, 0.5)])]
     assert overlap[0] > 0
+
+
+def test_a_quantity_question_wants_its_own_kind_and_the_answer_is_not_padded():
+    # "How long" wants a duration, "how much is" an amount, "how many" a count: an ingredient weight answers none.
+    assert [quantity_type(q) for q in ("How long does the cake bake?", "How much is the gym?",
+                                       "How many people came?", "How much stock goes in?")] == [
+        "duration", "amount", "count", None]
+    assert holds_kind("Oven at 180 °C, about 50 minutes.", "quantity", "How long does the apple cake bake?")
+    assert not holds_kind("250 g flour and 2 tsp baking powder", "quantity", "How long does the apple cake bake?")
+    assert holds_kind("Gym – 59 € a month.", "quantity", "How much is the gym membership?")
+    recipe = ("Grandma's apple cake\n\n- 250 g flour and 2 tsp baking powder\n- Oven at 180 °C (fan 160 °C), about 50 "
+              "minutes.\n- Cream the butter and sugar, beat in the eggs one at a time, then fold in the flour.")
+    text = ExtractiveAnswerer().answer("How long does the apple cake bake?",
+                                       [Context(1, recipe, "recipes/apple-cake.md", {"chunk_id": "c"}, 0.6)])
+    assert text == "Oven at 180 °C (fan 160 °C), about 50 minutes. [1]", text

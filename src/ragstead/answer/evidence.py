@@ -23,6 +23,7 @@ MAX_UNIT_CHARS = 400
 MIN_WORDS = 4  # shorter units are fragments (a lone heading, "Ingredients") unless they hold a number
 CONTEXT_SHARE = 0.5  # how much a question word found only in a unit's heading counts toward its overlap
 LONG_LINE_WORDS = 8  # a line this long is a line of its own, not a cell or a wrapped piece of the next
+FINER_QUANTITIES = True  # "how long" wants a duration, "how much" an amount, "how many" a count (quantity_type)
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
@@ -196,6 +197,35 @@ _HAS = {
 }
 
 
+# What kind of quantity a "how ..." question wants: a duration (or a length) for "how long", an amount of money for
+# "how much"/cost words, a count for "how many". A unit holding only another kind of number does not answer it
+# ("375 g water" does not say how long the bread bakes). Hand-written: no kept library detects these.
+_QUANTITY_TYPES = (
+    ("duration", re.compile(r"^how (long|much time)\b|\bhow many (seconds|minutes|hours|days|nights|weeks|months|"
+                            r"years)\b", re.I)),
+    # "How much is the gym?" asks a price; "How much stock goes in?" a measure, left to the generic quantity.
+    ("amount", re.compile(r"^how much (is|are|was|were)\b|\b(cost|costs|price|"
+                          r"budget|fee|fees|rent|salary|total|spend|spent|pay|paid|owe)\b", re.I)),
+    ("count", re.compile(r"^how many\b", re.I)),
+)
+_NUMBER = r"(\d+(?:[.,]\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve|half an?|a few)"
+_QUANTITY_HAS = {
+    "duration": re.compile(rf"\b{_NUMBER}(\s*(-|to|–)\s*\d+)?\s*(-\s*)?(s|secs?|seconds?|min|mins|minutes?|h|hrs?|"
+                           r"hours?|days?|nights?|weeks?|months?|years?|yrs?|km|kilometres?|kilometers?|miles?|m)\b"
+                           r"|\bovernight\b", re.I),
+    "amount": re.compile(r"[€$£¥]\s?\d|\d[\d.,]*\s?(k\b|€|\$|£|eur\b|euros?\b|usd\b|dollars?\b|chf\b|gbp\b|"
+                         r"pounds?\b)|\bfree\b", re.I),
+    "count": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|dozen|"
+                        r"hundred|thousand|none|no)\b", re.I),
+}
+
+
+def quantity_type(question: str) -> str | None:
+    """duration, amount or count when a quantity question says which (see _QUANTITY_TYPES), else None."""
+    text = question.strip()
+    return next((name for name, pattern in _QUANTITY_TYPES if pattern.search(text)), None)
+
+
 def answer_kind(question: str) -> str | None:
     """date, quantity, person, place or entity (a name or number: "which tool", "what's the IP") when the
     question's wording asks for one, else None (a yes/no question, a claim, a keyword query)."""
@@ -211,8 +241,10 @@ def holds_kind(unit: str, kind: str | None, question: str) -> bool:
     if kind is None:
         return False
     asked = {w.lower() for w in re.findall(r"\w+", question)}
+    sub = quantity_type(question) if kind == "quantity" and FINER_QUANTITIES else None
+    pattern = _QUANTITY_HAS[sub] if sub else _HAS[kind]
     return any(m.group(0).strip().lower() not in asked and not set(re.findall(r"\w+", m.group(0).lower())) <= asked
-               for m in _HAS[kind].finditer(unit))
+               for m in pattern.finditer(unit))
 
 
 def header_answers(unit: Unit, kind: str | None, question_stems: set[str], label_stems: set[str]) -> bool:
