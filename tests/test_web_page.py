@@ -196,7 +196,7 @@ def test_a_citation_highlights_the_sentence_it_quotes_and_escape_closes_it(page,
     sign_in(page, served.base, served.keys["alice"])
     run_query(page, "what did we decide about the billing database", "ask")
     page.locator("#answer-text button.cite").first.click()
-    quote = page.locator("#passage-chunks .chunk.focus mark.quote")
+    quote = page.locator("#passage-chunks .chunk.focus mark.quote.first")
     expect(quote).to_contain_text("We decided to migrate the billing database to PostgreSQL 16 in March")
     assert "Rollback" not in quote.inner_text()  # the quoted sentence, not the whole chunk
     expect(quote).to_be_in_viewport()

@@ -605,7 +605,8 @@ def ask(
     typer.echo("" if streaming else result.text)
     for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
         typer.echo(f"[{citation.n}] {citation.where}")
-        typer.echo(f"    “{' '.join((citation.quote.text if citation.quote else citation.snippet).split())}”")
+        for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
+            typer.echo(f"    “{' '.join(quoted.split())}”")
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     for fallback in result.fallbacks:

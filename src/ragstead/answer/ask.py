@@ -114,7 +114,8 @@ class Citation:
     locator: dict[str, Any]
     snippet: str
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
-    quote: Quote | None = None
+    quote: Quote | None = None  # the first sentence(s) it backs in the answer's order, adjacent ones joined
+    quotes: tuple[Quote, ...] = ()  # every sentence of it the answer rests on, in the answer's order
 
     @property
     def where(self) -> str:
@@ -132,7 +133,7 @@ class Citation:
     def to_dict(self) -> dict[str, Any]:
         quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
         return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
-                "similarity": self.similarity, **quoted}
+                "similarity": self.similarity, **quoted, "quotes": [q.to_dict() for q in self.quotes]}
 
 
 @dataclass(frozen=True)
@@ -390,7 +391,7 @@ def answer(
             fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
         citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
-                                   joined(quoted.quotes[c.n], c.text))
+                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]))
                           for c in (sources[n - 1] for n in cited))
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []

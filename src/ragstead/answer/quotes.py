@@ -20,6 +20,7 @@ _WORD = re.compile(r"\w+")
 _QUOTED = re.compile(r"[\"“]([^\"“”]{12,}?)[\"”]")  # a text the answer puts in quotation marks
 _CLAIM_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MARKERS = "*_`~"
+_GAP = " \t\n.,;:-*•|"
 MAX_PATTERN_WORDS = 80  # a longer unit is matched on its first words: enough to be unique, cheap to search
 
 
@@ -122,15 +123,18 @@ def quote_markers(text: str, sources: list[tuple[str, bool]]) -> QuotedAnswer:
 
 
 def joined(quotes: list[Quote], source: str) -> Quote | None:
-    """One span for a citation's quotes: from the first to the last when only whitespace or punctuation lies
-    between them (adjacent sentences), else the first."""
+    """One span for a citation: its first quote in the answer's order, grown over the others that touch it (only
+    whitespace, punctuation or a bullet between them: adjacent sentences read as one passage)."""
     if not quotes:
         return None
-    ordered = sorted(quotes, key=lambda q: q.char_start)
-    start, end = ordered[0].char_start, ordered[0].char_end
-    for q in ordered[1:]:
-        if q.char_start < end or not source[end:q.char_start].strip(" \t\n.,;:-*•"):
-            end = max(end, q.char_end)
-        else:
-            break
+    start, end = quotes[0].char_start, quotes[0].char_end
+    grown = True
+    while grown:
+        grown = False
+        for q in quotes[1:]:
+            touches = ((q.char_start <= end and q.char_end >= start)
+                       or (q.char_start >= end and not source[end:q.char_start].strip(_GAP))
+                       or (q.char_end <= start and not source[q.char_end:start].strip(_GAP)))
+            if touches and (q.char_start < start or q.char_end > end):
+                start, end, grown = min(start, q.char_start), max(end, q.char_end), True
     return Quote(source[start:end], start, end)

@@ -304,21 +304,34 @@ function showPassage(label, link, where, chunks) {
   const section = $("passage");
   section.hidden = false;
   section.focus();
-  const target = box.querySelector("mark.quote") || box.querySelector(".focus");
+  const target = box.querySelector("mark.quote.first") || box.querySelector("mark.quote")
+    || box.querySelector(".focus");
   if (target) target.scrollIntoView({ block: "center" });
 }
 
-// The chunk's text with the cited sentence(s) marked. The API's offsets count code points and JavaScript's count
-// UTF-16 units, so when the two disagree (an emoji before the quote) the quote is found by its text.
+// The chunk's text with the cited sentence(s) marked, the one the answer cites first as `.first` (scrolled to).
+// The API's offsets count code points and JavaScript's count UTF-16 units, so when the two disagree (an emoji
+// before the quote) a quote is found by its text.
 function quoted(text, citation) {
-  const quote = citation && citation.quote;
-  if (!quote) return [document.createTextNode(text)];
-  let start = citation.char_start;
-  if (text.slice(start, start + quote.length) !== quote) start = text.indexOf(quote);
-  if (start < 0) return [document.createTextNode(text)];
-  const end = start + quote.length;
-  return [document.createTextNode(text.slice(0, start)), el("mark", quote, "quote"),
-    document.createTextNode(text.slice(end))];
+  const wanted = citation ? (citation.quotes && citation.quotes.length ? citation.quotes : [citation]) : [];
+  const spans = [];
+  wanted.forEach((q, order) => {
+    if (!q.quote) return;
+    let start = q.char_start;
+    if (text.slice(start, start + q.quote.length) !== q.quote) start = text.indexOf(q.quote);
+    if (start >= 0) spans.push({ start, end: start + q.quote.length, first: order === 0 });
+  });
+  spans.sort((a, b) => a.start - b.start);
+  const nodes = [];
+  let at = 0;
+  for (const span of spans) {
+    if (span.start < at) continue;  // overlapping quotes: the earlier mark covers it
+    nodes.push(document.createTextNode(text.slice(at, span.start)));
+    nodes.push(el("mark", text.slice(span.start, span.end), span.first ? "quote first" : "quote"));
+    at = span.end;
+  }
+  nodes.push(document.createTextNode(text.slice(at)));
+  return nodes;
 }
 
 function closePassage() {
