@@ -413,11 +413,11 @@ def test_a_citation_says_where_it_is_for_people_never_by_chunk_id():
     plain = {"page": None, "section_path": None, "heading": None, "chunk_id": "3f61ee97e83e", "title": None}
     assert Citation(1, "notes/todo.txt", plain, "", 0.5).where == "notes/todo.txt"
     page = {"page": 2, "section_path": None, "heading": "Dates", "chunk_id": "c", "title": "Lease"}
-    assert Citation(1, "notes/lease.pdf", page, "", 0.5).where == "notes/lease.pdf › Dates › p. 2"
+    assert Citation(1, "notes/lease.pdf", page, "", 0.5).where == "notes/lease.pdf (Dates › p. 2)"
     archived = "archive/web/2026/11/example.org/a-very-long-archive-path-of-the-page-that-nobody-reads.md"
     web = {"page": None, "section_path": None, "heading": None, "chunk_id": "c", "title": "Sourdough basics",
            "url": "https://example.org/sourdough", "link": "https://example.org/sourdough", "video_time": None}
-    assert Citation(1, archived, web, "", 0.5).where == "Sourdough basics — https://example.org/sourdough"
+    assert Citation(1, archived, web, "", 0.5).where == "Sourdough basics (https://example.org/sourdough)"
     # A PDF whose editor titled it "Untitled" is cited by its file name, not by that placeholder.
     hit = SimpleNamespace(text="Lease text.", title="Untitled", page=1, section_path=None, chunk_id="c",
                           source_url=None)

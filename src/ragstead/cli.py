@@ -604,7 +604,7 @@ def ask(
         return
     typer.echo("" if streaming else result.text)
     for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
-        typer.echo(f"[{citation.n}] {citation.where}")
+        typer.echo(f"[{citation.n}] {citation.where}:")
         for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
             typer.echo(f"    “{' '.join(quoted.split())}”")
     for note in result.notes:

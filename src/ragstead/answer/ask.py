@@ -22,7 +22,7 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider, breadcrumb
+from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.evidence import line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
@@ -119,16 +119,24 @@ class Citation:
 
     @property
     def where(self) -> str:
-        """A short locator a person reads: an ingested page by its title and URL, a file by its path, then the
-        heading and page (`notes/lease.md › Dates › p. 2`)."""
+        """A short locator a person reads: the file's path, or an ingested page's title, then in parentheses the
+        section or heading, the page, and an ingested page's URL (a video's at its time):
+        `notes/lease.pdf (Dates › p. 2)`, `Sourdough basics (https://example.org/sourdough)`."""
         loc = self.locator
         heading = loc.get("heading") if loc.get("heading") != loc.get("title") else None
+        places = [s.strip() for s in (loc.get("section_path") or "").split(">") if s.strip()] or (
+            [heading] if heading else [])
+        if loc.get("page"):
+            places.append(f"p. {loc['page']}")
+        label = self.source
         if loc.get("url"):
-            head = breadcrumb(loc.get("title") or loc["url"], heading, loc.get("page"))
             time = loc.get("video_time")
-            at = f" at {time // 60}:{time % 60:02d}" if isinstance(time, int) else ""
-            return f"{head} — {loc.get('link') or loc['url']}{at}" if loc.get("title") else head + at
-        return breadcrumb(self.source, loc.get("section_path") or heading, loc.get("page"))
+            places.append((loc.get("link") or loc["url"]) + (f" at {time // 60}:{time % 60:02d}"
+                                                              if isinstance(time, int) else ""))
+            label = loc.get("title") or ""
+            if not label:
+                label, places = places[-1], places[:-1]
+        return f"{label} ({' › '.join(places)})" if places else label
 
     def to_dict(self) -> dict[str, Any]:
         quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
