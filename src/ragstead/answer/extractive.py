@@ -24,6 +24,7 @@ SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at lea
 # ... and holds the kind of thing asked for, or at least this share of the question's (rarity-weighted) words;
 # 0 turns the bar off. A list question ("What are ...", "Which ... are", "List ...") may list.
 PADDING_BAR = 0.5
+_TOTAL = re.compile(r"\b(total|in sum|overall|altogether|grand total)\b", re.I)
 _LIST_QUESTION = re.compile(r"^(what|which) (are|were)\b|^which \w+s (are|were|do|did|should)\b|^(list|name)\b"
                             r"|\b(all|every|each)\b", re.I)
 
@@ -58,11 +59,15 @@ class ExtractiveAnswerer:
         chosen = [lead]
         features = [row for row, _ in unit_features(question, items, headings=True)] if PADDING_BAR else []
         listing = bool(_LIST_QUESTION.search(question))
+        # A total answers a question for the total: the line items under it are padding.
+        total = bool(_TOTAL.search(question)) and bool(_TOTAL.search(items[lead][1].text))
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < SUPPORT_RATIO * scores[lead]:
                 break
             # No padding: a further unit carries what was asked, or as much of the question as the bar.
             if features and not listing and not (features[j][2] or features[j][1] >= PADDING_BAR):
+                continue
+            if total and not _TOTAL.search(items[j][1].text):
                 continue
             if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
                 chosen.append(j)
