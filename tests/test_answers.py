@@ -278,8 +278,9 @@ def test_a_quantity_question_wants_its_own_kind_and_the_answer_is_not_padded():
 
 
 def test_a_total_line_answers_a_question_for_the_total_alone():
-    budget = ("Japan budget (two people)\n\n| Item | Cost |\n|---|---|\n| Flights Frankfurt–Tokyo, return 2 × 1,140 € | "
-              "2,280 € |\n| Trains and passes | 640 € |\n| **Total** | 7,520 € |")
+    budget = ("Japan budget (two people)\n\n| Item | Cost |\n|---|---|\n"
+              "| Flights Frankfurt–Tokyo, return 2 × 1,140 € | 2,280 € |\n| Trains and passes | 640 € |\n"
+              "| **Total** | 7,520 € |")
     text = ExtractiveAnswerer().answer("How much did the Japan trip cost in total?",
                                        [Context(1, budget, "travel/japan-budget.md", {"chunk_id": "c"}, 0.6)])
     assert text == "Total | 7,520 € [1]", text
