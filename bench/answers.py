@@ -97,13 +97,15 @@ def observe(kb: Any, filters: Any, question: str, extra: int = 0) -> Observation
 
 def signals(obs: Observation, cache: Any, scorer: Any, exclude: Iterable[str] = ()) -> Any:
     """The gate's signals for `obs`, as if the documents `exclude` (file paths) were not in the index."""
+    from ragstead.answer.evidence import line_structured
     from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, measure
 
     gone = set(exclude)
     kept = [i for i, hit in enumerate(obs.hits) if hit.file_path not in gone][:K]
-    candidates = [Candidate(obs.hits[i].text, obs.similarities[i], obs.lexical.get(obs.hits[i].chunk_id))
-                  for i in kept]
-    units = {n: cache.vectors(obs.hits[i].text) @ obs.query_vector for n, i in enumerate(kept[:EVIDENCE_CHUNKS])}
+    candidates = [Candidate(obs.hits[i].text, obs.similarities[i], obs.lexical.get(obs.hits[i].chunk_id),
+                            line_structured(obs.hits[i].file_path)) for i in kept]
+    units = {n: cache.vectors(obs.hits[i].text, candidates[n].lines) @ obs.query_vector
+             for n, i in enumerate(kept[:EVIDENCE_CHUNKS])}
     ceilings = {term: next((score for doc, score in ranked if doc not in gone), 0.0)
                 for term, ranked in obs.ceilings.items()}
     return measure(obs.question, candidates, units, ceilings, scorer)[0]
@@ -111,13 +113,14 @@ def signals(obs: Observation, cache: Any, scorer: Any, exclude: Iterable[str] = 
 
 def unit_items(obs: Observation, cache: Any) -> list[tuple[int, Any, float]]:
     """(chunk rank, unit, cosine) for the units of the top chunks: what the sentence scorer ranks."""
-    from ragstead.answer.evidence import split_units
+    from ragstead.answer.evidence import line_structured, split_units
     from ragstead.answer.gate import EVIDENCE_CHUNKS
 
     items = []
     for rank, hit in enumerate(obs.hits[:EVIDENCE_CHUNKS]):
-        sims = cache.vectors(hit.text) @ obs.query_vector
-        items += [(rank, unit, float(sims[p])) for p, unit in enumerate(split_units(hit.text))]
+        lines = line_structured(hit.file_path)
+        sims = cache.vectors(hit.text, lines) @ obs.query_vector
+        items += [(rank, unit, float(sims[p])) for p, unit in enumerate(split_units(hit.text, lines))]
     return items
 
 
@@ -475,7 +478,8 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
     cache, sci_cache = UnitVectorCache(embedder, size=10**6), UnitVectorCache(embedder, size=10**6)
     for target, saved_vectors in ((cache, observed["notes_vectors"]), (sci_cache, observed["scifact_vectors"])):
         # A chunk whose units changed since the saved run (a new split_units) is embedded again when read.
-        target._vectors.update({text: v for text, v in saved_vectors.items() if len(v) == len(split_units(text))})
+        target._vectors.update({key: v for key, v in saved_vectors.items() if len(v) == len(
+            split_units(key.removeprefix("\0lines\0"), key.startswith("\0lines\0")))})
     scorer = fit_sentence_scorer([o for o in notes_obs if o.meta["kind"] == "answerable"
                                   and o.meta["split"] == "fit"], cache)
 

@@ -18,7 +18,7 @@ from ragstead.answer.prompt import TemplateError, catalog, load_template
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.screening import screen
 from ragstead.filters import QueryFilters
-from ragstead.retrieval.search import SearchOptions
+from ragstead.retrieval.search import SearchOptions, search
 from ragstead.stores import lexical_index
 
 FILES = {
@@ -55,6 +55,30 @@ def test_extractive_answer_is_grounded_and_every_citation_was_retrieved(project)
         assert citation["source"].startswith("kb/users/alice/")
         assert citation["similarity"] >= DEFAULT_MIN_SIMILARITY
         assert citation["locator"]["chunk_id"] and citation["snippet"]
+
+
+def test_every_citation_quotes_the_sentence_it_rests_on_with_its_offsets_in_the_chunk(project):
+    out = run(project, "Which database did we decide to migrate billing to?")
+    cited = out["citations"][0]
+    found = search("billing PostgreSQL", project.store, project.embedder, QueryFilters.build(user_slug="alice"),
+                   SearchOptions(mode="hybrid", k=8), project.settings.path_rules)
+    chunk = next(hit.text for hit in found.hits if hit.chunk_id == cited["locator"]["chunk_id"])
+    assert cited["quote"] == "We decided to migrate the billing database to PostgreSQL 16 in March."
+    assert cited["char_end"] - cited["char_start"] == len(cited["quote"])
+    text = FILES["kb/users/alice/db.md"]
+    assert chunk[cited["char_start"]:cited["char_end"]] == cited["quote"]
+    assert cited["quote"] in text and cited["locator"]["title"] in (None, "Billing")
+
+
+def test_an_llm_citation_whose_sentence_is_not_in_its_source_is_dropped_with_a_note(project):
+    def reply(contexts):
+        n = next(c.n for c in contexts if c.source.endswith("db.md"))
+        return f"The cat adopted a hamster in Lisbon [{n}]. Billing moves to PostgreSQL 16 [{n}]."
+    out = run(project, "Which database did we decide to migrate billing to?", [ScriptedProvider("llm", reply)])
+    assert out["provider"] == "llm"
+    assert out["answer"].startswith("The cat adopted a hamster in Lisbon. Billing moves to PostgreSQL 16 [")
+    assert out["notes"] and "was dropped" in out["notes"][0]
+    assert "PostgreSQL 16" in out["citations"][0]["quote"]
 
 
 def test_nothing_relevant_means_the_exact_refusal_and_no_citations(project):
@@ -379,3 +403,22 @@ def gather_contexts(project, question):
 
     return gather(question, project.store, project.embedder, QueryFilters.build(user_slug="alice"),
                   AskOptions(SearchOptions(mode="hybrid", k=8)), project.settings.path_rules)[1]
+
+
+def test_a_citation_says_where_it_is_for_people_never_by_chunk_id():
+    from types import SimpleNamespace
+
+    from ragstead.answer.ask import Citation, _locator
+
+    plain = {"page": None, "section_path": None, "heading": None, "chunk_id": "3f61ee97e83e", "title": None}
+    assert Citation(1, "notes/todo.txt", plain, "", 0.5).where == "notes/todo.txt"
+    page = {"page": 2, "section_path": None, "heading": "Dates", "chunk_id": "c", "title": "Lease"}
+    assert Citation(1, "notes/lease.pdf", page, "", 0.5).where == "notes/lease.pdf (Dates › p. 2)"
+    archived = "archive/web/2026/11/example.org/a-very-long-archive-path-of-the-page-that-nobody-reads.md"
+    web = {"page": None, "section_path": None, "heading": None, "chunk_id": "c", "title": "Sourdough basics",
+           "url": "https://example.org/sourdough", "link": "https://example.org/sourdough", "video_time": None}
+    assert Citation(1, archived, web, "", 0.5).where == "Sourdough basics (https://example.org/sourdough)"
+    # A PDF whose editor titled it "Untitled" is cited by its file name, not by that placeholder.
+    hit = SimpleNamespace(text="Lease text.", title="Untitled", page=1, section_path=None, chunk_id="c",
+                          source_url=None)
+    assert _locator(hit)["title"] is None and _locator(hit)["heading"] is None  # type: ignore[arg-type]

@@ -12,7 +12,19 @@ import pytest
 import ragstead
 from ragstead.answer.ask import AskOptions, _order, gather
 from ragstead.answer.base import REFUSAL, Context
-from ragstead.answer.evidence import Unit, answer_kind, header_answers, holds_kind, split_units, stems_of
+from ragstead.answer.evidence import (
+    Unit,
+    answer_kind,
+    header_answers,
+    held_stems,
+    holds_kind,
+    line_structured,
+    missing_names,
+    quantity_type,
+    split_units,
+    stems_of,
+    unit_features,
+)
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import (
     MODEL_FILE,
@@ -24,6 +36,7 @@ from ragstead.answer.gate import (
     load_model,
     parse_model,
 )
+from ragstead.answer.quotes import quote_markers
 from ragstead.errors import InvalidQueryError
 
 NOTES = Path(__file__).parent / "data" / "notes"
@@ -78,6 +91,17 @@ def test_a_near_miss_the_gate_lets_through_is_marked_tentative(notes_kb):
     assert near.gate["threshold"] <= near.gate["score"] < TENTATIVE_BELOW
     assert confidence(TENTATIVE_BELOW, True) == "likely" and confidence(TENTATIVE_BELOW - 1e-9, True) == "tentative"
     assert confidence(0.99, False) == "refused"
+
+
+def test_a_name_the_evidence_lacks_makes_the_answer_tentative(notes_kb):
+    # The Atlas kickoff answers which database was chosen; no note names a project Zephyr, so the answer, however
+    # well the rest of the question matches, is about something else.
+    sure = notes_kb.ask("Which database did we choose for Project Atlas?", user="me", extractive=True)
+    assert sure.gate["confidence"] == "likely" and not sure.notes
+    near = notes_kb.ask("Which database did we choose for Project Zephyr?", user="me", extractive=True)
+    assert near.refused or (near.gate["confidence"] == "tentative" and "never mention Zephyr" in near.notes[0])
+    assert missing_names("Which restaurant did I book in Rome?", ["Dinner at Da Mario in Paris, booked for 8."]) \
+        == ["Rome"]
 
 
 def test_off_topic_questions_still_get_the_exact_refusal(notes_kb):
@@ -178,6 +202,33 @@ def test_units_keep_table_rows_and_wrapped_lines_together_and_mark_headers():
     assert long_line[0].header is None  # ten words: a sentence without its full stop, not a title
 
 
+def test_units_follow_the_documents_structure_and_drop_markdown_markup():
+    # A plain-text file's lines are its units; a line starting in lower case after an open clause continues one.
+    log = ("Car log\n\n2023-04-11  Winter tyres off, summer tyres on\n2023-09-28  Inspection at Menke, oil change\n"
+           "and brake fluid, 389 EUR\n2024-03-02  TÜV passed, next one due in March 2026")
+    assert [u.text for u in split_units(log, lines=True)] == [
+        "2023-04-11 Winter tyres off, summer tyres on", "2023-09-28 Inspection at Menke, oil change and brake fluid, "
+        "389 EUR", "2024-03-02 TÜV passed, next one due in March 2026"]
+    assert line_structured("notes/car-log.txt") and not line_structured("notes/lease.pdf")
+    # A markdown table row is a unit of its own; emphasis, code and link syntax never reach the answer.
+    table = split_units("## Costs\n\n| Item | Cost |\n|---|---|\n| Flights | 1,800 € |\n| **Total** | 7,520 € |\n"
+                        "Book the `JR pass` via [the agency](https://example.org/jr) *before* May, _not_ at_home.")
+    assert [u.text for u in table] == ["Flights | 1,800 €", "Total | 7,520 €",
+                                       "Book the JR pass via the agency before May, not at_home."]
+
+
+def test_a_plain_text_line_is_answered_alone_and_quoted_with_its_offsets():
+    log = "Car log\n\n2023-09-28  Inspection at Autohaus Menke, 389 EUR\n2024-03-02  TÜV passed, no defects"
+    text = ExtractiveAnswerer().answer("When did the car pass the TÜV?",
+                                       [Context(1, log, "notes/car-log.txt", {"chunk_id": "c1"}, 0.5)])
+    assert text == "2024-03-02 TÜV passed, no defects [1]", text
+    markdown = "# Costs\n\n| Item | Cost |\n|---|---|\n| **Total** | 7,520 € |"
+    answered = ExtractiveAnswerer().answer("What is the total?", [Context(1, markdown, "x.md", {"chunk_id": "c"}, .5)])
+    assert "**" not in answered and answered.startswith("Total | 7,520 €")
+    quoted = quote_markers(answered, [(markdown, True)]).quotes[1][0]
+    assert markdown[quoted.char_start:quoted.char_end] == quoted.text == "**Total** | 7,520 €"
+
+
 def test_answer_kinds_and_what_holds_them():
     assert [answer_kind(q) for q in ("When is hack week?", "How much rent do I pay?", "Who is on call?",
                                      "Where is the router?", "Which book should I read next?",
@@ -197,3 +248,39 @@ def test_a_header_line_never_leads_the_extractive_answer():
     title_only = Context(1, "Atlas weekly status\n\nThe load test peaked at 1,800 events per second.",
                          "notes/status.txt", {"chunk_id": "c2"}, 0.5)
     assert ExtractiveAnswerer().answer("Atlas status?", [title_only]).startswith("The load test")
+
+
+def test_a_compound_meets_its_parts_in_the_lexical_signals():
+    # "rollback" and "roll back" are one word to a reader; inflections already meet through the stemmer.
+    assert held_stems("Rollbacks: use make rollback ENV=prod.", "How do I roll back a bad deploy?") >= {"roll", "back"}
+    assert held_stems("We rolled back the release on Friday.", "When did we do the rollback?") == {"rollback"}
+    assert held_stems("The household insurance covers theft.", "What am I insured for?") == {"insur"}
+    question = "How do I roll back a bad deploy?"
+    compound = Unit("Rollbacks: use make rollback ENV=prod, which redeploys the previous image.", 0)
+    other = Unit("Deploys go out on weekdays after the standup, never on Fridays.", 1)
+    overlap = [row[1] for row, _ in unit_features(question, [(0, compound, 0.5), (0, other, 0.5)])]
+    assert overlap[0] > 0
+
+
+def test_a_quantity_question_wants_its_own_kind_and_the_answer_is_not_padded():
+    # "How long" wants a duration, "how much is" an amount, "how many" a count: an ingredient weight answers none.
+    assert [quantity_type(q) for q in ("How long does the cake bake?", "How much is the gym?",
+                                       "How many people came?", "How much stock goes in?")] == [
+        "duration", "amount", "count", None]
+    assert holds_kind("Oven at 180 °C, about 50 minutes.", "quantity", "How long does the apple cake bake?")
+    assert not holds_kind("250 g flour and 2 tsp baking powder", "quantity", "How long does the apple cake bake?")
+    assert holds_kind("Gym – 59 € a month.", "quantity", "How much is the gym membership?")
+    recipe = ("Grandma's apple cake\n\n- 250 g flour and 2 tsp baking powder\n- Oven at 180 °C (fan 160 °C), about 50 "
+              "minutes.\n- Cream the butter and sugar, beat in the eggs one at a time, then fold in the flour.")
+    text = ExtractiveAnswerer().answer("How long does the apple cake bake?",
+                                       [Context(1, recipe, "recipes/apple-cake.md", {"chunk_id": "c"}, 0.6)])
+    assert text == "Oven at 180 °C (fan 160 °C), about 50 minutes. [1]", text
+
+
+def test_a_total_line_answers_a_question_for_the_total_alone():
+    budget = ("Japan budget (two people)\n\n| Item | Cost |\n|---|---|\n"
+              "| Flights Frankfurt–Tokyo, return 2 × 1,140 € | 2,280 € |\n| Trains and passes | 640 € |\n"
+              "| **Total** | 7,520 € |")
+    text = ExtractiveAnswerer().answer("How much did the Japan trip cost in total?",
+                                       [Context(1, budget, "travel/japan-budget.md", {"chunk_id": "c"}, 0.6)])
+    assert text == "Total | 7,520 € [1]", text

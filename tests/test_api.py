@@ -334,6 +334,17 @@ def test_no_auth_needs_a_user_and_repeated_queries_hit_the_embedding_cache(api):
         assert c.app.state.kb.embedder.hits == 2 and c.app.state.kb.embedder.misses == 1
 
 
+def test_ask_citations_quote_the_chunk_text_at_their_offsets(api):
+    _, tokens, _, client = api
+    with client() as c:
+        out = c.post("/v1/ask", json={"query": "Which database did Alice decide to migrate billing to?",
+                                      "extractive": True}, headers=auth(tokens["alice"])).json()
+        for cited in out["citations"]:
+            chunk = c.get(f"/v1/chunks/{cited['locator']['chunk_id']}?around=0&scope=private",
+                          headers=auth(tokens["alice"])).json()["chunks"][0]
+            assert cited["quote"] and chunk["text"][cited["char_start"]:cited["char_end"]] == cited["quote"]
+
+
 def test_ask_answers_from_the_callers_documents_only_or_refuses(api):
     _, tokens, _, client = api
     with client() as c:

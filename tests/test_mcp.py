@@ -126,6 +126,13 @@ def test_search_gets_the_right_document_in_scope(alice):
     assert found["filters"]["user_slug"] == "alice" and found["filters"]["private_only"]
 
 
+def test_ask_quotes_the_sentence_each_citation_rests_on(alice):
+    answer = alice.data("ask", {"question": "When does Alice plan the heron survey?", "extractive": True})
+    cited = answer["citations"][0]
+    assert cited["quote"] == "Alice plans the heron survey for April at the north lake."
+    assert cited["char_end"] - cited["char_start"] == len(cited["quote"])
+
+
 def test_a_client_cannot_read_another_users_chunks(alice, ids):
     bob = ids["kb/users/bob/plan.md"]
     found = alice.data("search", {"query": "kestrel survey budget euros", "k": 10})

@@ -194,6 +194,19 @@ def test_search_then_ask_then_open_a_citation_in_context(page, served):
     assert requests and all(url.startswith(served.base) for url in requests)  # nothing from anywhere else
 
 
+def test_a_citation_highlights_the_sentence_it_quotes_and_escape_closes_it(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "what did we decide about the billing database", "ask")
+    page.locator("#answer-text button.cite").first.click()
+    quote = page.locator("#passage-chunks .chunk.focus mark.quote.first")
+    expect(quote).to_contain_text("We decided to migrate the billing database to PostgreSQL 16 in March")
+    assert "Rollback" not in quote.inner_text()  # the quoted sentence, not the whole chunk
+    expect(quote).to_be_in_viewport()
+    screenshot(page, "web-page-quote")
+    page.keyboard.press("Escape")
+    expect(page.locator("#passage")).to_be_hidden()
+
+
 def test_a_near_miss_answer_says_it_is_tentative(page, served):
     # The billing note never names a MySQL version: the gate lets the question through (it is on the note's topic)
     # at a relevance under one half, and the page says the answer is tentative; a sure answer does not.
@@ -203,6 +216,14 @@ def test_a_near_miss_answer_says_it_is_tentative(page, served):
                                                          "hold this answer; check the citations.")
     run_query(page, "what did we decide about the billing database", "ask")
     expect(page.locator("#answer-meta")).to_have_text("Answered by extractive.")
+
+
+def test_the_page_says_how_sure_an_answer_is(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "What version of MySQL do we run?", "ask")
+    expect(page.locator("#answer-sure")).to_have_text(re.compile(r"^Relevance 0\.\d\d: tentative\.$"))
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-sure")).to_have_text(re.compile(r"^Relevance (0\.\d\d|1\.00): likely answered\.$"))
 
 
 def test_a_hostile_document_renders_as_text(page, served):

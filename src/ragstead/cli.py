@@ -645,19 +645,21 @@ def ask(
             hint = None if extractive else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 reveal = kb.revealer(c.source for c in result.citations)
-                result = replace(result, text=reveal(result.text), citations=tuple(
-                    replace(c, snippet=reveal(c.snippet)) for c in result.citations))
+                result = replace(result, text=reveal(result.text), citations=tuple(replace(
+                    c, snippet=reveal(c.snippet), quote=c.quote and replace(c.quote, text=reveal(c.quote.text)),
+                    quotes=tuple(replace(q, text=reveal(q.text)) for q in c.quotes)) for c in result.citations))
     if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
         err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
         return
     typer.echo("" if streaming else result.text)
-    for citation in result.citations:
-        where = citation.locator
-        place = (f"page {where['page']}" if where["page"] else where["section_path"] or where.get("heading")
-                 or f"chunk {where['chunk_id'][:12]}")
-        typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
+    for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
+        typer.echo(f"[{citation.n}] {citation.where}:")
+        for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
+            typer.echo(f"    “{' '.join(quoted.split())}”")
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     for fallback in result.fallbacks:
         after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
                  else "the next answerer took over")

@@ -160,7 +160,8 @@ class RagsteadMcp:
                      "page or section and scores. Use it before answering questions about the user's own work.",
                      SearchArgs, self._search),
             ToolSpec("ask", "Answer a question from the user's documents only, with numbered citations [n] that "
-                     "point at passages; or the refusal sentence when nothing relevant is found. gate.confidence "
+                     "point at passages, each with the sentence(s) it rests on (quote, char_start, char_end in the "
+                     "passage's text); or the refusal sentence when nothing relevant is found. gate.confidence "
                      "'tentative' means the sources may not hold the answer: check the citations before relying "
                      "on it.",
                      AskArgs, self._ask, spelling={"query": "question"}),

@@ -26,11 +26,13 @@ from ragstead import egress
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
 from ragstead.answer.consent import LocalOnly, is_loopback_url
+from ragstead.answer.evidence import line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
+from ragstead.answer.quotes import Quote, joined, quote_markers
 from ragstead.answer.screening import screen
 from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
@@ -49,6 +51,9 @@ CITATION_SNIPPET_CHARS = 240
 # right note can score low as a whole (a long note, one relevant line) but not in every sentence.
 CONTEXT_FLOOR = 0.3
 _MARKER = re.compile(r"\[(\d{1,3})\]")
+# A name of the question that the handed-over text lacks makes the answer tentative (docs/design.md, "Answer
+# selection and context": no answer of the notes fit or held-out half changed its confidence).
+MISSING_NAMES_TENTATIVE = True
 
 
 @dataclass(frozen=True)
@@ -105,17 +110,42 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
 
 @dataclass(frozen=True)
 class Citation:
-    """A retrieved chunk an answer cites as `[n]`."""
+    """A retrieved chunk an answer cites as `[n]`, with the sentence(s) it quotes: `quote` is the chunk's text
+    from `char_start` to `char_end` (offsets into the chunk's text; None for a tool's result)."""
 
     n: int
     source: str
     locator: dict[str, Any]
     snippet: str
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
+    quote: Quote | None = None  # the first sentence(s) it backs in the answer's order, adjacent ones joined
+    quotes: tuple[Quote, ...] = ()  # every sentence of it the answer rests on, in the answer's order
+
+    @property
+    def where(self) -> str:
+        """A short locator a person reads: the file's path, or an ingested page's title, then in parentheses the
+        section or heading, the page, and an ingested page's URL (a video's at its time):
+        `notes/lease.pdf (Dates › p. 2)`, `Sourdough basics (https://example.org/sourdough)`."""
+        loc = self.locator
+        heading = loc.get("heading") if loc.get("heading") != loc.get("title") else None
+        places = [s.strip() for s in (loc.get("section_path") or "").split(">") if s.strip()] or (
+            [heading] if heading else [])
+        if loc.get("page"):
+            places.append(f"p. {loc['page']}")
+        label = self.source
+        if loc.get("url"):
+            time = loc.get("video_time")
+            places.append((loc.get("link") or loc["url"]) + (f" at {time // 60}:{time % 60:02d}"
+                                                              if isinstance(time, int) else ""))
+            label = loc.get("title") or ""
+            if not label:
+                label, places = places[-1], places[:-1]
+        return f"{label} ({' › '.join(places)})" if places else label
 
     def to_dict(self) -> dict[str, Any]:
+        quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
         return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
-                "similarity": self.similarity}
+                "similarity": self.similarity, **quoted, "quotes": [q.to_dict() for q in self.quotes]}
 
 
 @dataclass(frozen=True)
@@ -134,13 +164,14 @@ class Answer:
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
     withheld: tuple[str, ...] = ()  # local-only sources kept from the remote answerer that answered
-
+    notes: tuple[str, ...] = ()  # what the citation check dropped ("citation [2] was dropped: ...")
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "question": self.question, "retrieval": self.retrieval, "gate": self.gate, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
+            "notes": list(self.notes),
         }
         if self.memory_write is not None:
             data["memory_write"] = self.memory_write
@@ -150,15 +181,20 @@ class Answer:
 
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+# A title an editor filled in for its writer ("Untitled", "Document1", "Microsoft Word - x.docx") names nothing:
+# the file's own name is cited instead.
+_PLACEHOLDER_TITLE = re.compile(r"^\s*(untitled\b.*|document\s*\d*|microsoft (word|powerpoint) - .*|"
+                                r"new document|slide \d+|\s*)$", re.I)
 
 
 def _locator(hit: Hit) -> dict[str, Any]:
     """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
     recognises: the first markdown heading in the chunk, else the document's title."""
+    title = None if _PLACEHOLDER_TITLE.match(hit.title or "") else hit.title
     found = _HEADING.search(hit.text)
-    heading = found.group(1).strip() if found else hit.title
+    heading = found.group(1).strip() if found else title
     locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
-               "chunk_id": hit.chunk_id}
+               "chunk_id": hit.chunk_id, "title": title or None}
     if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
         locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
     return locator
@@ -189,11 +225,14 @@ class Relevance:
     passed: bool
     decided_by: str
     signals: Signals
+    missing: tuple[str, ...] = ()  # the question's names the handed-over text lacks (evidence.missing_names)
 
     @property
     def confidence(self) -> str:
-        """`likely`, `tentative` or `refused` (gate.confidence)."""
-        return confidence(self.score, self.passed)
+        """`likely`, `tentative` or `refused` (gate.confidence); an answer whose evidence lacks a name of the
+        question is tentative whatever the score: it is likely about something else."""
+        verdict = confidence(self.score, self.passed)
+        return "tentative" if verdict == "likely" and self.missing else verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 4), "threshold": self.threshold, "passed": self.passed,
@@ -225,10 +264,10 @@ def gather(
     hits = list(found.hits)
     similarities = _similarities(hits, store, query_vector)
     lexical = _lexical_scores(found, store, filters)
-    candidates = [Candidate(hit.text, sim, lexical.get(hit.chunk_id))
+    candidates = [Candidate(hit.text, sim, lexical.get(hit.chunk_id), line_structured(hit.file_path))
                   for hit, sim in zip(hits, similarities, strict=True)]
     cache = cache or UnitVectorCache(embedder)
-    unit_similarities = {i: cache.vectors(hits[i].text) @ query_vector
+    unit_similarities = {i: cache.vectors(hits[i].text, candidates[i].lines) @ query_vector
                          for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
     model = options.gate or load_model()
     ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
@@ -265,6 +304,9 @@ def gather(
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
                                 screen(hit.text), tuple(float(x) for x in units) if units is not None else (),
                                 local_only(hit.file_path, hit.tags)))
+    if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
+        missing = tuple(missing_names(found.question, [c.text for c in contexts]))
+        contexts.relevance = replace(contexts.relevance, missing=missing)
     return found, contexts
 
 
@@ -367,13 +409,19 @@ def answer(
         if text.strip() == REFUSAL:
             return refusal(provider.name)
         text, cited = _check_citations(text, len(sources))
+        # Each marker is checked against its source: its quote must stand there (answer/quotes.py).
+        quoted = quote_markers(text, [(c.text, not c.locator.get("tool")) for c in sources])
+        text, cited = quoted.text, [n for n in cited if n in quoted.quotes]
         if not cited:
             fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
-        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity)
+        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
+                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]))
                           for c in (sources[n - 1] for n in cited))
+        lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
+                   "else"] if relevance is not None and relevance.missing else []
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), withheld=withheld, **base)
+                      fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes), **base)
     return refusal(None)
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 from ragstead.retrieval.lexical_query import query_terms
@@ -22,6 +23,7 @@ MAX_UNIT_CHARS = 400
 MIN_WORDS = 4  # shorter units are fragments (a lone heading, "Ingredients") unless they hold a number
 CONTEXT_SHARE = 0.5  # how much a question word found only in a unit's heading counts toward its overlap
 LONG_LINE_WORDS = 8  # a line this long is a line of its own, not a cell or a wrapped piece of the next
+FINER_QUANTITIES = True  # "how long" wants a duration, "how much" an amount, "how many" a count (quantity_type)
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
@@ -54,29 +56,46 @@ class Unit:
     context: str = ""  # the headings or title line above it: what the unit is about when it does not say
 
 
-def split_units(text: str) -> list[Unit]:
-    """The units of `text` in reading order (markdown headings dropped: they title what follows)."""
+def line_structured(path: str) -> bool:
+    """Whether a source's lines are its units: a plain-text file's writer ends a line where a thought ends (a log
+    entry, a list without bullets), unlike a PDF's wrapped lines or the cells an HTML table leaves one per line."""
+    return path.lower().endswith(".txt")
+
+
+def split_units(text: str, lines: bool = False) -> list[Unit]:
+    """The units of `text` in reading order (markdown headings end a unit and title what follows; a table row is
+    a unit of its own). `lines`: every line is a unit unless it continues the one before (starts in lower case
+    after a line that ends mid-clause): see `line_structured`. Markdown markup is dropped from a unit's text."""
     blocks: list[tuple[str, str]] = []  # (text, the headings above it)
     headings: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         current: list[str] = []
         for line in paragraph.split("\n"):
-            if not line.strip():
+            if not line.strip() or _TABLE_RULE.match(line):
                 continue
             if _HEADING.match(line):
                 blocks.append((" ".join(current), " ".join(headings)))
                 current = []
                 # The first heading titles the note; a later one replaces the section before it.
-                headings = [*headings[:1], _HEADING.sub("", line).strip()]
+                headings = [*headings[:1], _plain(_HEADING.sub("", line).strip())]
+                continue
+            if _TABLE_ROW.match(line):  # a markdown table row: its cells, one unit
+                blocks += [(" ".join(current), " ".join(headings)), (_row(line), " ".join(headings))]
+                current = []
                 continue
             first = line.lstrip()[:1]
-            starts_new = (not current or bool(_LIST_ITEM.match(line)) or bool(_ENDS_CLAUSE.search(current[-1]))
-                          or (len(current[-1].split()) >= LONG_LINE_WORDS and (first.isupper() or first.isdigit())))
-            if starts_new and current:
+            ends = bool(current) and bool(_ENDS_CLAUSE.search(current[-1]))
+            if lines:
+                starts_new = ends or not (first.islower() or first in ",;)")
+            else:
+                starts_new = ends or (bool(current) and len(current[-1].split()) >= LONG_LINE_WORDS and (
+                    first.isupper() or first.isdigit()))
+            if (starts_new or _LIST_ITEM.match(line)) and current:
                 blocks.append((" ".join(current), " ".join(headings)))
                 current = []
             current.append(line.strip())
         blocks.append((" ".join(current), " ".join(headings)))
+    blocks = [(_plain(block), context) for block, context in blocks]
     units: list[Unit] = []
     title_line = ""
     for block_number, (block, context) in enumerate(b for b in blocks if b[0].strip()):
@@ -93,6 +112,29 @@ def split_units(text: str) -> list[Unit]:
             units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
                               context))
     return units
+
+
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+# Markdown markup a reader should not see in an answer (the stored chunk keeps it): emphasis, code, links.
+_MARKUP = (
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"), r"\1"),  # [text](url), ![alt](src)
+    (re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1"), r"\2"),  # **bold**, __bold__, ~~struck~~
+    (re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])"), r"\1"),  # *italic*
+    (re.compile(r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)"), r"\1"),  # _italic_ (not snake_case)
+    (re.compile(r"`+([^`\n]+?)`+"), r"\1"),  # `code`
+)
+
+
+def _plain(text: str) -> str:
+    for pattern, replacement in _MARKUP:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _row(line: str) -> str:
+    """A markdown table row as its cells: `| Total | 7,520 € |` reads `Total | 7,520 €`."""
+    return " | ".join(cell.strip() for cell in line.strip().strip("|").split("|") if cell.strip())
 
 
 def _joined_fragments(sentences: list[str]) -> list[str]:
@@ -155,6 +197,35 @@ _HAS = {
 }
 
 
+# What kind of quantity a "how ..." question wants: a duration (or a length) for "how long", an amount of money for
+# "how much"/cost words, a count for "how many". A unit holding only another kind of number does not answer it
+# ("375 g water" does not say how long the bread bakes). Hand-written: no kept library detects these.
+_QUANTITY_TYPES = (
+    ("duration", re.compile(r"^how (long|much time)\b|\bhow many (seconds|minutes|hours|days|nights|weeks|months|"
+                            r"years)\b", re.I)),
+    # "How much is the gym?" asks a price; "How much stock goes in?" a measure, left to the generic quantity.
+    ("amount", re.compile(r"^how much (is|are|was|were)\b|\b(cost|costs|price|"
+                          r"budget|fee|fees|rent|salary|total|spend|spent|pay|paid|owe)\b", re.I)),
+    ("count", re.compile(r"^how many\b", re.I)),
+)
+_NUMBER = r"(\d+(?:[.,]\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve|half an?|a few)"
+_QUANTITY_HAS = {
+    "duration": re.compile(rf"\b{_NUMBER}(\s*(-|to|–)\s*\d+)?\s*(-\s*)?(s|secs?|seconds?|min|mins|minutes?|h|hrs?|"
+                           r"hours?|days?|nights?|weeks?|months?|years?|yrs?|km|kilometres?|kilometers?|miles?|m)\b"
+                           r"|\bovernight\b", re.I),
+    "amount": re.compile(r"[€$£¥]\s?\d|\d[\d.,]*\s?(k\b|€|\$|£|eur\b|euros?\b|usd\b|dollars?\b|chf\b|gbp\b|"
+                         r"pounds?\b)|\bfree\b", re.I),
+    "count": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|dozen|"
+                        r"hundred|thousand|none|no)\b", re.I),
+}
+
+
+def quantity_type(question: str) -> str | None:
+    """duration, amount or count when a quantity question says which (see _QUANTITY_TYPES), else None."""
+    text = question.strip()
+    return next((name for name, pattern in _QUANTITY_TYPES if pattern.search(text)), None)
+
+
 def answer_kind(question: str) -> str | None:
     """date, quantity, person, place or entity (a name or number: "which tool", "what's the IP") when the
     question's wording asks for one, else None (a yes/no question, a claim, a keyword query)."""
@@ -170,8 +241,10 @@ def holds_kind(unit: str, kind: str | None, question: str) -> bool:
     if kind is None:
         return False
     asked = {w.lower() for w in re.findall(r"\w+", question)}
+    sub = quantity_type(question) if kind == "quantity" and FINER_QUANTITIES else None
+    pattern = _QUANTITY_HAS[sub] if sub else _HAS[kind]
     return any(m.group(0).strip().lower() not in asked and not set(re.findall(r"\w+", m.group(0).lower())) <= asked
-               for m in _HAS[kind].finditer(unit))
+               for m in pattern.finditer(unit))
 
 
 def header_answers(unit: Unit, kind: str | None, question_stems: set[str], label_stems: set[str]) -> bool:
@@ -198,6 +271,37 @@ def stems_of(text: str) -> set[str]:
 def question_stems(question: str) -> set[str]:
     """The stemmed content words of a question (stop words dropped, as for a lexical query)."""
     return stems_of(" ".join(query_terms(question)))
+
+
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’-]*[\w]|\b\w*\d\w*\b")  # not the question's first word
+
+
+def missing_names(question: str, texts: Sequence[str]) -> list[str]:
+    """The proper names and codes of the question ("Rome", "B-KM 2231", "KR3") that none of `texts` holds: an
+    answer from them is about something else ("Which restaurant did I book in Rome?" from a note on Paris)."""
+    body = question.strip()
+    names = [m.group(0) for m in _NAME.finditer(body) if m.group(0) not in ("I", "I'm", "I've", "I'd")]
+    stems = stems_of(" ".join(texts))
+    return [name for name in dict.fromkeys(names) if not (stems_of(name) <= stems or held_stems(
+        " ".join(texts), name, stems_of(name)) == stems_of(name))]
+
+
+def held_stems(text: str, question: str, wanted: set[str] | None = None) -> set[str]:
+    """The question's stems (`wanted`, default `question_stems`) that `text` holds, a compound meeting its parts
+    either way: "rollback" in the text holds "roll back" of the question, "roll back" holds "rollback". (The
+    stemmer already meets inflections: insured/insurance → insur.)"""
+    wanted = question_stems(question) if wanted is None else wanted
+    tokens = _analyzer().analyze(text)
+    have = set(tokens) & wanted
+    if len(have) == len(wanted):
+        return have
+    joined = {a + b for a, b in pairwise(tokens)}
+    have |= wanted & joined
+    asked = [t for t in _analyzer().analyze(" ".join(query_terms(question))) if t in wanted]
+    for a, b in pairwise(asked):
+        if a + b in tokens:
+            have |= {a, b}
+    return have
 
 
 @dataclass(frozen=True)
@@ -236,13 +340,13 @@ def unit_features(question: str, items: Sequence[tuple[int, Unit, float]],
     leaves it off: a near miss matches its note's title as well as an answer does, and with it on, held-out
     near-miss refusal fell (docs/design.md, "Answer selection and context")."""
     wanted = question_stems(question)
-    held = [stems_of(unit.text) & wanted for _, unit, _ in items]
+    held = [held_stems(unit.text, question, wanted) for _, unit, _ in items]
     weight = {t: math.log(1 + len(items) / (1 + sum(t in h for h in held))) for t in wanted}
     total = sum(weight.values()) or 1.0
     kind = answer_kind(question)
     out = []
     for (rank, unit, similarity), have in zip(items, held, strict=True):
-        inherited = (stems_of(unit.context) & wanted) - have if headings and unit.context else set()
+        inherited = held_stems(unit.context, question, wanted) - have if headings and unit.context else set()
         overlap = (sum(weight[t] for t in have) + CONTEXT_SHARE * sum(weight[t] for t in inherited)) / total
         holds = 1.0 if holds_kind(unit.text, kind, question) else 0.0
         blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or ""))

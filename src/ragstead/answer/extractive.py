@@ -11,15 +11,22 @@ best first, when they score at least half as well.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
-from ragstead.answer.evidence import SentenceScorer, Unit, split_units
+from ragstead.answer.evidence import SentenceScorer, Unit, line_structured, split_units, unit_features
 from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
 
 MAX_SENTENCES = 3
 SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at least this share of the lead's
+# ... and holds the kind of thing asked for, or at least this share of the question's (rarity-weighted) words;
+# 0 turns the bar off. A list question ("What are ...", "Which ... are", "List ...") may list.
+PADDING_BAR = 0.5
+_TOTAL = re.compile(r"\b(total|in sum|overall|altogether|grand total)\b", re.I)
+_LIST_QUESTION = re.compile(r"^(what|which) (are|were)\b|^which \w+s (are|were|do|did|should)\b|^(list|name)\b"
+                            r"|\b(all|every|each)\b", re.I)
 
 
 class ExtractiveAnswerer:
@@ -35,7 +42,7 @@ class ExtractiveAnswerer:
         items: list[tuple[int, Unit, float]] = []  # (context rank, unit, cosine to the question)
         numbers: list[int] = []
         for rank, context in enumerate(contexts):
-            units = split_units(context.text)
+            units = split_units(context.text, line_structured(context.source))
             scored = len(context.unit_similarities) == len(units)
             for position, unit in enumerate(units):
                 if screen(unit.text):  # never quote an instruction-like sentence
@@ -50,9 +57,18 @@ class ExtractiveAnswerer:
         order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
         lead = order[0]
         chosen = [lead]
+        features = [row for row, _ in unit_features(question, items, headings=True)] if PADDING_BAR else []
+        listing = bool(_LIST_QUESTION.search(question))
+        # A total answers a question for the total: the line items under it are padding.
+        total = bool(_TOTAL.search(question)) and bool(_TOTAL.search(items[lead][1].text))
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < SUPPORT_RATIO * scores[lead]:
                 break
+            # No padding: a further unit carries what was asked, or as much of the question as the bar.
+            if features and not listing and not (features[j][2] or features[j][1] >= PADDING_BAR):
+                continue
+            if total and not _TOTAL.search(items[j][1].text):
+                continue
             if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
                 chosen.append(j)
         text = " ".join(f"{items[j][1].text} [{numbers[j]}]" for j in chosen)

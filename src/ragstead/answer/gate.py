@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstead.answer.evidence import SentenceScorer, question_stems, split_units, stems_of
+from ragstead.answer.evidence import SentenceScorer, held_stems, question_stems, split_units
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError
 
@@ -50,6 +50,7 @@ class Candidate:
     text: str
     similarity: float  # cosine to the question
     lexical_score: float | None  # BM25, None when the lexical side did not return it
+    lines: bool = False  # its lines are its units (evidence.line_structured)
 
 
 @dataclass(frozen=True)
@@ -155,13 +156,14 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     lexical = min(1.0, max(lexical_scores) / ceiling) if lexical_scores and ceiling > 0 else 0.0
     wanted = question_stems(question)
     top = list(candidates[:EVIDENCE_CHUNKS])
-    coverage = max((len(wanted & stems_of(c.text)) / len(wanted) for c in top), default=0.0) if wanted else 0.0
+    coverage = max((len(held_stems(c.text, question, wanted)) / len(wanted) for c in top),
+                   default=0.0) if wanted else 0.0
     by_vector = sorted(range(len(candidates)), key=lambda i: -candidates[i].similarity)[:AGREEMENT_DEPTH]
     by_lexical = sorted((i for i, c in enumerate(candidates) if c.lexical_score is not None),
                         key=lambda i: -(candidates[i].lexical_score or 0.0))[:AGREEMENT_DEPTH]
     agreement = len(set(by_vector) & set(by_lexical)) / AGREEMENT_DEPTH
     items = [(i, unit, unit_similarities[i][p]) for i in sorted(unit_similarities)
-             for p, unit in enumerate(split_units(candidates[i].text))]
+             for p, unit in enumerate(split_units(candidates[i].text, candidates[i].lines))]
     scores = scorer.score(question, items)
     per_chunk: dict[int, list[float]] = {i: [] for i in unit_similarities}
     for (i, _, _), value in zip(items, scores, strict=True):
@@ -181,17 +183,18 @@ class UnitVectorCache:
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def vectors(self, text: str) -> np.ndarray:
-        """One row per unit of `text` (`split_units` order); (0, dim) for a chunk without any."""
+    def vectors(self, text: str, lines: bool = False) -> np.ndarray:
+        """One row per unit of `text` (`split_units(text, lines)` order); (0, dim) for a chunk without any."""
+        key = f"\0lines\0{text}" if lines else text
         with self._lock:
-            if text in self._vectors:
-                self._vectors.move_to_end(text)
-                return self._vectors[text]
-        units = [unit.text for unit in split_units(text)]
+            if key in self._vectors:
+                self._vectors.move_to_end(key)
+                return self._vectors[key]
+        units = [unit.text for unit in split_units(text, lines)]
         matrix = (np.asarray(self.embedder.embed_documents(units), dtype=np.float32) if units
                   else np.zeros((0, self.embedder.dim), dtype=np.float32))
         with self._lock:
-            self._vectors[text] = matrix
+            self._vectors[key] = matrix
             while len(self._vectors) > self.size:
                 self._vectors.popitem(last=False)
         return matrix

@@ -218,6 +218,19 @@ function renderAnswer(result) {
   }
   for (const f of result.fallbacks || []) meta.push(`Note: ${f.provider} failed (${f.error}).`);
   $("answer-meta").textContent = meta.join(" ");
+  $("answer-sure").textContent = sureness(result);
+}
+
+// How sure the answer is, as the CLI says it: the gate's relevance and its verdict, then any note of the check.
+function sureness(result) {
+  const gate = result.gate;
+  const parts = [];
+  if (gate) {
+    const verdict = { likely: "likely answered", tentative: "tentative", refused: "not answered" }[gate.confidence];
+    parts.push(`Relevance ${gate.score.toFixed(2)}: ${verdict || gate.confidence}.`);
+  }
+  for (const note of result.notes || []) parts.push(`Note: ${note}.`);
+  return parts.join(" ");
 }
 
 async function ask() {
@@ -225,6 +238,7 @@ async function ask() {
   $("answer").hidden = false;
   $("answer-text").textContent = "";
   $("answer-meta").textContent = "Answering…";
+  $("answer-sure").textContent = "";
   const response = await postJson("/v1/ask", body);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -256,7 +270,7 @@ function openCitation(n) {
     showPassage(`[${n}] ${citation.source}`, citation.locator.link, "", [{ text: citation.snippet, focus: true }]);
     return;
   }
-  openPassage(citation.locator.chunk_id, { n, source: citation.source, locator: citation.locator });
+  openPassage(citation.locator.chunk_id, { n, source: citation.source, locator: citation.locator, citation });
 }
 
 async function openPassage(chunkId, cited) {
@@ -267,7 +281,9 @@ async function openPassage(chunkId, cited) {
     const focus = data.chunks.find((c) => c.chunk_id === data.focus) || {};
     const label = `${cited.n ? `[${cited.n}] ` : ""}${doc.title ? `${doc.title} — ` : ""}${doc.url || doc.file_path}`;
     const link = focus.link || (cited.locator && cited.locator.link) || doc.url;
-    showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus })));
+    const quote = cited.citation || {};
+    showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus,
+      quote: c.chunk_id === data.focus ? quote : null })));
   } catch (error) {
     showError(error);
   }
@@ -280,15 +296,48 @@ function showPassage(label, link, where, chunks) {
   const box = $("passage-chunks");
   box.replaceChildren();
   for (const chunk of chunks) {
-    const p = el("p", chunk.text, chunk.focus ? "chunk focus" : "chunk");
+    const p = el("p", null, chunk.focus ? "chunk focus" : "chunk");
+    p.append(...quoted(chunk.text, chunk.quote));
     if (chunk.focus) p.setAttribute("aria-current", "true");
     box.append(p);
   }
   const section = $("passage");
   section.hidden = false;
   section.focus();
-  const focused = box.querySelector(".focus");
-  if (focused) focused.scrollIntoView({ block: "nearest" });
+  const target = box.querySelector("mark.quote.first") || box.querySelector("mark.quote")
+    || box.querySelector(".focus");
+  if (target) target.scrollIntoView({ block: "center" });
+}
+
+// The chunk's text with the cited sentence(s) marked, the one the answer cites first as `.first` (scrolled to).
+// The API's offsets count code points and JavaScript's count UTF-16 units, so when the two disagree (an emoji
+// before the quote) a quote is found by its text.
+function quoted(text, citation) {
+  const wanted = citation ? (citation.quotes && citation.quotes.length ? citation.quotes : [citation]) : [];
+  const spans = [];
+  wanted.forEach((q, order) => {
+    if (!q.quote) return;
+    let start = q.char_start;
+    if (text.slice(start, start + q.quote.length) !== q.quote) start = text.indexOf(q.quote);
+    if (start >= 0) spans.push({ start, end: start + q.quote.length, first: order === 0 });
+  });
+  spans.sort((a, b) => a.start - b.start);
+  const nodes = [];
+  let at = 0;
+  for (const span of spans) {
+    if (span.start < at) continue;  // overlapping quotes: the earlier mark covers it
+    nodes.push(document.createTextNode(text.slice(at, span.start)));
+    nodes.push(el("mark", text.slice(span.start, span.end), span.first ? "quote first" : "quote"));
+    at = span.end;
+  }
+  nodes.push(document.createTextNode(text.slice(at)));
+  return nodes;
+}
+
+function closePassage() {
+  $("passage").hidden = true;
+  const cite = document.querySelector(".cite");
+  if (cite) cite.focus();
 }
 
 // -- upload and ingest -------------------------------------------------------------------------------------
@@ -359,10 +408,9 @@ document.addEventListener("DOMContentLoaded", () => {
     const which = event.submitter ? event.submitter.value : "search";
     return which === "ask" ? ask() : search();
   }));
-  $("passage-close").addEventListener("click", () => {
-    $("passage").hidden = true;
-    const cite = document.querySelector(".cite");
-    if (cite) cite.focus();
+  $("passage-close").addEventListener("click", closePassage);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("passage").hidden) closePassage();
   });
   $("upload-form").addEventListener("submit", guarded(upload));
   $("ingest-form").addEventListener("submit", guarded(ingest));
