@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragstead.documents.formats import epub, mail, sheets, slides
+from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
 from ragstead.errors import LoadError, UnsupportedFileError
@@ -86,6 +88,9 @@ class LoadedDocument:
     source: dict[str, Any] | None = None  # an ingested document's origin (documents/sources.py)
     subject: str | None = None  # what the document is about, from a `subject:` front matter line (dossiers)
     markdown: bool = False  # its `#` lines are headings: chunks get the section they start in
+    # With `page_starts`: each part's citation label ("slide 3", "sheet Inventory, rows 2-9") instead of a page.
+    part_labels: list[str] = field(default_factory=list)
+    created_at: str | None = None  # the date the content carries (an e-mail's Date), over the file's mtime
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -328,6 +333,39 @@ def load_docx(data: bytes, budget: Budget) -> LoadedDocument:
     return LoadedDocument(text="\n\n".join(parts), title=title)
 
 
+# -- formats/: readers that return labelled parts -------------------------------------------------------
+
+def _nested(name: str, data: bytes, budget: Budget) -> str | None:
+    """The text of a file inside another (an attachment) under the outer file's budget; None if unreadable."""
+    loader = LOADERS.get(Path(name).suffix.lower())
+    if loader is None or len(data) > budget.limits.max_file_bytes:
+        return None
+    try:
+        return loader(data, budget).text
+    except Exception:  # a malformed attachment: the message is still indexed...
+        budget.tick()  # ...unless the outer file's own time or character budget is what ran out
+        budget.check_chars(budget.chars)
+        return None
+
+
+def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False) -> Callable[[bytes, Budget],
+                                                                                             LoadedDocument]:
+    """A formats/ reader as a loader: zip limits checked first, parts joined, each part's label its citation."""
+    def load(data: bytes, budget: Budget) -> LoadedDocument:
+        if zipped:
+            check_zip(data, budget)
+        found = read(_text_of(data, budget) if text else data, budget,
+                     lambda name, blob: _nested(name, blob, budget))
+        starts, offset = [], 0
+        for _, part in found.parts:
+            starts.append(offset)
+            offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
+        return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title,
+                              page_starts=starts, part_labels=[label for label, _ in found.parts], tags=found.tags,
+                              created_at=found.created_at)
+    return load
+
+
 LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".txt": load_text,
     ".text": load_text,
@@ -337,8 +375,17 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".html": load_html,
     ".htm": load_html,
     ".docx": load_docx,
+    ".epub": _parted(epub.read_epub, zipped=True),
+    ".pptx": _parted(slides.read_pptx, zipped=True),
+    ".xlsx": _parted(sheets.read_xlsx, zipped=True),
+    ".ods": _parted(sheets.read_ods, zipped=True),
+    ".csv": _parted(sheets.read_csv, text=True),
+    ".eml": _parted(mail.read_eml),
+    ".mbox": _parted(mail.read_mbox),
 }
-_KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown"}
+_KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
+          ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
+          ".mbox": "mbox"}
 
 
 def is_supported(path: Path) -> bool:

@@ -308,7 +308,8 @@ def _admit(path: Path, rel: str, top: Path, base: Path, own: set[Path], options:
 
 
 def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) -> list[tuple[TextChunk, int | None]]:
-    """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
+    """Chunk the document; paged documents are chunked page by page so every chunk cites one page (or, with
+    `part_labels`, one slide, sheet rows or message, named in its section path)."""
     if not loaded.page_starts:
         pieces = chunk_text(loaded.text, options.chunking)
         if loaded.markdown:
@@ -326,7 +327,9 @@ def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) ->
             piece.char_end += start
             piece.start_word += words_before
             piece.end_word += words_before
-            out.append((piece, number))
+            if loaded.part_labels:
+                piece.section_path = loaded.part_labels[number - 1]
+            out.append((piece, None if loaded.part_labels else number))
         words_before += len(page_text.split())
     return out
 
@@ -389,7 +392,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
         is_private=meta.is_private,
         user_slug=meta.user_slug,
         subject=loaded.subject or meta.subject,
-        created_at=meta.created_at,
+        created_at=loaded.created_at or meta.created_at,
         title=mask_secrets(loaded.title) if loaded.title else loaded.title,
         tags=sorted(set(meta.tags) | set(loaded.tags)),
         source=loaded.source,

@@ -1,0 +1,125 @@
+"""The files people keep (#39): EPUB, PPTX, XLSX/ODS/CSV, .eml and .mbox. Each is made here, indexed with
+`ragstead index DIR` offline, found by its distinctive word, and cited by its chapter, slide, sheet rows or
+message; an e-mail's date is the document's date."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_pptx, make_xlsx
+from helpers.pdf_writer import make_pdf
+from ragstead.cli import app
+from ragstead.documents.loaders import load_document
+from ragstead.errors import LoadError
+
+# file name -> (its bytes, its distinctive word, the section path its chunk with that word must carry)
+FILES = {
+    "book.epub": (make_epub([("Prologue", "A quiet harbour."), ("The Keeper", "The zephyrine lamp burned.")]),
+                  "zephyrine", "The Keeper"),
+    "deck.pptx": (make_pptx([("Plan", "first slide"), ("Budget", "quokkanomics costs money"), ("End", "bye")]),
+                  "quokkanomics", "slide 2"),
+    "stock.xlsx": (make_xlsx({"Inventory": [["Item", "Qty"], ["walrusite", 7]], "Other": [["a"], ["b"]]}),
+                   "walrusite", "sheet Inventory, row 2"),
+    "stock.ods": (make_ods({"Stock": [["Item", "Qty"], ["lamp", "2"], ["narwhalic", "9"]]}), "narwhalic",
+                  "sheet Stock, rows 2-3"),
+    "list.csv": (b"Item,Qty\nlamp,4\npangolite,3\n", "pangolite", "sheet 1, rows 2-3"),
+    "review.eml": (make_message("Quarterly review", "Let us meet about the axolotlian plan.",
+                                "Tue, 05 Mar 2024 10:00:00 +0100",
+                                {"report.pdf": make_pdf(["The attached report mentions capybarism."])}).as_bytes(),
+                   "axolotlian", "message: Quarterly review"),
+    "archive.mbox": (make_mbox([make_message("Old news", "first body about ibexology", "Mon, 01 Jan 2024 09:00 +0000"),
+                                make_message("Tapir trip", "second body about tapirology",
+                                             "Mon, 01 Apr 2024 09:00:00 +0000")]),
+                     "tapirology", "message 2: Tapir trip"),
+}
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("formats")
+    (root / "kept").mkdir()
+    for name, (data, _, _) in FILES.items():
+        (root / "kept" / name).write_bytes(data)
+    (root / "kept" / "note.md").write_text("# Plans\n\nThe #gardening list: plant leeks.\n")
+    result = CliRunner().invoke(app, ["index", str(root / "kept"), "--root", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def hits(root, *args: str) -> list[dict]:
+    result = CliRunner().invoke(app, ["query", *args, "--root", str(root), "--json", "--lexical-only", "-k", "20"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["results"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_file_is_found_by_its_word_and_cited_by_its_part(indexed, name):
+    _, word, section = FILES[name]
+    found = hits(indexed, word)
+    assert found and found[0]["file_path"] == f"kept/{name}", found
+    assert found[0]["section_path"] == section and found[0]["page"] is None
+
+
+def test_an_attachment_is_indexed_with_a_link_to_its_message(indexed):
+    found = hits(indexed, "capybarism")
+    assert found[0]["file_path"] == "kept/review.eml"
+    assert found[0]["section_path"] == "message: Quarterly review > attachment report.pdf"
+
+
+def test_an_emails_date_filters(indexed):
+    assert [h["file_path"] for h in hits(indexed, "axolotlian", "--date-from", "2024-03-01")] == ["kept/review.eml"]
+    assert hits(indexed, "axolotlian", "--date-from", "2024-03-06") == []
+    assert hits(indexed, "axolotlian", "--date-to", "2024-03-04") == []
+
+
+def test_an_email_carries_its_headers_and_subject(tmp_path):
+    path = tmp_path / "m.eml"
+    path.write_bytes(FILES["review.eml"][0])
+    doc = load_document(path)
+    assert doc.title == "Quarterly review" and doc.created_at == "2024-03-05T09:00:00+00:00"
+    assert "From: Dana <dana@example.org>" in doc.text and "To: Sam <sam@example.org>" in doc.text
+
+
+def test_a_sheet_row_reads_on_its_own_with_its_header(tmp_path):
+    path = tmp_path / "s.xlsx"
+    path.write_bytes(make_xlsx({"Inventory": [["Item", "Qty", ""], ["lamp", 4, "spare"]]}))
+    doc = load_document(path)
+    assert doc.text == "Item: lamp; Qty: 4; column C: spare"
+    assert doc.part_labels == ["sheet Inventory, row 2"]
+
+
+def test_slides_carry_their_notes_and_tables_of_chapters_their_headings(tmp_path):
+    deck = tmp_path / "d.pptx"
+    deck.write_bytes(make_pptx([("One", "alpha"), ("Two", "beta")], notes="remember the gamma"))
+    doc = load_document(deck)
+    assert doc.part_labels == ["slide 1", "slide 2"] and "remember the gamma" in doc.text
+    book = tmp_path / "b.epub"
+    book.write_bytes(make_epub([("Dawn", "x"), ("Dusk", "y")], title="Days"))
+    doc = load_document(book)
+    assert doc.title == "Days" and doc.part_labels == ["Dawn", "Dusk"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_a_corrupt_file_of_each_kind_is_a_load_error(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(FILES[name][0][:40] + b"\x00\xff" * 30)
+    try:
+        load_document(path)
+    except LoadError as exc:
+        assert "\n" not in str(exc)
+
+
+def test_a_zip_bomb_epub_is_refused_before_unpacking(tmp_path):
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("OEBPS/big.xhtml", b" " * (300 << 20))
+    path = tmp_path / "bomb.epub"
+    path.write_bytes(out.getvalue())
+    with pytest.raises(LoadError, match="max_unzipped_mb|max_zip_ratio"):
+        load_document(path)
