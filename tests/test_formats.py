@@ -123,3 +123,43 @@ def test_a_zip_bomb_epub_is_refused_before_unpacking(tmp_path):
     path.write_bytes(out.getvalue())
     with pytest.raises(LoadError, match=r"max_unzipped_mb|max_zip_ratio"):
         load_document(path)
+
+
+VAULT_NOTE = """---
+title: Garden plan
+tags:
+  - Outdoors
+  - seasonal
+aliases: [Allotment, Veg patch]
+date: 2024-02-10
+---
+# Garden plan
+
+Plant leeks after the #frost-free date; see [[Seed list]] and [[Calendar#March|the March page]].
+Also [[projects/Soil tests#pH]]. Not a tag: `#include`, page#anchor, or a heading.
+
+```
+#notatag
+```
+"""
+
+
+def test_a_vault_note_reads_its_tags_aliases_date_and_links(tmp_path):
+    path = tmp_path / "garden.md"
+    path.write_text(VAULT_NOTE)
+    doc = load_document(path)
+    assert set(doc.tags) == {"outdoors", "seasonal", "frost-free"}
+    assert doc.created_at == "2024-02-10T00:00:00+00:00" and doc.title == "Garden plan"
+    assert "see Seed list and the March page." in doc.text and "Soil tests > pH" in doc.text
+    assert "Aliases: Allotment, Veg patch" in doc.text and "[[" not in doc.text
+
+
+def test_logseq_properties_are_tags_too(tmp_path):
+    path = tmp_path / "page.md"
+    path.write_text("tags:: reading, [[books]]\nalias:: Library\n\n- a block about #scifi\n")
+    assert set(load_document(path).tags) == {"reading", "books", "scifi"}
+
+
+def test_an_inline_tag_is_a_tag_filter(indexed):
+    assert [h["file_path"] for h in hits(indexed, "leeks", "--tag", "gardening")] == ["kept/note.md"]
+    assert hits(indexed, "leeks", "--tag", "plans") == []

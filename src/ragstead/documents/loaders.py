@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstead.documents.formats import epub, mail, sheets, slides
+from ragstead.documents.formats import epub, mail, notes, sheets, slides
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
@@ -161,7 +161,8 @@ def _decode(data: bytes, name: str) -> str:
 
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
-_FIELD_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$", re.MULTILINE)
+# Blanks, not \s: an empty `tags:` must not take the next line (a YAML block list) as its value.
+_FIELD_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)[ \t]*:[ \t]*(.*?)[ \t\r]*$", re.MULTILINE)
 
 
 def _scalar(raw: str) -> str:
@@ -204,14 +205,18 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 
 
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
-    """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read."""
-    body, fields, tags = _front_matter(_text_of(data, budget))
+    """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read, and what an
+    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as their names."""
+    text = _text_of(data, budget)
+    body, fields, tags = _front_matter(text)
+    note = notes.read_note(text, body, fields)
+    body, tags = note.body + (f"\n\nAliases: {', '.join(note.aliases)}" if note.aliases else ""), [*tags, *note.tags]
     if fields.get("local_only", "").lower() in ("true", "yes", "1"):
         tags = [*tags, LOCAL_ONLY_TAG]  # its text never goes into a remote LLM's prompt (answer/consent.py)
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
-    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True,
-                          subject=fields.get("subject") or None)
+    return LoadedDocument(text=body, title=title, tags=list(dict.fromkeys(tags)), source=from_front_matter(fields),
+                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
