@@ -4,12 +4,23 @@ message; an e-mail's date is the document's date."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_pptx, make_xlsx
+from helpers.format_files import (
+    make_epub,
+    make_mbox,
+    make_message,
+    make_ods,
+    make_photo,
+    make_png,
+    make_pptx,
+    make_scanned_pdf,
+    make_xlsx,
+)
 from helpers.pdf_writer import make_pdf
 from ragstead.cli import app
 from ragstead.documents.loaders import load_document
@@ -34,6 +45,7 @@ FILES = {
                                 make_message("Tapir trip", "second body about tapirology",
                                              "Mon, 01 Apr 2024 09:00:00 +0000")]),
                      "tapirology", "message 2: Tapir trip"),
+    "whiteboard.png": (make_png("The whiteboard says quinoapocalypse"), "quinoapocalypse", "image"),
 }
 
 
@@ -44,12 +56,16 @@ def indexed(tmp_path_factory):
     for name, (data, _, _) in FILES.items():
         (root / "kept" / name).write_bytes(data)
     (root / "kept" / "note.md").write_text("# Plans\n\nThe #gardening list: plant leeks.\n")
-    result = CliRunner().invoke(app, ["index", str(root / "kept"), "--root", str(root), "--json"])
+    (root / "kept" / "letter.pdf").write_bytes(make_scanned_pdf("A scanned letter about marmaladeum"))
+    (root / "kept" / "cat.jpg").write_bytes(make_photo())
+    (root / "kept" / "dog.jpg").write_bytes(make_photo())
+    result = CliRunner().invoke(app, ["index", str(root / "kept"), "--root", str(root)])
     assert result.exit_code == 0, result.output
-    return root
+    return root, result.output
 
 
-def hits(root, *args: str) -> list[dict]:
+def hits(indexed, *args: str) -> list[dict]:
+    root = indexed[0]
     result = CliRunner().invoke(app, ["query", *args, "--root", str(root), "--json", "--lexical-only", "-k", "20"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)["results"]
@@ -113,7 +129,6 @@ def test_a_corrupt_file_of_each_kind_is_a_load_error(tmp_path, name):
 
 
 def test_a_zip_bomb_epub_is_refused_before_unpacking(tmp_path):
-    import io
     import zipfile
 
     out = io.BytesIO()
@@ -163,3 +178,34 @@ def test_logseq_properties_are_tags_too(tmp_path):
 def test_an_inline_tag_is_a_tag_filter(indexed):
     assert [h["file_path"] for h in hits(indexed, "leeks", "--tag", "gardening")] == ["kept/note.md"]
     assert hits(indexed, "leeks", "--tag", "plans") == []
+
+
+def test_a_scanned_pdf_page_is_read_with_ocr_and_cited_by_page(indexed):
+    found = hits(indexed, "marmaladeum")
+    assert found[0]["file_path"] == "kept/letter.pdf" and found[0]["page"] == 1
+
+
+def test_photos_without_text_are_skipped_in_one_line(indexed):
+    output = indexed[1]
+    assert "skipped 2 images with no text: kept/cat.jpg, kept/dog.jpg" in output
+    assert "skipped kept/cat.jpg" not in output
+
+
+def test_ocr_off_skips_images_and_leaves_scans_empty(tmp_path):
+    from ragstead.documents.loaders import LoadLimits
+
+    (tmp_path / "w.png").write_bytes(make_png("quinoapocalypse"))
+    with pytest.raises(LoadError, match=r"OCR is off \(ocr = false\)"):
+        load_document(tmp_path / "w.png", LoadLimits(ocr=False))
+    (tmp_path / "s.pdf").write_bytes(make_scanned_pdf("marmaladeum"))
+    assert load_document(tmp_path / "s.pdf", LoadLimits(ocr=False)).text == ""
+
+
+def test_an_image_over_the_pixel_limit_is_refused_before_decoding(tmp_path):
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("1", (9000, 9000)).save(out, "PNG")
+    (tmp_path / "huge.png").write_bytes(out.getvalue())
+    with pytest.raises(LoadError, match="pixel OCR limit"):
+        load_document(tmp_path / "huge.png")

@@ -18,7 +18,7 @@ from pathlib import Path
 import docx
 import pytest
 
-from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_pptx, make_xlsx
+from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_png, make_pptx, make_xlsx
 from helpers.pdf_writer import make_pdf
 from ragstead.documents.metadata import DEFAULT_PATH_RULES
 from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
@@ -67,6 +67,7 @@ def seed_files() -> dict[str, bytes]:
                             {"r.csv": b"a,b\n1,2\n"}).as_bytes(),
         "mbox": make_mbox([make_message("one", "first", "Mon, 01 Jan 2024 09:00:00 +0000"),
                            make_message("two", "second", "Mon, 01 Apr 2024 09:00:00 +0000")]),
+        "png": make_png("Harbour notes"),  # read with OCR: each mutant that still decodes costs a Tesseract run
     }
 
 
@@ -175,7 +176,7 @@ def fuzz(tmp_path: Path, kind: str, count: int, seed: int) -> Counter[str]:
     return seen
 
 
-KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox"]
+KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "png"]
 
 
 def test_the_seeds_are_valid_and_indexed(tmp_path):
@@ -185,7 +186,7 @@ def test_the_seeds_are_valid_and_indexed(tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
-    seen = fuzz(tmp_path, kind, {"docx": 150, "pdf": 150}.get(kind, 80), seed=1)
+    seen = fuzz(tmp_path, kind, {"docx": 150, "pdf": 150, "png": 50}.get(kind, 80), seed=1)
     print(kind, dict(seen))
     assert sum(seen.values()) >= 50
 

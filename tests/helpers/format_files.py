@@ -98,3 +98,35 @@ def make_message(subject: str, body: str, date: str, attachments: dict[str, byte
 
 def make_mbox(messages: list[EmailMessage]) -> bytes:
     return b"".join(b"From dana@example.org Mon Mar  4 10:00:00 2024\n" + m.as_bytes() + b"\n" for m in messages)
+
+
+def text_image(text: str, size: tuple[int, int] = (1100, 160)):  # type: ignore[no-untyped-def]
+    """A picture of a line of text, as a phone photo of a whiteboard would hold (Pillow's built-in font)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", size, "white")
+    ImageDraw.Draw(image).text((30, 50), text, fill="black", font=ImageFont.load_default(size=40))
+    return image
+
+
+def make_png(text: str) -> bytes:
+    out = io.BytesIO()
+    text_image(text).save(out, "PNG")
+    return out.getvalue()
+
+
+def make_scanned_pdf(text: str) -> bytes:
+    """A PDF whose one page is an image of text and has no text layer (what a scanner writes)."""
+    out = io.BytesIO()
+    text_image(text).save(out, "PDF")
+    return out.getvalue()
+
+
+def make_photo() -> bytes:
+    """A JPEG with no text in it: a gradient."""
+    from PIL import Image
+
+    image = Image.linear_gradient("L").resize((320, 240)).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, "JPEG")
+    return out.getvalue()

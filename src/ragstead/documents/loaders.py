@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstead.documents.formats import epub, mail, notes, sheets, slides
+from ragstead.documents.formats import epub, mail, notes, ocr, sheets, slides
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
@@ -44,6 +44,7 @@ class LoadLimits:
     max_pdf_pages: int = 2000
     max_chars: int = 5_000_000  # text extracted from one file
     seconds: float = 60.0  # time to read one file (and, in the indexer, to chunk it)
+    ocr: bool = True  # read images and scanned PDF pages with OCR (formats/ocr.py)
 
 
 # A zip member smaller than this unpacked cannot hurt, whatever its ratio (a run of blanks compresses well).
@@ -243,7 +244,7 @@ def load_pdf(data: bytes, budget: Budget) -> LoadedDocument:
     offset = 0
     for page in pages:
         budget.tick()
-        page_text = (page.extract_text() or "").strip()
+        page_text = (page.extract_text() or "").strip() or ocr.scanned_page(page, budget).strip()
         budget.add_chars(len(page_text) + 2)
         starts.append(offset)
         parts.append(page_text)
@@ -387,10 +388,11 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".csv": _parted(sheets.read_csv, text=True),
     ".eml": _parted(mail.read_eml),
     ".mbox": _parted(mail.read_mbox),
+    **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
 }
 _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
           ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
-          ".mbox": "mbox"}
+          ".mbox": "mbox", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
 
 
 def is_supported(path: Path) -> bool:

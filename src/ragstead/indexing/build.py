@@ -32,7 +32,7 @@ from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_su
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.embeddings.base import Embedder
-from ragstead.errors import ConfigError, LoadError, RagsteadError
+from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
@@ -69,6 +69,7 @@ class IndexingOptions:
     max_file_chars: int = _LIMITS.max_chars
     file_seconds: float = _LIMITS.seconds
     follow_symlinks: str = "scope"
+    ocr: bool = True  # images and scanned PDF pages are read with OCR (Tesseract)
     exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
 
     def __post_init__(self) -> None:
@@ -83,7 +84,7 @@ class IndexingOptions:
     def load_limits(self) -> LoadLimits:
         return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
                           max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
-                          max_chars=self.max_file_chars, seconds=self.file_seconds)
+                          max_chars=self.max_file_chars, seconds=self.file_seconds, ocr=self.ocr)
 
 
 @dataclass
@@ -340,8 +341,8 @@ def prepare_file(candidate: FileCandidate, options: IndexingOptions) -> Document
     file holds can make it raise (KeyboardInterrupt and SystemExit still stop the run)."""
     try:
         return _prepare(candidate, options)
-    except LoadError as exc:
-        return Skip(_reason(str(exc), storable_path(candidate.path)), failed=True)
+    except LoadError as exc:  # an UnsupportedFileError here is a kind read only with an optional part (OCR off)
+        return Skip(_reason(str(exc), storable_path(candidate.path)), failed=not isinstance(exc, UnsupportedFileError))
     except Exception as exc:  # a bug a hostile file found: this file is skipped, the run goes on
         return Skip(f"failed ({one_line(exc)})", failed=True)
 
