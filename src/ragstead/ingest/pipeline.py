@@ -15,6 +15,7 @@ from ragstead import egress
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
+from ragstead.ingest.bookmarks import bookmarks_file, read_bookmarks
 from ragstead.ingest.deadline import source_deadline
 from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client
 from ragstead.ingest.posts import fetch_post
@@ -148,13 +149,23 @@ def ingest_sources(
     fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
         client.event_hooks["request"].append(egress.hook)  # every fetch (each redirect hop) is logged
-        for given in sources:
-            result = _one(given, targets, client, given_tags, bad, refresh, fetch_options, tagger,
+        for given, folder_tags in _expanded(sources, root, local=not urls_only):
+            result = _one(given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
                           None if urls_only else root, database, urls_only)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)
     return report
+
+
+def _expanded(sources: Sequence[str], root: Path | None, local: bool) -> list[tuple[str, list[str]]]:
+    """Each source with its own tags: a bookmark export stands for its bookmarks, tagged with their folders
+    (only where local files may be read: never for a server's client)."""
+    out: list[tuple[str, list[str]]] = []
+    for given in sources:
+        export = bookmarks_file(given, root) if local else None
+        out.extend(read_bookmarks(export) if export is not None else [(given, [])])
+    return out
 
 
 def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags: list[str], bad_tags: list[str],
