@@ -53,3 +53,31 @@ def test_a_bookmark_export_ingests_its_pages_with_folder_tags(tmp_path, web, fak
         assert set(lines[f"{base}/paper.pdf"].tags) == {"saved", "bookmarks-bar"}
         hits = kb.search("FaceTime eye contact", user="ana", tags=["reading-list"]).hits
         assert hits and hits[0].source_url == f"{base}/article.html"
+
+
+def rss(links: list[str]) -> bytes:
+    items = "".join(f"<item><title>Entry {n}</title><link>{link}</link></item>" for n, link in enumerate(links))
+    return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>News</title><link>http://x/</link>'
+            f"{items}</channel></rss>").encode()
+
+
+def test_a_feed_ingests_its_entries_and_later_only_the_new_ones(tmp_path, web, fake_embedder):
+    base, routes = web
+    routes.pages["/feed.xml"] = ("application/rss+xml", rss([f"{base}/article.html", "javascript:void(0)"]))
+    (tmp_path / "kb").mkdir()
+    with ragstead.open(tmp_path, embedder=fake_embedder, owner="ana", auto_tags=False) as kb:
+        first = kb.ingest([f"{base}/feed.xml"])
+        assert [(r.url, r.line) for r in first.results] == [(f"{base}/article.html", "added")]
+        routes.pages["/feed.xml"] = ("application/rss+xml", rss([f"{base}/paper.pdf", f"{base}/article.html"]))
+        second = kb.ingest([f"{base}/feed.xml"])
+        assert [(r.url, r.line) for r in second.results] == [(f"{base}/paper.pdf", "added"),
+                                                             (f"{base}/article.html", "duplicate")]
+
+
+def test_a_feed_looking_url_that_is_a_page_is_ingested_as_the_page(tmp_path, web, fake_embedder):
+    base, routes = web
+    routes.pages["/news/feed"] = routes.pages["/article.html"]
+    (tmp_path / "kb").mkdir()
+    with ragstead.open(tmp_path, embedder=fake_embedder, owner="ana", auto_tags=False) as kb:
+        report = kb.ingest([f"{base}/news/feed"])
+        assert [(r.url, r.line) for r in report.results] == [(f"{base}/news/feed", "added")]
