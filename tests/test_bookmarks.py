@@ -81,3 +81,35 @@ def test_a_feed_looking_url_that_is_a_page_is_ingested_as_the_page(tmp_path, web
     with ragstead.open(tmp_path, embedder=fake_embedder, owner="ana", auto_tags=False) as kb:
         report = kb.ingest([f"{base}/news/feed"])
         assert [(r.url, r.line) for r in report.results] == [(f"{base}/news/feed", "added")]
+
+
+def test_chromes_json_and_firefoxs_places_are_read_too(tmp_path):
+    import json
+    import sqlite3
+
+    chrome = tmp_path / "Bookmarks"
+    chrome.write_text(json.dumps({"checksum": "x", "version": 1, "roots": {
+        "bookmark_bar": {"type": "folder", "name": "Bookmarks bar", "children": [
+            {"type": "url", "name": "A", "url": "https://a.example/"},
+            {"type": "folder", "name": "Recipes", "children": [
+                {"type": "url", "name": "Soup", "url": "https://b.example/soup"}]}]},
+        "other": {"type": "folder", "name": "Other bookmarks", "children": []}}}))
+    assert read_bookmarks(chrome) == [("https://a.example/", ["bookmarks-bar"]),
+                                      ("https://b.example/soup", ["bookmarks-bar", "recipes"])]
+
+    places = tmp_path / "places.sqlite"
+    with sqlite3.connect(places) as db:
+        db.executescript("""
+            CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT);
+            CREATE TABLE moz_bookmarks (id INTEGER PRIMARY KEY, type INTEGER, fk INTEGER, parent INTEGER,
+                                        title TEXT, guid TEXT);
+            INSERT INTO moz_places VALUES (1, 'https://c.example/'), (2, 'https://d.example/tagged');
+            INSERT INTO moz_bookmarks VALUES (1, 2, NULL, 0, '', 'root________'),
+                (2, 2, NULL, 1, 'toolbar', 'toolbar_____'), (3, 2, NULL, 2, 'Travel', 'f1'),
+                (4, 2, NULL, 1, 'tags', 'tags________'), (5, 2, NULL, 4, 'later', 't1'),
+                (6, 1, 1, 3, 'C', 'b1'), (7, 1, 2, 5, NULL, 'b2');
+        """)
+    from ragstead.ingest.bookmarks import bookmarks_file
+
+    assert bookmarks_file(str(places), None) == places and bookmarks_file(str(chrome), None) == chrome
+    assert read_bookmarks(places) == [("https://c.example/", ["toolbar", "travel"])]

@@ -166,8 +166,9 @@ def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: ht
     out: list[tuple[str, list[str]]] = []
     for given in sources:
         export = bookmarks_file(given, root) if local else None
-        if export is not None:
-            out.extend(read_bookmarks(export))
+        links = read_bookmarks(export) if export is not None else []
+        if links:  # a bookmark file without bookmarks (or not one after all) is ingested, or refused, as given
+            out.extend(links)
             continue
         entries = None
         if looks_like_feed(given):
