@@ -128,13 +128,14 @@ def test_a_corrupt_file_of_each_kind_is_a_load_error(tmp_path, name):
         assert "\n" not in str(exc)
 
 
-def test_a_zip_bomb_epub_is_refused_before_unpacking(tmp_path):
+@pytest.mark.parametrize("suffix", [".epub", ".pptx", ".xlsx", ".ods"])
+def test_a_zip_bomb_is_refused_before_unpacking(tmp_path, suffix):
     import zipfile
 
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
-        book.writestr("OEBPS/big.xhtml", b" " * (300 << 20))
-    path = tmp_path / "bomb.epub"
+        book.writestr("content.xml", b" " * (300 << 20))
+    path = tmp_path / f"bomb{suffix}"
     path.write_bytes(out.getvalue())
     with pytest.raises(LoadError, match=r"max_unzipped_mb|max_zip_ratio"):
         load_document(path)
@@ -209,3 +210,12 @@ def test_an_image_over_the_pixel_limit_is_refused_before_decoding(tmp_path):
     (tmp_path / "huge.png").write_bytes(out.getvalue())
     with pytest.raises(LoadError, match="pixel OCR limit"):
         load_document(tmp_path / "huge.png")
+
+
+def test_a_scanned_page_declaring_a_giant_image_is_refused_before_decoding(tmp_path):
+    data = make_scanned_pdf("marmaladeum")
+    assert b"/Width 1100" in data and b"/Height 160" in data
+    (tmp_path / "bomb.pdf").write_bytes(data.replace(b"/Width 1100", b"/Width 99999")
+                                        .replace(b"/Height 160", b"/Height 99999"))
+    with pytest.raises(LoadError, match="pixel OCR limit"):
+        load_document(tmp_path / "bomb.pdf")
