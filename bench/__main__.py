@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title.
+| title | snapshots.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -20,7 +20,8 @@ def main() -> None:
                                            "quality", "api",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
-                                           "dedup", "rerank", "answers", "ranker", "feedback", "title"])
+                                           "dedup", "rerank", "answers", "ranker", "feedback", "title",
+                                           "snapshots"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -122,6 +123,10 @@ def main() -> None:
         from bench.ingest_throughput import main as ingest_main
 
         ingest_main()
+    if args.what in ("snapshots", "all"):
+        from bench.snapshots import main as snapshots_main
+
+        snapshots_main()
     if args.what in ("tagging", "all"):
         from bench.tagging_threshold import main as tagging_main
 

@@ -23,7 +23,7 @@ from ragstead.filters import QueryFilters
 from ragstead.retrieval.fusion import convex_fusion, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import SentenceMaxSimReranker
-from ragstead.retrieval.search import SearchOptions, rerank_head
+from ragstead.retrieval.search import rerank_order
 from ragstead.stores.sqlite import SqliteStore
 
 DEPTH = 300
@@ -123,16 +123,16 @@ def rerank_rows(dataset: Path, split: str, queries: list[dict[str, Any]], index_
 
 def evaluate_rerank(queries: list[dict[str, Any]], docs: dict[int, str], scored: dict[str, Any], n: int,
                     weight: float) -> dict[str, float]:
-    """The shipped re-ordering (`search.rerank_head`) over the convex top `n` with a given weight."""
-    options = SearchOptions(rerank_top_n=n, rerank_weight=weight)
+    """The shipped re-ordering (`search.rerank_order`) over the convex top `n` with a given weight."""
     runs, qrels = {}, {}
     for q in queries:
         rows = [{"id": r, "text": str(i), "score": f} for i, (r, f, _) in enumerate(scored[q["qid"]])]
         fixed = FixedScores([s for _, _, s in scored[q["qid"]]])
-        head = rerank_head(q["query"], None, rows[:n], fixed, options)
+        head, _ = rerank_order(q["query"], None, [row["text"] for row in rows[:n]],
+                               [row["score"] for row in rows[:n]], fixed, weight)
         fused = convex_fusion([tuple(h) for h in q["vector"]], [tuple(h) for h in q["lexical"]], 0.5)
         tail = sorted(fused, key=lambda r: -fused[r])[n:]  # the first stage's order behind the re-ranked head
-        runs[q["qid"]] = documents([row["id"] for row in head] + tail, docs)
+        runs[q["qid"]] = documents([rows[i]["id"] for i in head] + tail, docs)
         qrels[q["qid"]] = q["relevant"]
     return summarize(runs, qrels, (10, 100))
 

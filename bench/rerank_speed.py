@@ -2,7 +2,7 @@
 nDCG@10 and the rerank stage's latency, on the cached SciFact candidates (`bench fusion` builds them).
 
 Per query: the convex (w=0.5) top 30 of the cached vector and lexical candidates is re-ordered by
-`search.rerank_head`, as `--rerank` does. "cold" gives every query a fresh re-ranker (nothing cached: the worst
+`search.rerank_order`, as `--rerank` does. "cold" gives every query a fresh re-ranker (nothing cached: the worst
 case, a first question); "warm" keeps one re-ranker across the query stream, as a running server or
 `KnowledgeBase` does. Budgets are chosen on train; `--split test` is run once, at the end, for the report.
 """
@@ -23,7 +23,7 @@ from ragstead.embeddings import default_embedder, make_embedder
 from ragstead.evaluation.metrics import summarize
 from ragstead.retrieval.fusion import convex_fusion
 from ragstead.retrieval.rerank import SentenceMaxSimReranker, fill_sentence_vectors
-from ragstead.retrieval.search import SearchOptions, rerank_head
+from ragstead.retrieval.search import SearchOptions, rerank_order
 from ragstead.stores.sqlite import SqliteStore
 
 TOP_N = 30
@@ -49,7 +49,7 @@ def _minmax(values: list[float]) -> list[float]:
 
 def _abstaining_head(question: str, query_vector: Any, rows: list[dict[str, Any]], reranker: Any,
                      weight: float) -> list[dict[str, Any]]:
-    """A variant of `rerank_head` (not shipped): a candidate without an embedded sentence keeps its first-stage
+    """A variant of `rerank_order` (not shipped): a candidate without an embedded sentence keeps its first-stage
     score as its second-stage one (the re-ranker abstains instead of guessing the median)."""
     first = _minmax([row["score"] for row in rows])
     known = reranker.score_known(question, query_vector, [row["text"] for row in rows])
@@ -95,7 +95,9 @@ def run(queries: list[dict[str, Any]], docs: dict[int, str], texts: dict[int, st
             if abstain:
                 head = _abstaining_head(q["query"], query_vector, rows, reranker, options.rerank_weight)
             else:
-                head = rerank_head(q["query"], query_vector, rows, reranker, options)
+                ranked, _ = rerank_order(q["query"], query_vector, [row["text"] for row in rows],
+                                         [row["score"] for row in rows], reranker, options.rerank_weight)
+                head = [rows[i] for i in ranked]
             latencies.append((time.perf_counter() - started) * 1000)
             embedded += reranker.embedded - before
             order = [row["id"] for row in head] + order[TOP_N:]

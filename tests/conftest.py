@@ -12,9 +12,27 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.fake_embedder import HashingEmbedder
 from helpers.project import OFFLINE_ENV, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
 from ragstead.embeddings import MiniLMOnnxEmbedder
+
+# The markers of the backends a test needs (pyproject.toml registers them), by the fixtures it uses or the store
+# kind it is parametrized with: `-m "not postgres"` and the like select around a missing server.
+_MARK_BY_FIXTURE = {"pg_server": "postgres", "pg_url": "postgres", "chroma_server": "chroma",
+                    "clickhouse_server": "clickhouse"}
+_MARK_BY_STORE_KIND = {"postgresql": "postgres", "chroma": "chroma", "chroma-http": "chroma"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = {_MARK_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in _MARK_BY_FIXTURE}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            names |= {_MARK_BY_STORE_KIND[v] for v in callspec.params.values()
+                      if isinstance(v, str) and v in _MARK_BY_STORE_KIND}
+        for name in sorted(names):
+            item.add_marker(name)
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +150,20 @@ def store_spec(request) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run `python -m ragstead ARGS --root <project>` in a real process, offline; assert its exit code."""
+    """Run `ragstead ARGS --root <project>` in this process (helpers/cli_runner.py), offline; assert its exit
+    code. Tests of the process itself start `python -m ragstead` on their own."""
+
+    def run(project: Project, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+        result = run_ragstead(*args, "--root", str(project.root))
+        assert result.returncode == expect, result.stdout + result.stderr
+        return result
+
+    return run
+
+
+@pytest.fixture
+def cli_process() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`cli`, in a real `python -m ragstead` process: for tests where one process per command matters."""
 
     def run(project: Project, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(project.root)],

@@ -4,10 +4,21 @@ import pytest
 from fastapi.testclient import TestClient
 
 from helpers.pdf_writer import make_pdf
+from helpers.project import CountingEmbedder
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
 from ragstead.knowledge_base import KnowledgeBase
+
+
+@pytest.fixture
+def embedder(request, fake_embedder, real_embedder):
+    """Keys, scopes and wiring, not ranking quality: the deterministic fake embedder stands in for the model, but
+    for the health check that needs an index built by another model than the fake one it is then served with."""
+    if request.node.originalname == "test_health_is_503_with_the_failed_check_when_the_model_is_not_the_indexs":
+        return CountingEmbedder(real_embedder)
+    return fake_embedder
+
 
 FILES = {
     "kb/users/alice/billing.md": "Alice decided to migrate the billing database to PostgreSQL.",

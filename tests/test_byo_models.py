@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ragstead
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.embeddings import MiniLMOnnxEmbedder, make_embedder
 from ragstead.embeddings.catalog import cross_encoder_for
@@ -169,8 +169,7 @@ def test_hf_without_cache_needs_allow_download_and_is_refused_offline(tmp_path: 
 
     env = {**OFFLINE_ENV, "HF_HUB_CACHE": str(tmp_path / "empty-hub")}
     write_files(tmp_path / "p", NOTES)
-    result = subprocess.run([sys.executable, "-m", "ragstead", "index", "--model", "hf:acme/not-cached", "--quiet",
-                             "--root", str(tmp_path / "p")], capture_output=True, text=True, env=env, timeout=300)
+    result = run_ragstead("index", "--model", "hf:acme/not-cached", "--quiet", "--root", str(tmp_path / "p"), env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error:") and "--allow-download" in result.stderr
 
@@ -179,8 +178,7 @@ def test_hf_without_cache_needs_allow_download_and_is_refused_offline(tmp_path: 
 
 
 def _cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(root)], capture_output=True,
-                          text=True, env=env or OFFLINE_ENV, timeout=300)
+    return run_ragstead(*args, "--root", str(root), env=env or OFFLINE_ENV)
 
 
 def test_the_index_records_a_byo_model_and_the_guard_refuses_another(tmp_path: Path, minilm_dir: Path) -> None:

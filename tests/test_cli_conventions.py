@@ -1,6 +1,6 @@
-"""The CLI follows the conventions people know, checked on the real command in subprocesses: --version, -h,
-one-line usage errors, human output by default with the same --json / --format everywhere, `ls`, `status`,
-an `ask` that says how it answered, and `sanity` from any folder."""
+"""The CLI follows the conventions people know, checked on the real command (in this process; Ctrl-C in a real
+one): --version, -h, one-line usage errors, human output by default with the same --json / --format
+everywhere, `ls`, `status`, an `ask` that says how it answered, and `sanity` from any folder."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead import __version__
 from ragstead.answer.base import REFUSAL
@@ -33,8 +34,7 @@ FILES = {
 
 def ragstead(*args: str, root: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     extra = ["--root", str(root)] if root is not None else []
-    return subprocess.run([sys.executable, "-m", "ragstead", *args, *extra], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=300)
+    return run_ragstead(*args, *extra, env=ENV, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,7 @@ def test_dash_h_is_help_with_examples(command):
 
 
 def test_help_shows_defaults():
-    result = subprocess.run([sys.executable, "-m", "ragstead", "ask", "--help"], capture_output=True, text=True,
-                            env={**OFFLINE_ENV, "COLUMNS": "200"}, timeout=120)
+    result = run_ragstead("ask", "--help", env={**OFFLINE_ENV, "COLUMNS": "200"})
     assert "[default: 3000]" in result.stdout  # --max-context-tokens
 
 

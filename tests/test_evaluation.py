@@ -1,10 +1,9 @@
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from ragstead.errors import RagsteadError
 from ragstead.evaluation.cases import load_beir, load_jsonl_cases
 from ragstead.evaluation.metrics import (
@@ -92,7 +91,7 @@ def test_bad_jsonl_cases_are_clear_errors(tmp_path, line):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "ragstead", *args], capture_output=True, text=True, timeout=300)
+    return run_ragstead(*args)
 
 
 def test_eval_beir_end_to_end_all_modes(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +47,7 @@ class Repo:
         return result
 
     def ragstead(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([sys.executable, "-m", "ragstead", *args], cwd=self.root, capture_output=True,
-                                text=True, env=self.env, timeout=300)
+        result = run_ragstead(*args, env=self.env, cwd=self.root)
         assert expect is None or result.returncode == expect, result.stdout + result.stderr
         return result
 
@@ -250,6 +250,7 @@ def check_ignore(root: Path, paths: list[str]) -> set[str]:
     return set(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_the_readme_scenario_runs(tmp_path):
     """The README's "Keep it fresh and private" block, run as written (bash -e), in a scratch folder."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -128,6 +128,7 @@ def index_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=OFFLINE_ENV, timeout=240, preexec_fn=_limit_memory)
 
 
+@pytest.mark.slow
 def test_a_folder_of_hostile_files_is_indexed_around_them(tmp_path, record_property):
     expected = make_hostile_folder(tmp_path)
     result = index_cli(tmp_path)

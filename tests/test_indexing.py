@@ -13,6 +13,12 @@ from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.sqlite import SqliteStore
 
 
+@pytest.fixture
+def embedder(fake_embedder):
+    """Stores, filters and wiring, not ranking quality: the deterministic fake embedder stands in for the model."""
+    return fake_embedder
+
+
 def long_text(topic: str, n: int = 900) -> str:
     return " ".join(f"{topic}{i % 50}" for i in range(n))
 

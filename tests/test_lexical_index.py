@@ -135,7 +135,7 @@ def _damage(folder, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["meta", "truncated", "missing"])
-def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_project, how, cli):
+def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_project, how, cli_process):
     from ragstead.errors import RagsteadWarning
 
     project = make_project({"kb/users/ann/a.md": "notes on the heron migration",
@@ -150,10 +150,11 @@ def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_
     assert lexical_paths(project, "osprey heron") == expected
     assert project.store.integrity_check() == "ok"
     assert [p for p in folder.parent.iterdir() if ".damaged-" in p.name]  # kept aside, not deleted
-    # Through the CLI: every command works, with exactly one warning line.
+    # Through the CLI: every command works, with exactly one warning line. In its own process: the folder set
+    # aside is named by second and process id, so a second one in this process and second would collide.
     project.store.close()
     _damage(folder, how)
-    out = cli(project, "query", "osprey", "--lexical-only", "--json")
+    out = cli_process(project, "query", "osprey", "--lexical-only", "--json")
     warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "Traceback" not in out.stderr
     assert "kb/users/ann/b.md" in out.stdout

@@ -13,6 +13,13 @@ from ragstead.memory.files import remembered
 from ragstead.memory.sensitive import find_sensitive
 from ragstead.retrieval.search import SearchOptions
 
+
+@pytest.fixture
+def embedder(fake_embedder):
+    """Stores, filters and wiring, not ranking quality: the deterministic fake embedder stands in for the model."""
+    return fake_embedder
+
+
 # Each of these must be caught, and named by its kind. Test values only (documented examples, fake keys).
 SENSITIVE = [
     ("email address", "Write to me at jane.doe+kb@example.co.uk about it"),

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.embeddings import MODELS, MiniLMOnnxEmbedder, make_embedder
 from ragstead.embeddings.bert_numpy import NumpyBertEmbedder, _erf
@@ -86,13 +86,11 @@ def test_unknown_model_and_wrong_checkpoint_are_clear_errors(tmp_path: Path) -> 
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(root)], capture_output=True,
-                          text=True, env=OFFLINE_ENV, timeout=300)
+    return run_ragstead(*args, "--root", str(root), env=OFFLINE_ENV)
 
 
 def test_models_command_lists_the_catalog() -> None:
-    result = subprocess.run([sys.executable, "-m", "ragstead", "models", "--format", "json"], capture_output=True,
-                            text=True, env=OFFLINE_ENV, timeout=120)
+    result = run_ragstead("models", "--format", "json", env=OFFLINE_ENV)
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [r["id"] for r in rows] == list(MODELS)

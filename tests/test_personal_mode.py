@@ -4,11 +4,11 @@ rules; the project is found upward from a subfolder; wrong roots and configs are
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from fastapi.testclient import TestClient
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead import ConfigError, KnowledgeBase
 from ragstead.api import ApiConfig, create_app
@@ -82,8 +82,7 @@ def test_a_bad_owner_and_a_config_without_its_table_are_errors(tmp_path):
 
 def _cli(cwd, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in OFFLINE_ENV.items() if k != "RAGSTEAD_ROOT"}
-    return subprocess.run([sys.executable, "-m", "ragstead", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=300)
+    return run_ragstead(*args, env=env, cwd=cwd)
 
 
 def test_the_project_is_found_from_a_subfolder_and_a_missing_root_creates_nothing(tmp_path):

@@ -7,6 +7,13 @@ import pytest
 
 from ragstead.memory.sensitive import find_sensitive
 
+
+@pytest.fixture
+def embedder(fake_embedder):
+    """Stores, filters and wiring, not ranking quality: the deterministic fake embedder stands in for the model."""
+    return fake_embedder
+
+
 POSITIVE = [
     # phone numbers, national and international formats
     ("phone number", "call me on 555-1234"),

@@ -17,6 +17,13 @@ from ragstead.filters import QueryFilters
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.postgres import PostgresStore
 
+
+@pytest.fixture
+def embedder(fake_embedder):
+    """Stores, filters and wiring, not ranking quality: the deterministic fake embedder stands in for the model."""
+    return fake_embedder
+
+
 DIM, WORDS = 8, 40
 USERS = ("ana", "bo", "cy")
 TYPES = ("user_kb", "dossier")

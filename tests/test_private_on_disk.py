@@ -1,7 +1,8 @@
 """Private on disk: the index folder is 0700 and every file in it 0600, whatever the umask (the index holds the
 full text of private documents). `status` reports anything looser; `doctor --fix` tightens it.
 
-The commands run as real processes with the umask set in the child (preexec_fn), as a user's shell would.
+The commands run in this process with the umask set around each one, as a user's shell would set it; the check
+while the index is open runs in a real child process (preexec_fn sets its umask).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.stores.permissions import find_loose, own_folder, tighten
 
@@ -27,8 +29,11 @@ FILES = {
 
 
 def run(root: Path, *args: str, umask: int = 0o022, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(root)], capture_output=True,
-                            text=True, env=OFFLINE_ENV, timeout=300, preexec_fn=lambda: os.umask(umask))
+    previous = os.umask(umask)
+    try:
+        result = run_ragstead(*args, "--root", str(root), env=OFFLINE_ENV)
+    finally:
+        os.umask(previous)
     assert result.returncode == expect, result.stdout + result.stderr
     return result
 

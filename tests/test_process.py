@@ -1,4 +1,4 @@
-"""Real processes: SIGKILL mid-index, two concurrent index runs, and the CLI's contract and errors."""
+"""Real processes: SIGKILL mid-index, two concurrent index runs; and the CLI's contract and errors (in-process)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 
 ENV = OFFLINE_ENV
@@ -23,6 +24,14 @@ def cli(root: Path, *args: str, check: bool = False) -> subprocess.CompletedProc
         [sys.executable, "-m", "ragstead", *args, "--root", str(root)],
         capture_output=True, text=True, env=ENV, timeout=300,
     )
+    if check and result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return result
+
+
+def command(root: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`cli` in this process: for the command's contract and errors, where no process boundary is tested."""
+    result = run_ragstead(*args, "--root", str(root), env=ENV)
     if check and result.returncode != 0:
         raise AssertionError(result.stderr)
     return result
@@ -111,14 +120,15 @@ def sample(tmp_path_factory):
         "kb/users/bob/notes.md": "Bob likes trains and billing spreadsheets.",
         "docs/faq.md": "Public FAQ about installing.",
     })
-    out = cli(root, "index", "--roots", "kb,docs", "--format", "json", check=True)
+    out = command(root, "index", "--roots", "kb,docs", "--format", "json", check=True)
     report = json.loads(out.stdout)
     assert len(report["added"]) == 3 and report["index"]["chunks"] == 3
     return root
 
 
 def test_cli_query_json_contract(sample):
-    out = cli(sample, "query", "billing PostgreSQL", "--hybrid", "--user", "alice", "--k", "3", "--json", check=True)
+    out = command(sample, "query", "billing PostgreSQL", "--hybrid", "--user", "alice", "--k", "3", "--json",
+                  check=True)
     payload = json.loads(out.stdout)
     assert payload["mode"] == "hybrid" and payload["k"] == 3
     assert payload["filters"]["user_slug"] == "alice" and payload["filters"]["private_only"] is True
@@ -127,7 +137,8 @@ def test_cli_query_json_contract(sample):
 
 
 def test_cli_module_and_table_format(sample):
-    out = cli(sample, "query", "trains", "--lexical-only", "--doc-type", "user_kb,kb", "--format", "table", check=True)
+    out = command(sample, "query", "trains", "--lexical-only", "--doc-type", "user_kb,kb", "--format", "table",
+                  check=True)
     assert "kb/users/bob/notes.md" in out.stdout
 
 
@@ -148,32 +159,33 @@ def test_cli_module_and_table_format(sample):
     ],
 )
 def test_cli_bad_input_is_one_clear_line(sample, args):
-    out = cli(sample, *args)
+    out = command(sample, *args)
     assert out.returncode == 2
     assert out.stderr.startswith("error:") and "Traceback" not in out.stderr
 
 
 def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
-    out = cli(sample, "ask", "Where do we migrate billing?", "--user", "alice", "--extractive", check=True)
+    out = command(sample, "ask", "Where do we migrate billing?", "--user", "alice", "--extractive", check=True)
     first, *citations, answerer = out.stdout.strip().splitlines()
     assert "PostgreSQL" in first and first.endswith("[1]")
     assert citations[0].startswith("[1] kb/users/alice/2025-03-01-db.md")
     assert answerer.startswith("answered by extractive (relevance ")
-    refused = cli(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
+    refused = command(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
     sentence, knob = refused.stdout.strip().splitlines()
     assert sentence == "I could not find relevant information in the uploaded documents."
     assert knob.startswith("relevance ") and "lower --min-confidence" in knob
-    payload = json.loads(cli(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
+    payload = json.loads(command(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
                              check=True).stdout)
     assert payload["provider"] == "extractive" and {c["source"] for c in payload["citations"]} == {
         "kb/users/bob/notes.md"}
 
 
 def test_cli_query_without_index(tmp_path):
-    out = cli(tmp_path, "query", "x")
+    out = command(tmp_path, "query", "x")
     assert out.returncode == 2 and "ragstead index" in out.stderr
 
 
+@pytest.mark.slow
 def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     """Peak memory grows with the embedding batch, not with the number of files (docs/design.md)."""
     import random
@@ -192,6 +204,7 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     assert int(peak_kb) / 1024 <= 500, f"indexing 120 notes peaked at {int(peak_kb) / 1024:.0f} MB"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_root(tmp_path):
     files = big_corpus(120)  # about 6 s of embedding: the interrupt lands well inside it
     files["docs/faq.md"] = "Public FAQ: the ledger is append-only."
@@ -223,6 +236,7 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     assert count(db, "SELECT COUNT(*) FROM documents WHERE file_path = 'docs/faq.md'") == 1
 
 
+@pytest.mark.slow
 def test_simultaneous_first_runs_either_index_or_say_the_lock_is_held(tmp_path):
     write_files(tmp_path, {f"kb/n{i}.md": f"note {i} about herons and ospreys" for i in range(3)})
     runs = [subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "-q"],

@@ -1,10 +1,9 @@
 """`ragstead sanity` / `make sanity`: the judged whole-flow report over the bundled sample."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV
 from ragstead.answer.base import REFUSAL
 from ragstead.sanity import run_sanity
@@ -27,11 +26,9 @@ def test_sanity_passes_on_the_sample_and_leaves_it_untouched(real_embedder):
 
 def test_sanity_command_writes_the_report(tmp_path):
     out = tmp_path / "artifacts" / "sanity_output.json"
-    result = subprocess.run([sys.executable, "-m", "ragstead", "sanity", "--sample", str(SAMPLE), "--out", str(out)],
-                            capture_output=True, text=True, env=OFFLINE_ENV, timeout=300)
+    result = run_ragstead("sanity", "--sample", str(SAMPLE), "--out", str(out), env=OFFLINE_ENV)
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     assert report["passed"] and {"questions", "memory", "checks", "index"} <= set(report)
-    missing = subprocess.run([sys.executable, "-m", "ragstead", "sanity", "--sample", str(tmp_path / "nope")],
-                             capture_output=True, text=True, env=OFFLINE_ENV, timeout=300)
+    missing = run_ragstead("sanity", "--sample", str(tmp_path / "nope"), env=OFFLINE_ENV)
     assert missing.returncode == 2 and "does not look like the sample" in " ".join(missing.stderr.split())

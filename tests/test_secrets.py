@@ -11,11 +11,11 @@ import logging
 import socket
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.errors import RagsteadError
 from ragstead.knowledge_base import open as open_kb
@@ -117,14 +117,12 @@ def test_driver_messages_that_echo_a_piece_of_the_password_are_masked():
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(root)], capture_output=True,
-                          text=True, env=OFFLINE_ENV, timeout=300)
+    return run_ragstead(*args, "--root", str(root), env=OFFLINE_ENV)
 
 
 def test_status_and_index_output_never_show_it(project):
     runs = [(spec, command) for spec in SPECS for command in ("status", "index")]
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda run: _cli(project, run[1], "--store", run[0]), runs))
+    results = [_cli(project, command, "--store", spec) for spec, command in runs]  # in-process: one at a time
     for (spec, command), result in zip(runs, results, strict=True):
         output = result.stdout + result.stderr
         assert result.returncode == 2, (command, spec, output)

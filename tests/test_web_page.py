@@ -33,6 +33,8 @@ from ragstead.knowledge_base import KnowledgeBase
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "artifacts" / "test-screenshots"
+pytestmark = pytest.mark.chromium
+
 CHROMIUM = os.environ.get("RAGSTEAD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -1040,9 +1040,12 @@ def status(
 @app.command(epilog="""Examples:
   ragstead doctor
   ragstead doctor --fix
-  ragstead doctor --json""")
+  ragstead doctor --json
+  ragstead doctor --findability""")
 def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Take group and other permissions off what is loose.")] = False,
+    findability: Annotated[bool, typer.Option("--findability", help="Instead: can each document be found by its "
+                                                                    "own words? (exit 1 on a regression)")] = False,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     root: RootOpt = None,
@@ -1054,6 +1057,9 @@ def doctor(
 
     Exit code 1 if anything is still loose.
     """
+    if findability:
+        _doctor_findability(output, as_json, fix, root, config, db, store_spec)
+        return
     with _library_errors():
         output = _output(output, as_json, "text", "json")
         with _open(root, config, db, store_spec) as kb:
@@ -1712,6 +1718,98 @@ def keys_revoke(
         _echo_json(record.to_dict())
         return
     typer.echo(f"revoked {_key_summary(record.to_dict())}; a running server refuses it from its next request")
+
+
+# -- portable snapshots ------------------------------------------------------------------------------------
+
+
+@app.command("export", epilog="""Examples:
+  ragstead export backup.ragsnap
+  ragstead export /mnt/usb/kb --json""")
+def export_cmd(
+    file: Annotated[Path, typer.Argument(help="The snapshot to write (.ragsnap is added unless it ends so).")],
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Write the index (documents, chunks, vectors, metadata, tags, scopes, the model) to one private file."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.export_snapshot(file)
+    if output == "json":
+        _echo_json(report.to_dict())
+        return
+    typer.echo(f"exported {report.documents} documents, {report.chunks} chunks ({report.model}, {report.dim}-d) "
+               f"to {report.path} ({report.bytes / (1 << 20):.1f} MiB, 0600) in {report.seconds:.1f}s")
+
+
+@app.command("import", epilog="""Examples:
+  ragstead import backup.ragsnap
+  ragstead import backup.ragsnap --store postgresql://me@127.0.0.1:5432/kb
+  ragstead import backup.ragsnap --replace --reembed""")
+def import_cmd(
+    file: Annotated[Path, typer.Argument(help="A snapshot written by `ragstead export`.")],
+    replace: Annotated[bool, typer.Option("--replace", help="Empty the target store first.")] = False,
+    reembed: Annotated[bool, typer.Option("--reembed", help="Embed every chunk again with the project's model "
+                                                            "(a snapshot of another model).")] = False,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """Restore a snapshot into the project's store (or --store), without parsing or embedding anything."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.import_snapshot(file, replace=replace, reembed=reembed)
+    if output == "json":
+        _echo_json(report.to_dict())
+        return
+    typer.echo(f"imported {report.documents} documents, {report.chunks} chunks, {report.embedded} embedded "
+               f"({report.model}) into {report.target} in {report.seconds:.1f}s")
+
+
+# -- the findability check (doctor --findability) -----------------------------------------------------------
+
+
+def _doctor_findability(output: str, as_json: bool, fix: bool, root: Path | None, config: Path | None,
+                        db: str | None, store_spec: str | None) -> None:
+    """`doctor --findability`: a table of the documents their own words do not find and the files left out of
+    the index, each with why; exit code 1 when a document findable in the last run is not now."""
+    with _library_errors():
+        if fix:
+            raise RagsteadError("--findability and --fix are separate checks; run them one at a time")
+        output = _output(output, as_json, "text", "json")
+        with _open(root, config, db, store_spec) as kb:
+            report = kb.findability()
+    if output == "json":
+        _echo_json(report.to_dict())
+    else:
+        console = _stdout()
+        console.print(f"{report.findable} of {report.documents} documents are found by their own words in the "
+                      f"top {report.top} ({report.seconds:.1f}s)", markup=False, highlight=False)
+        rows = [(u.path, u.kind, u.reason) for u in report.not_findable] + [
+            (u.path, u.kind, u.reason) for u in report.left_out]
+        if rows:
+            table = Table("path", "problem", "why", box=None, header_style="bold")
+            for row in rows:
+                table.add_row(*(escape(cell) for cell in row))
+            console.print(table)
+        for item in report.regressions:
+            _say(f"regression: {item['path']} was findable in the last run; {item['reason']}", fg="red")
+        if report.previous is None:
+            typer.echo("first run: saved beside the index, the next run compares with it")
+        elif not report.regressions:
+            typer.echo(f"no regressions since the run of {report.previous['generated_at']} "
+                       f"({report.previous['findable']} findable then)")
+    if report.regressions:
+        raise typer.Exit(1)
 
 
 def _usage_error_line(exc: Any) -> str:

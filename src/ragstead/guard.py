@@ -52,6 +52,7 @@ SECRET_FILE_PATTERNS = (
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "!id_*.pub",
     "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml", "credentials.json", ".netrc", ".pgpass",
     "pgpass", "pgpass.*", "*.pgpass", "_netrc",
+    "*.ragsnap",  # a portable snapshot (`ragstead export`) holds the whole index: documents, text and vectors
 )
 # Shapes detect-secrets does not know (it has AWS, GitHub, Slack, Stripe, private keys, JWTs, ...; its OpenAI
 # detector only knows the legacy key format, its GitHub one not `github_pat_`, its URL one not a password

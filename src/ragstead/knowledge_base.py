@@ -4,7 +4,8 @@ It opens a `Runtime` from the project's `Settings` (the store, one embedder behi
 the re-ranker, the answerers; reads share one store connection behind a lock, so one KnowledgeBase can serve
 many threads) and hands each concern to its service: index runs (`ragstead.indexer`), uploads and the
 all-or-nothing install (`ragstead.landing`), ingest (`ragstead.ingest.service`), freshness, watch, health,
-evaluation and project setup (`ragstead.project`). A method handed over whole is one line, `_to(service,
+the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), evaluation and
+project setup (`ragstead.project`). A method handed over whole is one line, `_to(service,
 method)`: the call, its signature and its docstring are the service's.
 """
 
@@ -43,6 +44,7 @@ from ragstead.errors import DocumentNotFoundError
 from ragstead.evaluation.runner import EvalSettings, format_table
 from ragstead.evaluation.service import Evaluation, is_server_or_chroma
 from ragstead.filters import QueryFilters
+from ragstead.findability import Findability
 from ragstead.freshness import FreshnessService
 from ragstead.health import Health
 from ragstead.indexer import SUPPORTED_SUFFIXES, Indexer
@@ -56,6 +58,7 @@ from ragstead.retrieval.passages import Passage, read_passage
 from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
+from ragstead.snapshots import Snapshots
 from ragstead.stores.base import Store
 from ragstead.watch import watch as follow_folders
 
@@ -100,6 +103,8 @@ class KnowledgeBase:
         self._freshness = FreshnessService(self._indexer, self._ingester)
         self._health = Health(self.runtime)
         self._evaluation = Evaluation(self.runtime)
+        self._snapshots = Snapshots(self.runtime)
+        self._findability = Findability(self.runtime)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -123,6 +128,8 @@ class KnowledgeBase:
     index_records = _to("_indexer", Indexer.index_records)
     remember = _to("_indexer", Indexer.remember)
     migrate = _to("_indexer", Indexer.migrate)
+    export_snapshot = _to("_snapshots", Snapshots.export_snapshot)
+    import_snapshot = _to("_snapshots", Snapshots.import_snapshot)
     upload = _to("_landing", Landing.upload)
     ingest = _to("_ingester", IngestService.ingest)
     record_roots = _to("runtime", project.record_roots)
@@ -133,6 +140,7 @@ class KnowledgeBase:
     status = _to("_health", Health.status)
     doctor = _to("_health", Health.doctor)
     readiness = _to("_health", Health.readiness)
+    findability = _to("_findability", Findability.findability)
     evaluate = _to("_evaluation", Evaluation.evaluate)
     evaluate_beir = _to("_evaluation", Evaluation.evaluate_beir)
     freshness = _to("_freshness", FreshnessService.freshness)

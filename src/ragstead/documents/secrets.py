@@ -109,12 +109,24 @@ def random_looking(token: str) -> bool:
     a commit id or a checksum, is left alone)."""
     if _HEX_DIGEST.fullmatch(token) or ("/" in token.strip("/") and token.count("/") > 2 and "." in token):
         return False
-    if max(len(part) for part in re.split(r"[-_./]", token)) < 12:
+    part = max(re.split(r"[-_./]", token), key=len)  # the longest run between separators is what must look random
+    if len(part) < 12:
         return False  # words joined by separators (`all-MiniLM-L6-v2-onnx-int8`), not one random run
+    if _wordish(part):
+        return False  # a chemical, gene or haplotype name: "phosphatidylinositol-3-OH", "Gln356Pro871Glu1038"
     has_digit = any(c.isdigit() for c in token)
     has_alpha = any(c.isalpha() for c in token)
     has_case = any(c.isupper() for c in token) and any(c.islower() for c in token)
     return has_digit and has_alpha and has_case and _entropy(token) > 3.5
+
+
+def _wordish(part: str) -> bool:
+    """Letters in word-shaped runs between the digits (lower, UPPER or Capitalised, three letters or more on
+    average), as names are written; a key's letters change case inside short runs ("wJalrXUtn", "Zx81kQp0")."""
+    runs = re.findall(r"[A-Za-z]+", part)
+    if not runs or sum(map(len, runs)) / len(runs) < 3:
+        return False
+    return all(run.islower() or run.isupper() or (run[0].isupper() and run[1:].islower()) for run in runs)
 
 
 def find_secrets(text: str, filename: str = "notes.txt") -> list[SecretSpan]:

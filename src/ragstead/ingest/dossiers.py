@@ -351,6 +351,28 @@ def render_dossiers(
 def _write_run(src: DataSource, query: str, root: Path, compiled: jinja2.Template, columns: list[str],
                raw_rows: list[tuple[Any, ...]], group_by: str | None, user_column: str, user: str | None,
                table_rows: int, suffix: str) -> DossierRun:
+    """Check the columns, group the rows into dossiers, render every one, and only then write them."""
+    _check_columns(columns, group_by, user_column, user)
+    query_hash = hashlib.sha256(query.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    run = DossierRun(source=src.url, query_hash=query_hash, rows=len(raw_rows))
+    name_column = group_by or next((c for c in columns if c != user_column), user_column)
+    dossiers = _group_rows(columns, raw_rows, group_by, user_column, user, name_column, run.skipped)
+    folder_root = root.joinpath(*DOSSIER_FOLDER)
+    rendered_at = utc_now()
+    planned: list[tuple[Path, str]] = []
+    used: set[Path] = set()
+    for dossier in dossiers:
+        path = _dossier_path(folder_root, dossier, used, suffix)
+        text = _render(compiled, src, query, query_hash, rendered_at, dossier, columns, name_column, group_by,
+                       table_rows)
+        planned.append((path, text))
+    # Every dossier rendered: only now is anything written (a template error above wrote nothing).
+    _write_planned(planned, root, folder_root, run)
+    return run
+
+
+def _check_columns(columns: list[str], group_by: str | None, user_column: str, user: str | None) -> None:
+    """Refuse a result with two columns of one name, or without the `group_by`/`user_column` asked for."""
     duplicates = sorted({c for c in columns if columns.count(c) > 1})
     if duplicates:
         raise SourceError(f"the query returns more than one column named {duplicates[0]!r}: give each an alias")
@@ -358,28 +380,35 @@ def _write_run(src: DataSource, query: str, root: Path, compiled: jinja2.Templat
     for what, name in (("group_by", group_by), ("user_column", user_column)):
         if name is not None and name not in columns and not (what == "user_column" and user is not None):
             raise SourceError(f"{what} column {name!r} is not in the query's result (columns: {shown_columns})")
-    query_hash = hashlib.sha256(query.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    run = DossierRun(source=src.url, query_hash=query_hash, rows=len(raw_rows))
-    has_user_column = user_column in columns
-    name_column = group_by or next((c for c in columns if c != user_column), user_column)
 
+
+def _row_owner(row: dict[str, Any], user_column: str, user: str | None) -> tuple[str | None, str]:
+    """(the user a row belongs to, "") or (None, why the row is skipped). A result without `user_column`
+    belongs wholly to `user`."""
+    if user_column not in row:
+        assert user is not None
+        return user, ""
+    owner = _user_of(row[user_column])
+    if owner is None:
+        return None, (f"no user in column {user_column!r}" if row[user_column] in (None, "")
+                      else f"user {_shown(row[user_column])} in column {user_column!r} is not a valid user slug")
+    if user is not None and owner != user:
+        return None, f"row belongs to user {owner!r}, not {user!r}"
+    return owner, ""
+
+
+def _group_rows(columns: list[str], raw_rows: list[tuple[Any, ...]], group_by: str | None, user_column: str,
+                user: str | None, name_column: str, skipped: list[SkippedRow]) -> list[_Dossier]:
+    """The dossiers to render: one per row, or one per (user, `group_by` value) in first-seen order; rows
+    without a valid owner go to `skipped`."""
     groups: dict[tuple[str, Any], _Dossier] = {}
     per_row: list[_Dossier] = []
     for number, values in enumerate(raw_rows, start=1):
         row = dict(zip(columns, values, strict=True))
-        if has_user_column:
-            owner = _user_of(row[user_column])
-            if owner is None:
-                reason = (f"no user in column {user_column!r}" if row[user_column] in (None, "")
-                          else f"user {_shown(row[user_column])} in column {user_column!r} is not a valid user slug")
-                run.skipped.append(SkippedRow(number, reason))
-                continue
-            if user is not None and owner != user:
-                run.skipped.append(SkippedRow(number, f"row belongs to user {owner!r}, not {user!r}"))
-                continue
-        else:
-            assert user is not None
-            owner = user
+        owner, reason = _row_owner(row, user_column, user)
+        if owner is None:
+            skipped.append(SkippedRow(number, reason))
+            continue
         key = row.get(name_column)
         if group_by is None:
             per_row.append(_Dossier(owner, key, [row]))
@@ -388,42 +417,46 @@ def _write_run(src: DataSource, query: str, root: Path, compiled: jinja2.Templat
         if group_key not in groups:
             groups[group_key] = _Dossier(owner, key, [])
         groups[group_key].rows.append(row)
+    return [*groups.values(), *per_row]
 
-    folder_root = root.joinpath(*DOSSIER_FOLDER)
-    rendered_at = utc_now()
-    planned: list[tuple[Path, str]] = []
-    used: set[Path] = set()
-    for dossier in [*groups.values(), *per_row]:
-        path = _dossier_path(folder_root, dossier, used, suffix)
-        text = _render(compiled, src, query, query_hash, rendered_at, dossier, columns, name_column, group_by,
-                       table_rows)
-        planned.append((path, text))
 
-    # Every dossier rendered: only now is anything written (a template error above wrote nothing).
+def _write_planned(planned: list[tuple[Path, str]], root: Path, folder_root: Path, run: DossierRun) -> None:
+    """Write each (path, text), skipping a user folder that leads outside artifacts/dossiers and leaving a
+    dossier equal to the file already there alone; `run` records what was written, unchanged or skipped."""
     folder_ok: dict[Path, bool] = {}  # user folder -> it is really inside artifacts/dossiers (checked once)
     for path, text in planned:
         user_folder = path.parent
         if user_folder not in folder_ok:
-            if user_folder.parent != folder_root or not USER_SLUG.fullmatch(user_folder.name):
-                raise AssertionError(f"dossier path {path} is not under {folder_root}")  # validated above: a bug
-            make_private_folder(user_folder)
-            folder_ok[user_folder] = _inside(user_folder, folder_root)
+            folder_ok[user_folder] = _open_user_folder(user_folder, folder_root, path)
             if not folder_ok[user_folder]:
                 run.skipped.append(SkippedRow(0, f"artifacts/dossiers/{user_folder.name} leads outside "
                                                  "artifacts/dossiers (a symlink): not written"))
         if not folder_ok[user_folder]:
             continue
         rel = path.relative_to(root).as_posix()
-        if not path.is_symlink() and path.is_file():
-            try:
-                if _same_dossier(path.read_text(encoding="utf-8"), text):
-                    run.unchanged.append(rel)
-                    continue
-            except (OSError, UnicodeDecodeError):
-                pass  # unreadable: replaced below
+        if _unchanged(path, text):
+            run.unchanged.append(rel)
+            continue
         write_text_atomically(path, text)
         run.written.append(rel)
-    return run
+
+
+def _open_user_folder(user_folder: Path, folder_root: Path, path: Path) -> bool:
+    """Make the private user folder; True if it really is inside artifacts/dossiers (not through a symlink)."""
+    if user_folder.parent != folder_root or not USER_SLUG.fullmatch(user_folder.name):
+        raise AssertionError(f"dossier path {path} is not under {folder_root}")  # validated above: a bug
+    make_private_folder(user_folder)
+    return _inside(user_folder, folder_root)
+
+
+def _unchanged(path: Path, text: str) -> bool:
+    """The dossier file there (not a symlink) equals `text` but for its rendering time; unreadable: False."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        return _same_dossier(path.read_text(encoding="utf-8"), text)
+    except (OSError, UnicodeDecodeError):
+        return False  # unreadable: replaced
 
 
 def _hashable(value: Any) -> Any:

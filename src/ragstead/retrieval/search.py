@@ -1,10 +1,14 @@
-"""The query pipeline: filters -> vector and/or lexical search in the store -> fusion -> typed hits."""
+"""The query pipeline, in stages: plan the query -> lexical and/or vector side in the store -> fusion -> query
+feedback -> page (the admitted candidates, read a page at a time) -> their similarity -> rerank -> typed hits."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -195,6 +199,63 @@ def search(
     With a `reranker`, the best `rerank_top_n` results of the first stage are re-ordered by
     min-max(first-stage score) + `rerank_weight` * min-max(rerank score); each carries `rerank_score`.
     """
+    plan = plan_query(question, store, embedder, filters, options, rules, reranker)
+    vector_hits, lexical_hits = retrieve(store, plan)
+    rows = RowReader(store, filters, rules)
+    with timed(plan.timings, "fuse_fetch_ms"):
+        first = fuse(options, vector_hits, lexical_hits)
+        ranking = feedback(store, plan, rows, first)
+        # The question's own similarity of each chunk: the first pass's vector scores, whatever feedback did.
+        candidates = page(plan, rows, ranking, similarity=dict(first.vector_hits))
+        if plan.want_vector:  # a chunk feedback found, which the first pass did not: its similarity to the question
+            fill_similarity(candidates, store, plan.query_vector)
+    if reranker is not None and candidates:
+        with timed(plan.timings, "rerank_ms"):
+            candidates = rerank(store, plan, candidates, reranker)
+    hits = tuple(candidate.to_hit(rank) for rank, candidate in enumerate(candidates, start=1))
+    return search_result(plan, hits, embedder, reranker)
+
+
+# -- the stages, in the order `search` runs them ----------------------------------------------------------------
+
+
+@contextmanager
+def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Record the block's wall time in `timings[name]`, in milliseconds."""
+    start = time.perf_counter()
+    yield
+    timings[name] = (time.perf_counter() - start) * 1000
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What one search will do: the cleaned question, its scope and options, and the question's vector."""
+
+    question: str
+    filters: QueryFilters
+    options: SearchOptions
+    rules: tuple[PathRule, ...]
+    reranked: bool
+    query_vector: np.ndarray | None
+    timings: dict[str, float]  # each stage adds its own (milliseconds); the JSON keeps their order
+
+    @property
+    def want_vector(self) -> bool:
+        return self.options.mode in ("vector", "hybrid")
+
+    @property
+    def want_lexical(self) -> bool:
+        return self.options.mode in ("lexical", "hybrid")
+
+    @property
+    def wanted(self) -> int:
+        """Candidates the first stage hands on: k, or a reranker's `rerank_top_n` when that is more."""
+        return max(self.options.k, self.options.rerank_top_n) if self.reranked else self.options.k
+
+
+def plan_query(question: str, store: Store, embedder: Embedder | None, filters: QueryFilters,
+               options: SearchOptions, rules: tuple[PathRule, ...], reranker: Reranker | None) -> QueryPlan:
+    """Check the question and options, clean the question, and embed it when a side or the reranker needs it."""
     options.validate()
     if not isinstance(question, str):
         raise InvalidQueryError(f"the question must be text, got {type(question).__name__}")
@@ -203,185 +264,264 @@ def search(
     question = clean_text(question)  # a question of control characters only is valid and finds nothing
     if len(question) > MAX_QUERY_CHARS:
         raise InvalidQueryError(f"the question is {len(question)} chars; the limit is {MAX_QUERY_CHARS}")
-    timings: dict[str, float] = {}
-    query_vector = None
-    want_vector = options.mode in ("vector", "hybrid")
-    want_lexical = options.mode in ("lexical", "hybrid")
-    if want_vector or reranker is not None:
-        if embedder is None:
-            raise InvalidQueryError(f"mode {options.mode!r} needs an embedder")
-        store.check_model(embedder.name, embedder.dim)
-        t0 = time.perf_counter()
+    plan = QueryPlan(question, filters, options, rules, reranker is not None, None, {})
+    if not plan.want_vector and reranker is None:
+        return plan
+    if embedder is None:
+        raise InvalidQueryError(f"mode {options.mode!r} needs an embedder")
+    store.check_model(embedder.name, embedder.dim)
+    with timed(plan.timings, "embed_ms"):
         query_vector = embedder.embed_query(question)
-        timings["embed_ms"] = (time.perf_counter() - t0) * 1000
+    return replace(plan, query_vector=query_vector)
 
-    def vector_side() -> list[tuple[int, float]]:
-        t0 = time.perf_counter()
-        depth = options.k if options.mode == "vector" else options.top_k_vector
-        hits = store.vector_search(query_vector, filters, depth)
-        timings["vector_ms"] = (time.perf_counter() - t0) * 1000
-        return hits
 
-    def lexical_side() -> list[tuple[int, float]]:
-        t0 = time.perf_counter()
-        terms = query_terms(question)
-        depth = options.k if options.mode == "lexical" else options.top_k_lexical
-        hits = store.lexical_search(terms, filters, depth) if terms else []
-        timings["lexical_ms"] = (time.perf_counter() - t0) * 1000
-        return hits
+def lexical_side(store: Store, plan: QueryPlan) -> list[tuple[int, float]]:
+    """BM25 hits of the question's terms inside the scope: (rowid, score), best first."""
+    with timed(plan.timings, "lexical_ms"):
+        terms = query_terms(plan.question)
+        depth = plan.options.k if plan.options.mode == "lexical" else plan.options.top_k_lexical
+        return store.lexical_search(terms, plan.filters, depth) if terms else []
 
-    if want_vector and want_lexical and getattr(store, "parallel_searches", False):
+
+def vector_side(store: Store, plan: QueryPlan) -> list[tuple[int, float]]:
+    """Nearest chunks to the question's vector inside the scope: (rowid, cosine similarity), best first."""
+    with timed(plan.timings, "vector_ms"):
+        depth = plan.options.k if plan.options.mode == "vector" else plan.options.top_k_vector
+        return store.vector_search(plan.query_vector, plan.filters, depth)
+
+
+def retrieve(store: Store, plan: QueryPlan) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The hits of the sides the mode uses (vector, lexical); an unused side returns none."""
+    if plan.want_vector and plan.want_lexical and getattr(store, "parallel_searches", False):
         # A server store runs each side on its own connection: a hybrid query costs its slower side, not both.
         with ThreadPoolExecutor(max_workers=1) as other:
-            vector_future = other.submit(vector_side)
-            lexical_hits = lexical_side()
-            vector_hits = vector_future.result()
+            vector_future = other.submit(vector_side, store, plan)
+            lexical_hits = lexical_side(store, plan)
+            return vector_future.result(), lexical_hits
+    vector_hits = vector_side(store, plan) if plan.want_vector else []
+    return vector_hits, lexical_side(store, plan) if plan.want_lexical else []
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The first stage's order of rowids, from the hits of each side (and, hybrid only, their fused scores)."""
+
+    vector_hits: list[tuple[int, float]]
+    lexical_hits: list[tuple[int, float]]
+    fused: dict[int, float]
+    order: list[int]
+
+
+def fuse(options: SearchOptions, vector_hits: list[tuple[int, float]],
+         lexical_hits: list[tuple[int, float]]) -> Ranking:
+    """Hybrid: fuse both sides (convex or RRF) and order by the fused score; one side: keep its order."""
+    if options.mode != "hybrid":
+        return Ranking(vector_hits, lexical_hits, {},
+                       [r for r, _ in (vector_hits if options.mode == "vector" else lexical_hits)])
+    if options.fusion == "rrf":
+        fused = reciprocal_rank_fusion([[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], options.rrf_k)
     else:
-        vector_hits = vector_side() if want_vector else []
-        lexical_hits = lexical_side() if want_lexical else []
+        fused = convex_fusion(vector_hits, lexical_hits, options.fusion_weight)
+    return Ranking(vector_hits, lexical_hits, fused, fused_order(fused, vector_hits, lexical_hits))
 
-    t0 = time.perf_counter()
-    rows: dict[int, dict[str, Any]] = {}  # chunk rows read so far (the ones the filters admit), by rowid
-    read: set[int] = set()
 
-    def read_rows(rowids: list[int]) -> None:
-        unread = [r for r in rowids if r not in read]
+class RowReader:
+    """Chunk rows read from the store when a stage first needs them (each rowid once), and the scope check."""
+
+    def __init__(self, store: Store, filters: QueryFilters, rules: tuple[PathRule, ...]) -> None:
+        self.store, self.filters, self.rules = store, filters, rules
+        self.rows: dict[int, dict[str, Any]] = {}  # rows read so far (the ones the SQL filter admits), by rowid
+        self._read: set[int] = set()
+
+    def read(self, rowids: list[int]) -> None:
+        unread = [r for r in rowids if r not in self._read]
         if unread:
-            read.update(unread)
-            rows.update(store.fetch_chunks(unread, filters))
+            self._read.update(unread)
+            self.rows.update(self.store.fetch_chunks(unread, self.filters))
 
-    def admitted(rowid: int) -> bool:  # the SQL filter decides scope; the path backstop only ever removes
-        row = rows.get(rowid)
-        return row is not None and filters.admits(row["file_path"], rules)
+    def admitted(self, rowid: int) -> bool:
+        """The SQL filter decides scope; the path backstop only ever removes."""
+        row = self.rows.get(rowid)
+        return row is not None and self.filters.admits(row["file_path"], self.rules)
 
-    def fuse(vector_hits: list[tuple[int, float]]) -> tuple[dict[int, float], list[int]]:
-        if options.mode != "hybrid":
-            return {}, [r for r, _ in (vector_hits if options.mode == "vector" else lexical_hits)]
-        if options.fusion == "rrf":
-            fused = reciprocal_rank_fusion([[r for r, _ in vector_hits], [r for r, _ in lexical_hits]], options.rrf_k)
-        else:
-            fused = convex_fusion(vector_hits, lexical_hits, options.fusion_weight)
-        return fused, fused_order(fused, vector_hits, lexical_hits)
+    def admitted_in_order(self, order: list[int], first_page: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(rowid, row) of the rows in `order` the scope admits, in that order. Rows are read a page at a time
+        as the walk reaches them, each page twice as long as the last: a caller usually stops early, and a page
+        the filter, the backstop or dedup thinned out is followed by a longer one."""
+        fetched, size = 0, first_page
+        for position, rowid in enumerate(order):
+            if position == fetched:
+                self.read(order[fetched : fetched + size])
+                fetched, size = fetched + size, size * 2
+            if self.admitted(rowid):
+                yield rowid, self.rows[rowid]
 
-    wanted = max(options.k, options.rerank_top_n) if reranker is not None else options.k
-    page = max(2 * wanted, 32)
-    fused, order = fuse(vector_hits)
-    # The question's own similarity of each chunk: the first pass's vector scores, whatever feedback does after.
-    similarity = dict(vector_hits)
-    if options.mode == "hybrid" and options.feedback_k and vector_hits:
-        t1 = time.perf_counter()
+
+def feedback(store: Store, plan: QueryPlan, rows: RowReader, ranking: Ranking) -> Ranking:
+    """Rocchio feedback (hybrid): search the vector side again with the query moved toward the best admitted
+    chunks of `ranking`, fused with the same lexical hits. Off (`feedback_k` 0) or nothing to move: `ranking`."""
+    options = plan.options
+    if options.mode != "hybrid" or not options.feedback_k or not ranking.vector_hits:
+        return ranking
+    with timed(plan.timings, "feedback_ms"):
         # A few rows at a time: the order changes after feedback, so rows read ahead now may not be needed.
-        seeds: list[str] = []
-        start, step = 0, 4 * options.feedback_k
-        while len(seeds) < options.feedback_k and start < len(order):
-            read_rows(order[start : start + step])
-            seeds += [rows[r]["chunk_id"] for r in order[start : start + step] if admitted(r)]
-            start, step = start + step, step * 2
-        seeds = seeds[: options.feedback_k]
+        best = islice(rows.admitted_in_order(ranking.order, first_page=4 * options.feedback_k), options.feedback_k)
+        seeds = [row["chunk_id"] for _, row in best]
         seed_vectors = list(store.chunk_vectors(seeds).values()) if seeds else []
-        if seed_vectors:
-            moved = query_vector + options.feedback_weight * np.mean(seed_vectors, axis=0)
-            vector_hits = store.vector_search(moved / np.linalg.norm(moved), filters, options.top_k_vector)
-            fused, order = fuse(vector_hits)
-        timings["feedback_ms"] = (time.perf_counter() - t1) * 1000
-    vector_rank = {rowid: rank for rank, (rowid, _) in enumerate(vector_hits, start=1)}
-    lexical_rank = {rowid: (rank, score) for rank, (rowid, score) in enumerate(lexical_hits, start=1)}
-    results: list[dict[str, Any]] = []
-    sources: set[str] = set()
-    # Rows are read a page at a time, in rank order: the fused list holds up to both depths (600 rows by
-    # default) and k of them are usually enough. A page that the filter, the backstop or dedup thinned out
-    # is followed by one twice as long.
-    fetched = 0
-    for position, rowid in enumerate(order):
-        if position == fetched:
-            read_rows(order[fetched : fetched + page])
-            fetched, page = fetched + page, page * 2
-        if not admitted(rowid):
-            continue
-        row = rows[rowid]
-        if options.dedup_sources and reranker is None:
-            if row["doc_id"] in sources:
-                continue  # a lower chunk of a document already listed
-            sources.add(row["doc_id"])
-        v, lx = vector_rank.get(rowid), lexical_rank.get(rowid)
+        if not seed_vectors:
+            return ranking
+        moved = plan.query_vector + options.feedback_weight * np.mean(seed_vectors, axis=0)
+        vector_hits = store.vector_search(moved / np.linalg.norm(moved), plan.filters, options.top_k_vector)
+        return fuse(options, vector_hits, ranking.lexical_hits)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One chunk on its way through the stages: its stored row (read, never changed) and the ranks and scores
+    its hit reports, rounded as the JSON shows them. Each field has one stage that sets it: `page` the ranks
+    and first-stage scores, `fill_similarity` the similarity of a chunk only feedback found, `rerank` its score.
+    (Not frozen: a frozen dataclass and `replace` cost a few microseconds a candidate, 0.1 ms a query.)"""
+
+    row: dict[str, Any]
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    dense_distance: float | None = None
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    fused_score: float | None = None
+    score: float | None = None
+    rerank_score: float | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        return self.row["chunk_id"]
+
+    @property
+    def doc_id(self) -> str:
+        return self.row["doc_id"]
+
+    @property
+    def text(self) -> str:
+        return self.row["text"]
+
+    def to_hit(self, final_rank: int) -> Hit:
+        """The typed hit: the row, its display fields (snippet, citation link) and the scores."""
+        row = self.row
         link, video_time = citation_link(row.get("source"), row["section_path"], row["text"])
-        row.update(
-            snippet=snippet(row["text"]),
-            tags=tuple(row["tags"]),
-            source_url=(row.get("source") or {}).get("url"),
-            link=link,
-            video_time=video_time,
-            vector_rank=v,
-            vector_score=round(similarity[rowid], 6) if rowid in similarity else None,
-            dense_distance=round(1.0 - similarity[rowid], 6) if rowid in similarity else None,
+        return Hit(**{
+            **row, "snippet": snippet(row["text"]), "tags": tuple(row["tags"]),
+            "source_url": (row.get("source") or {}).get("url"), "link": link, "video_time": video_time,
+            "vector_rank": self.vector_rank, "vector_score": self.vector_score,
+            "dense_distance": self.dense_distance, "lexical_rank": self.lexical_rank,
+            "lexical_score": self.lexical_score, "fused_score": self.fused_score, "score": self.score,
+            "rerank_score": self.rerank_score, "final_rank": final_rank})
+
+
+def one_per_document(candidates: Iterable[Candidate]) -> Iterator[Candidate]:
+    """The first (best) candidate of each document; the lower chunks of a document already listed are dropped."""
+    seen: set[str] = set()
+    for candidate in candidates:
+        if candidate.doc_id not in seen:
+            seen.add(candidate.doc_id)
+            yield candidate
+
+
+def page(plan: QueryPlan, rows: RowReader, ranking: Ranking, similarity: dict[int, float]) -> list[Candidate]:
+    """The first `plan.wanted` candidates of `ranking` the scope admits (one per document with `dedup_sources`,
+    unless a reranker will decide which chunk stays), each with what the sides said of it."""
+    vector_rank = {rowid: rank for rank, (rowid, _) in enumerate(ranking.vector_hits, start=1)}
+    lexical = {rowid: (rank, score) for rank, (rowid, score) in enumerate(ranking.lexical_hits, start=1)}
+
+    mode = plan.options.mode
+
+    def candidate(rowid: int, row: dict[str, Any]) -> Candidate:
+        sim, lx = similarity.get(rowid), lexical.get(rowid)
+        vector_score = round(sim, 6) if sim is not None else None
+        lexical_score = round(lx[1], 6) if lx else None
+        fused_score = round(ranking.fused[rowid], 8) if rowid in ranking.fused else None
+        return Candidate(
+            row,
+            vector_rank=vector_rank.get(rowid),
+            vector_score=vector_score,
+            dense_distance=round(1.0 - sim, 6) if sim is not None else None,
             lexical_rank=lx[0] if lx else None,
-            lexical_score=round(lx[1], 6) if lx else None,
-            fused_score=round(fused[rowid], 8) if rowid in fused else None,
+            lexical_score=lexical_score,
+            fused_score=fused_score,
+            # The first-stage score. fill_similarity never changes it: only a hybrid search has chunks that only
+            # feedback found, and its score is the fused one.
+            score=fused_score if mode == "hybrid" else (vector_score if mode == "vector" else lexical_score),
         )
-        results.append(row)
-        if len(results) == wanted:
-            break
-    if want_vector:  # a chunk feedback found, which the first pass did not: its similarity to the question
-        fill_similarity(results, store, query_vector)
-    for row in results:
-        row["score"] = row["fused_score"] if options.mode == "hybrid" else (
-            row["vector_score"] if options.mode == "vector" else row["lexical_score"]
-        )
-    timings["fuse_fetch_ms"] = (time.perf_counter() - t0) * 1000
-    if reranker is not None and results:
-        t0 = time.perf_counter()
-        if isinstance(reranker, SentenceMaxSimReranker):  # sentence vectors the index holds: no model run for them
-            reranker.preload(store, [(row["chunk_id"], row["text"]) for row in results[: options.rerank_top_n]])
-        results = rerank_head(question, query_vector, results, reranker, options)
-        if options.dedup_sources:  # the reranked order decides which chunk of a document stays
-            results = [r for n, r in enumerate(results) if r["doc_id"] not in {x["doc_id"] for x in results[:n]}]
-        results = results[: options.k]
-        timings["rerank_ms"] = (time.perf_counter() - t0) * 1000
-    hits = tuple(Hit(**row, final_rank=rank) for rank, row in enumerate(results, start=1))
+
+    # The fused list holds up to both depths (50 rows by default) and k of them are usually enough.
+    admitted = rows.admitted_in_order(ranking.order, first_page=max(2 * plan.wanted, 32))
+    candidates = (candidate(rowid, row) for rowid, row in admitted)
+    if plan.options.dedup_sources and not plan.reranked:
+        candidates = one_per_document(candidates)
+    return list(islice(candidates, plan.wanted))
+
+
+def fill_similarity(candidates: list[Candidate], store: Store, query_vector: np.ndarray) -> None:
+    """Set `vector_score` and `dense_distance` (to the question) on candidates only the feedback pass found."""
+    missing = [c for c in candidates if c.vector_rank is not None and c.vector_score is None]
+    if not missing:
+        return
+    vectors = store.chunk_vectors([c.chunk_id for c in missing])
+    for c in missing:
+        if c.chunk_id in vectors:
+            value = float(vectors[c.chunk_id] @ query_vector)
+            c.vector_score, c.dense_distance = round(value, 6), round(1.0 - value, 6)
+
+
+def rerank(store: Store, plan: QueryPlan, candidates: list[Candidate], reranker: Reranker) -> list[Candidate]:
+    """Re-order the first `rerank_top_n` candidates (the rest keep their first-stage order behind them), keep the
+    best chunk of each document with `dedup_sources`, and cut to k."""
+    options = plan.options
+    head, tail = candidates[: options.rerank_top_n], candidates[options.rerank_top_n :]
+    if isinstance(reranker, SentenceMaxSimReranker):  # sentence vectors the index holds: no model run for them
+        reranker.preload(store, [(c.chunk_id, c.text) for c in head])
+    order, scores = rerank_order(plan.question, plan.query_vector, [c.text for c in head],
+                                 [c.score for c in head], reranker, options.rerank_weight)
+    for candidate, value in zip(head, scores, strict=True):
+        candidate.rerank_score = round(value, 6)
+    ranked = [head[i] for i in order] + tail
+    if options.dedup_sources:  # the reranked order decides which chunk of a document stays
+        ranked = list(one_per_document(ranked))
+    return ranked[: options.k]
+
+
+def rerank_order(question: str, query_vector: np.ndarray | None, texts: list[str], first_scores: list[float | None],
+                 reranker: Reranker, weight: float) -> tuple[list[int], list[float]]:
+    """The re-ranked order of a head (positions into `texts`, best first) by min-max(first-stage score) +
+    `weight` * min-max(rerank score), ties in first-stage order; and each position's rerank score."""
+    scores = reranker.score(question, query_vector, texts)
+    first = min_max([(i, s or 0.0) for i, s in enumerate(first_scores)])
+    second = min_max(list(enumerate(scores)))
+    return sorted(range(len(texts)), key=lambda i: (-(first[i] + weight * second[i]), i)), scores
+
+
+def search_result(plan: QueryPlan, hits: tuple[Hit, ...], embedder: Embedder | None,
+                  reranker: Reranker | None) -> SearchResult:
+    """The typed result: the hits, and the mode, scope, model and parameters that produced them."""
+    options, reranked = plan.options, reranker is not None
     return SearchResult(
-        question=question,
+        question=plan.question,
         k=options.k,
-        mode=f"{options.mode}+rerank" if reranker is not None else options.mode,
-        filters=filters.describe(rules),
-        model=getattr(embedder, "name", None) if want_vector else None,
+        mode=f"{options.mode}+rerank" if reranked else options.mode,
+        filters=plan.filters.describe(plan.rules),
+        model=getattr(embedder, "name", None) if plan.want_vector else None,
         params={
             "top_k_vector": options.top_k_vector,
             "top_k_lexical": options.top_k_lexical,
             "rrf_k": options.rrf_k,
             "fusion": options.fusion,
             "fusion_weight": options.fusion_weight,
-            "reranker": reranker.name if reranker is not None else None,
-            "rerank_top_n": options.rerank_top_n if reranker is not None else None,
-            "rerank_weight": options.rerank_weight if reranker is not None else None,
+            "reranker": reranker.name if reranked else None,
+            "rerank_top_n": options.rerank_top_n if reranked else None,
+            "rerank_weight": options.rerank_weight if reranked else None,
             "feedback_k": options.feedback_k if options.mode == "hybrid" else None,
             "feedback_weight": options.feedback_weight if options.mode == "hybrid" and options.feedback_k else None,
         },
         hits=hits,
-        timings_ms={k: round(v, 3) for k, v in timings.items()},
-        query_vector=query_vector,
+        timings_ms={k: round(v, 3) for k, v in plan.timings.items()},
+        query_vector=plan.query_vector,
     )
-
-
-def fill_similarity(results: list[dict[str, Any]], store: Store, query_vector: np.ndarray) -> None:
-    """Set `vector_score` and `dense_distance` (to the question) on rows that came only from the feedback pass."""
-    missing = [row for row in results if row["vector_rank"] is not None and row["vector_score"] is None]
-    if not missing:
-        return
-    vectors = store.chunk_vectors([row["chunk_id"] for row in missing])
-    for row in missing:
-        if row["chunk_id"] in vectors:
-            value = float(vectors[row["chunk_id"]] @ query_vector)
-            row["vector_score"], row["dense_distance"] = round(value, 6), round(1.0 - value, 6)
-
-
-def rerank_head(question: str, query_vector: Any, results: list[dict[str, Any]], reranker: Reranker,
-                options: SearchOptions) -> list[dict[str, Any]]:
-    """Re-order the first `rerank_top_n` result rows; the rest keep their first-stage order behind them."""
-    head, tail = results[: options.rerank_top_n], results[options.rerank_top_n :]
-    scores = reranker.score(question, query_vector, [row["text"] for row in head])
-    first = min_max([(i, row["score"] or 0.0) for i, row in enumerate(head)])
-    second = min_max(list(enumerate(scores)))
-    for i, row in enumerate(head):
-        row["rerank_score"] = round(scores[i], 6)
-    order = sorted(range(len(head)), key=lambda i: (-(first[i] + options.rerank_weight * second[i]), i))
-    return [head[i] for i in order] + tail

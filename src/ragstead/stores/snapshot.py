@@ -1,0 +1,312 @@
+"""Portable snapshots (`ragstead export` / `ragstead import`): one file that holds an index, vectors included,
+so it moves between machines and stores without parsing or embedding anything.
+
+The format (version 1) is a zip archive with three members:
+
+- `manifest.json`: {"format": "ragstead-snapshot", "version": 1, "created_at", "model", "dim", "chunking",
+  "documents", "chunks", "sha256": {"documents.jsonl": hex, "vectors.f32": hex}}
+- `documents.jsonl`: one JSON object a line, path order: {"document": {the DocumentRecord fields: doc_id,
+  file_path, root, file_hash, size, mtime, doc_type, is_private, user_slug, subject, created_at, title, tags,
+  source}, "chunks": [{the ChunkRecord fields}, ...]}
+- `vectors.f32`: the chunks' vectors, little-endian float32, one row of `dim` values per chunk, in the order
+  the chunks appear in documents.jsonl.
+
+A reader checks the format, both SHA-256 sums, the counts and the vector size before it writes anything; a
+snapshot that fails any check is refused whole. The file is private data: written 0600, named `*.ragsnap`
+(the guard's secret-file patterns block that name from a push).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import numpy as np
+
+from ragstead.errors import ModelMismatchError, RagsteadError
+from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+
+FORMAT = "ragstead-snapshot"
+VERSION = 1
+SUFFIX = ".ragsnap"
+MANIFEST, DOCUMENTS, VECTORS = "manifest.json", "documents.jsonl", "vectors.f32"
+_VECTOR_DTYPE = np.dtype("<f4")
+_READ_BLOCK = 1 << 20
+_CORRUPT = (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, UnicodeDecodeError, TypeError)
+
+
+class SnapshotError(RagsteadError):
+    """A file that is not a ragstead snapshot, or one that is damaged or truncated."""
+
+
+class DocumentEmbedder(Protocol):
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass
+class SnapshotManifest:
+    """What a snapshot holds, read from its manifest.json."""
+
+    model: str
+    dim: int
+    chunking: str | None
+    documents: int
+    chunks: int
+    created_at: str
+    sha256: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, **dataclasses.asdict(self)}
+
+
+@dataclass
+class ExportReport:
+    path: str
+    documents: int
+    chunks: int
+    bytes: int
+    model: str
+    dim: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote; `embedded` is 0 unless the snapshot was re-embedded (`--reembed`)."""
+
+    path: str
+    documents: int
+    chunks: int
+    embedded: int
+    model: str
+    target: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"seconds": round(self.seconds, 3)}
+
+
+def snapshot_path(path: str | Path) -> Path:
+    """The file `export` writes: `path`, with `.ragsnap` added unless it ends so (the name the guard blocks)."""
+    path = Path(path)
+    return path if path.name.endswith(SUFFIX) else path.with_name(path.name + SUFFIX)
+
+
+def write_snapshot(store: Store, path: Path, batch_size: int = 200) -> ExportReport:
+    """Write every document, chunk and vector of `store` to the snapshot `path` (replaced atomically, 0600)."""
+    started = time.perf_counter()
+    stats = store.stats()
+    model, dim = stats["embed_model"], int(stats["embed_dim"] or 0)
+    if model is None:
+        raise RagsteadError(f"the index {stats['path']} is empty: nothing to export")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask: the snapshot holds the documents' text
+        with os.fdopen(fd, "wb") as handle:
+            documents, chunks = _write_zip(store, handle, path.parent, model, dim, batch_size)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return ExportReport(str(path), documents, chunks, path.stat().st_size, model, dim, time.perf_counter() - started)
+
+
+def _write_zip(store: Store, handle: IO[bytes], folder: Path, model: str, dim: int,
+               batch_size: int) -> tuple[int, int]:
+    documents = chunks = 0
+    doc_sum, vec_sum = hashlib.sha256(), hashlib.sha256()
+    # The vectors wait in an unlinked temporary file beside the snapshot: a zip writes one member at a time.
+    with tempfile.TemporaryFile(dir=folder) as vectors, \
+            zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        with archive.open(DOCUMENTS, "w", force_zip64=True) as out:
+            for write in store.export_documents(batch_size):
+                line = json.dumps({"document": dataclasses.asdict(write.document),
+                                   "chunks": [dataclasses.asdict(c) for c in write.chunks]},
+                                  ensure_ascii=False).encode("utf-8") + b"\n"
+                out.write(line)
+                doc_sum.update(line)
+                if write.chunks:
+                    if write.vectors.shape != (len(write.chunks), dim):
+                        raise RagsteadError(f"{write.document.file_path}: stored vectors are {write.vectors.shape}, "
+                                            f"expected ({len(write.chunks)}, {dim})")
+                    data = np.ascontiguousarray(write.vectors, dtype=_VECTOR_DTYPE).tobytes()
+                    vectors.write(data)
+                    vec_sum.update(data)
+                documents, chunks = documents + 1, chunks + len(write.chunks)
+        vectors.seek(0)
+        info = zipfile.ZipInfo(VECTORS, date_time=time.localtime()[:6])
+        info.compress_type = zipfile.ZIP_STORED  # float noise does not compress
+        with archive.open(info, "w", force_zip64=True) as out:
+            while block := vectors.read(_READ_BLOCK):
+                out.write(block)
+        manifest = SnapshotManifest(model, dim, store.chunking(), documents, chunks,
+                                    datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                    {DOCUMENTS: doc_sum.hexdigest(), VECTORS: vec_sum.hexdigest()})
+        archive.writestr(MANIFEST, json.dumps(manifest.to_dict(), indent=2))
+    return documents, chunks
+
+
+def read_manifest(path: Path) -> SnapshotManifest:
+    """The snapshot's manifest, after checking every member against its SHA-256 sum and the counts: a
+    damaged, truncated or foreign file raises SnapshotError before anything reads its content."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            raw = json.loads(archive.read(MANIFEST))
+            if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+                raise SnapshotError(f"{path} is not a ragstead snapshot (no {FORMAT} manifest)")
+            if raw.get("version") != VERSION:
+                raise SnapshotError(f"{path} is a version {raw.get('version')} snapshot; this ragstead reads "
+                                    f"version {VERSION}")
+            manifest = SnapshotManifest(**{f.name: raw[f.name] for f in dataclasses.fields(SnapshotManifest)})
+            counts = (manifest.dim, manifest.documents, manifest.chunks)
+            if not (isinstance(manifest.model, str) and isinstance(manifest.sha256, dict)
+                    and all(isinstance(n, int) and n >= 0 for n in counts)):
+                raise SnapshotError(f"{path} is damaged: its manifest is malformed; nothing was imported")
+            documents = chunks = 0
+            with archive.open(DOCUMENTS) as lines:
+                digest = hashlib.sha256()
+                for line in lines:
+                    digest.update(line)
+                    documents, chunks = documents + 1, chunks + len(json.loads(line)["chunks"])
+            _check_sum(path, DOCUMENTS, digest, manifest)
+            with archive.open(VECTORS) as data:
+                digest, size = hashlib.sha256(), 0
+                while block := data.read(_READ_BLOCK):
+                    digest.update(block)
+                    size += len(block)
+            _check_sum(path, VECTORS, digest, manifest)
+    except SnapshotError:
+        raise
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: no such file") from None
+    except (*_CORRUPT, OSError) as exc:
+        raise SnapshotError(f"{path} is damaged or not a ragstead snapshot ({_reason(exc)}); nothing was "
+                            "imported") from None
+    if (documents, chunks) != (manifest.documents, manifest.chunks) or size != chunks * manifest.dim * 4:
+        raise SnapshotError(f"{path} is damaged: its manifest says {manifest.documents} documents / "
+                            f"{manifest.chunks} chunks, it holds {documents} / {chunks}; nothing was imported")
+    return manifest
+
+
+def _check_sum(path: Path, member: str, digest: Any, manifest: SnapshotManifest) -> None:
+    if digest.hexdigest() != manifest.sha256.get(member):
+        raise SnapshotError(f"{path} is damaged: {member} does not match its SHA-256 sum; nothing was imported")
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def read_writes(path: Path, manifest: SnapshotManifest) -> Iterator[DocumentWrite]:
+    """The snapshot's documents with their chunks and vectors, in order (after `read_manifest` checked it)."""
+    row_bytes = manifest.dim * _VECTOR_DTYPE.itemsize
+    with zipfile.ZipFile(path) as archive, archive.open(DOCUMENTS) as lines, archive.open(VECTORS) as data:
+        for line in lines:
+            item = json.loads(line)
+            document = DocumentRecord(**item["document"])
+            chunks = [ChunkRecord(**c) for c in item["chunks"]]
+            raw = _read_exactly(data, row_bytes * len(chunks))
+            vectors = np.frombuffer(raw, dtype=_VECTOR_DTYPE).reshape(len(chunks), manifest.dim).astype(np.float32)
+            yield DocumentWrite(document, chunks, vectors)
+
+
+def _read_exactly(data: IO[bytes], size: int) -> bytes:
+    out = io.BytesIO()
+    while out.tell() < size:
+        block = data.read(size - out.tell())
+        if not block:
+            raise SnapshotError("the snapshot's vectors end early")
+        out.write(block)
+    return out.getvalue()
+
+
+def restore_snapshot(path: Path, target: Store, *, replace: bool = False, embedder: DocumentEmbedder | None = None,
+                     manifest: SnapshotManifest | None = None, batch_size: int = 200) -> ImportReport:
+    """Write the snapshot `path` into the empty store `target` (emptied first with `replace`), all or nothing:
+    it is checked whole before the first write, and a failure part-way empties the target again.
+
+    Without `embedder` the stored vectors are written as they are (nothing embedded); with one, every chunk's
+    text is embedded again with it (the snapshot's model differs from the project's: `--reembed`).
+    `manifest`: what `read_manifest(path)` returned, when the caller checked the file already."""
+    started = time.perf_counter()
+    manifest = manifest or read_manifest(path)  # given: the caller checked it already
+    existing = target.stats()
+    if existing["documents"] and not replace:
+        raise RagsteadError(f"the target {existing['path']} already holds documents; pass --replace to empty it first")
+    model, dim = (embedder.name, embedder.dim) if embedder is not None else (manifest.model, manifest.dim)
+    if replace:
+        target.reset()
+    documents = chunks = embedded = 0
+    batch: list[DocumentWrite] = []
+
+    def flush() -> None:
+        nonlocal documents, chunks, embedded
+        if not batch:
+            return
+        if embedder is not None:
+            texts = [c.text for w in batch for c in w.chunks]
+            matrix = np.asarray(embedder.embed_documents(texts), dtype=np.float32) if texts else None
+            at = 0
+            for write in batch:
+                write.vectors = matrix[at : at + len(write.chunks)] if matrix is not None else write.vectors
+                at += len(write.chunks)
+            embedded += len(texts)
+        target.apply(batch, [], [])
+        documents, chunks = documents + len(batch), chunks + sum(len(w.chunks) for w in batch)
+        batch.clear()
+
+    try:
+        target.ensure_model(model, dim)
+        bulk = getattr(target, "bulk_load", None)  # PostgreSQL builds its ANN index once, after the last row
+        with bulk() if bulk else nullcontext():
+            for write in read_writes(path, manifest):
+                batch.append(write)
+                if len(batch) >= batch_size:
+                    flush()
+            flush()
+        if manifest.chunking:  # the text was cut this way: the settings guard compares it on the next index run
+            target.record_chunking(manifest.chunking)
+        target.settle_lexical()
+    except BaseException as exc:
+        target.reset()  # the target was empty: leave it so, never half an index
+        if isinstance(exc, _CORRUPT):
+            raise SnapshotError(f"{path} is damaged ({_reason(exc)}); nothing was imported") from None
+        raise
+    after = target.stats()
+    if (after["documents"], after["chunks"]) != (manifest.documents, manifest.chunks):
+        target.reset()
+        raise RagsteadError(f"imported {after['documents']} documents / {after['chunks']} chunks, but the snapshot "
+                            f"holds {manifest.documents} / {manifest.chunks}; nothing was kept")
+    return ImportReport(str(path), documents, chunks, embedded, model, after["path"], time.perf_counter() - started)
+
+
+def check_snapshot_model(manifest: SnapshotManifest, model: str | None, dim: int | None) -> None:
+    """Refuse a snapshot of another model than the project's (`model` None: the project has none yet)."""
+    if model is None or (manifest.model == model and manifest.dim == dim):
+        return
+    raise ModelMismatchError(
+        f"the snapshot was built with {manifest.model} ({manifest.dim}-d) but this project uses {model} ({dim}-d); "
+        "pass --reembed to embed its chunks again with the project's model, or import it into a project of that "
+        "model")
