@@ -341,17 +341,30 @@ def load_docx(data: bytes, budget: Budget) -> LoadedDocument:
 
 # -- formats/: readers that return labelled parts -------------------------------------------------------
 
-def _nested(name: str, data: bytes, budget: Budget) -> str | None:
-    """The text of a file inside another (an attachment) under the outer file's budget; None if unreadable."""
-    loader = LOADERS.get(Path(name).suffix.lower())
-    if loader is None or len(data) > budget.limits.max_file_bytes:
-        return None
-    try:
-        return loader(data, budget).text
-    except Exception:  # a malformed attachment: the message is still indexed...
-        budget.tick()  # ...unless the outer file's own time or character budget is what ran out
-        budget.check_chars(budget.chars)
-        return None
+class _Nested:
+    """What a formats/ reader may read inside its file, under the file's budget (formats/parts.py, `Nested`)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    def __call__(self, name: str, data: bytes) -> str | None:
+        """The text of a file inside another (an attachment); None if no loader reads it or it is unreadable."""
+        loader = LOADERS.get(Path(name).suffix.lower())
+        if loader is None or len(data) > self.budget.limits.max_file_bytes:
+            return None
+        try:
+            return loader(data, self.budget).text
+        except Exception:  # a malformed attachment: the message is still indexed...
+            self.budget.tick()  # ...unless the outer file's own time or character budget is what ran out
+            self.budget.check_chars(self.budget.chars)
+            return None
+
+    def html(self, markup: str) -> Any:
+        """Markup parsed as load_html parses it (any check load_html runs before parsing belongs here too)."""
+        from selectolax.lexbor import LexborHTMLParser
+
+        self.budget.tick()
+        return LexborHTMLParser(markup)
 
 
 def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False) -> Callable[[bytes, Budget],
@@ -360,8 +373,7 @@ def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False
     def load(data: bytes, budget: Budget) -> LoadedDocument:
         if zipped:
             check_zip(data, budget)
-        found = read(_text_of(data, budget) if text else data, budget,
-                     lambda name, blob: _nested(name, blob, budget))
+        found = read(_text_of(data, budget) if text else data, budget, _Nested(budget))
         starts, offset = [], 0
         for _, part in found.parts:
             starts.append(offset)

@@ -30,11 +30,9 @@ def _package_path(archive) -> str:  # type: ignore[no-untyped-def]
     raise LoadError("META-INF/container.xml names no package file")
 
 
-def _chapter(html: str, number: int) -> tuple[str, str]:
+def _chapter(html: str, number: int, nested: Nested) -> tuple[str, str]:
     """(label, text) of one chapter: its first heading (else its <title>, else "chapter N") and its text."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    tree = LexborHTMLParser(html)
+    tree = nested.html(html)
     for node in tree.css(_DROPPED):
         node.decompose()
     heading = tree.css_first(_HEADINGS) or tree.css_first("title")
@@ -65,6 +63,6 @@ def read_epub(data: bytes, budget: Meter, nested: Nested) -> Parts:
             member = posixpath.normpath(posixpath.join(folder, unquote(href.split("#")[0])))
             if member not in names:
                 continue  # a spine entry the zip lacks: the rest of the book still reads
-            label, text = _chapter(archive.read(member).decode("utf-8", errors="replace"), number)
+            label, text = _chapter(archive.read(member).decode("utf-8", errors="replace"), number, nested)
             found.add(label, text, budget)
     return found

@@ -33,7 +33,7 @@ def _date(message: EmailMessage) -> str | None:
     return when.astimezone(UTC).replace(microsecond=0).isoformat()
 
 
-def _body(message: EmailMessage) -> str:
+def _body(message: EmailMessage, nested: Nested) -> str:
     """The plain-text body, else the HTML body's text."""
     part = message.get_body(preferencelist=("plain", "html"))
     if part is None:
@@ -42,9 +42,7 @@ def _body(message: EmailMessage) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
-        from selectolax.lexbor import LexborHTMLParser
-
-        tree = LexborHTMLParser(content)
+        tree = nested.html(content)
         for node in tree.css("script, style"):
             node.decompose()
         root = tree.body or tree.root
@@ -58,7 +56,7 @@ def _subject(message: EmailMessage) -> str:
 
 def _add_message(found: Parts, message: EmailMessage, label: str, budget: Meter, nested: Nested) -> None:
     headers = [f"{name}: {' '.join(str(message[name]).split())}" for name in _HEADERS if message[name] is not None]
-    found.add(label, "\n".join([*headers, "", _body(message)]), budget)
+    found.add(label, "\n".join([*headers, "", _body(message, nested)]), budget)
     for attachment in message.iter_attachments():
         budget.tick()
         name = attachment.get_filename()

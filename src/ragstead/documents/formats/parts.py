@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,9 +21,15 @@ class Meter(Protocol):
     def add_chars(self, count: int) -> None: ...
 
 
-# The text of a file found inside another (an e-mail attachment), read by the loader its name's suffix picks
-# under the same budget; None when no loader reads it or it is unreadable (the message is still indexed).
-Nested = Callable[[str, bytes], str | None]
+class Nested(Protocol):
+    """What the loader registry lends a reader for the files and markup inside its file."""
+
+    def __call__(self, name: str, data: bytes) -> str | None:
+        """The text of a file found inside another (an e-mail attachment), read by the loader its name's
+        suffix picks under the same budget; None when no loader reads it or it is unreadable."""
+
+    def html(self, markup: str) -> Any:
+        """`markup` parsed by selectolax under the HTML loader's own checks (an EPUB chapter, a mail body)."""
 
 
 @dataclass
