@@ -219,3 +219,20 @@ def test_a_scanned_page_declaring_a_giant_image_is_refused_before_decoding(tmp_p
                                         .replace(b"/Height 160", b"/Height 99999"))
     with pytest.raises(LoadError, match="pixel OCR limit"):
         load_document(tmp_path / "bomb.pdf")
+
+
+def test_without_tesseract_an_image_is_skipped_naming_the_extra_not_failed(tmp_path, monkeypatch):
+    import hashlib
+    import sys
+
+    from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
+
+    monkeypatch.setitem(sys.modules, "pytesseract", None)  # `import pytesseract` raises ImportError
+    path = tmp_path / "w.png"
+    data = make_png("quinoapocalypse")
+    path.write_bytes(data)
+    candidate = FileCandidate(rel_path="kb/w.png", root="kb", path=path, size=len(data), mtime=0.0,
+                              file_hash=hashlib.sha256(data).hexdigest(), is_new=True)
+    outcome = prepare_file(candidate, IndexingOptions(root=tmp_path))
+    assert isinstance(outcome, Skip) and not outcome.failed
+    assert "pip install 'ragstead[ocr]'" in outcome.reason and "tesseract-ocr" in outcome.reason
