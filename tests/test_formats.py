@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from helpers.format_files import (
     make_epub,
+    make_heic,
     make_mbox,
     make_message,
     make_ods,
@@ -46,6 +47,7 @@ FILES = {
                                              "Mon, 01 Apr 2024 09:00:00 +0000")]),
                      "tapirology", "message 2: Tapir trip"),
     "whiteboard.png": (make_png("The whiteboard says quinoapocalypse"), "quinoapocalypse", "image"),
+    "phone.heic": (make_heic("A phone photo of zanzibarite"), "zanzibarite", "image"),
 }
 
 

@@ -115,6 +115,16 @@ def make_png(text: str) -> bytes:
     return out.getvalue()
 
 
+def make_heic(text: str) -> bytes:
+    """A HEIC photo of text, as an iPhone saves it (pillow-heif's bundled encoder)."""
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
+    out = io.BytesIO()
+    text_image(text).save(out, "HEIF", quality=90)
+    return out.getvalue()
+
+
 def make_scanned_pdf(text: str) -> bytes:
     """A PDF whose one page is an image of text and has no text layer (what a scanner writes)."""
     out = io.BytesIO()

@@ -17,7 +17,7 @@ from typing import Any
 from ragstead.documents.formats.parts import Meter, Nested, Parts, check_count
 from ragstead.errors import LoadError, UnsupportedFileError
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".heic", ".heif")
 MAX_PIXELS = 64_000_000  # a 8000 x 8000 scan; a decompression bomb claims billions
 _MIN_SIDE = 16  # an icon or a spacer image holds no text worth reading
 INSTALL = "OCR needs Tesseract: apt-get install tesseract-ocr, and pip install 'ragstead[ocr]'"
@@ -35,6 +35,13 @@ def _engine(budget: Meter) -> Any:
 def _open(data: bytes, budget: Meter) -> Any:
     from PIL import Image
 
+    if data[4:12] in (b"ftypheic", b"ftypheix", b"ftypmif1", b"ftypheif", b"ftyphevc"):  # a phone's HEIC photo
+        try:
+            import pillow_heif
+        except ImportError:
+            raise UnsupportedFileError(f"{budget.name}: a HEIC image needs pip install 'ragstead[ocr]', "
+                                       "skipped") from None
+        pillow_heif.register_heif_opener()  # idempotent: Pillow then opens HEIF like any format
     image = Image.open(io.BytesIO(data))
     width, height = image.size
     if width * height > MAX_PIXELS:
@@ -49,8 +56,8 @@ def recognise(image: Any, budget: Meter) -> str:
         return ""
     budget.tick()
     remaining = max(1.0, getattr(budget, "deadline", time.monotonic() + 60) - time.monotonic())
-    if image.mode not in ("RGB", "L"):
-        image = image.convert("RGB")
+    if image.mode not in ("RGB", "L") or getattr(image, "format", None) not in (None, "PNG", "JPEG", "TIFF", "WEBP"):
+        image = image.convert("RGB")  # a plain image: pytesseract refuses formats it does not know (HEIF)
     try:
         text = engine.image_to_string(image, timeout=remaining)
     except RuntimeError as exc:  # pytesseract's timeout
