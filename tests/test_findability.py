@@ -24,7 +24,7 @@ NOTES = {
                               "chess budget is shared and every chess decision goes in this note. Topic number 9.\n",
     "kb/users/alice/diary.md": "# Diary\n\nAlice keeps her ferry timetable and harbour walks in this private diary.\n",
     "kb/notes/empty.md": "",
-    "kb/notes/scan.heic": b"\x00\x01 not an image we read",
+    "kb/notes/clip.mp4": b"\x00\x01 not a video we read",  # .heic is read with OCR now (#39)
 }
 
 
@@ -55,8 +55,8 @@ def test_the_duplicate_and_the_left_out_files_are_named_with_why(kind, make_proj
     assert "near-duplicate" in shadowed["reason"]
     left_out = {item["path"]: item for item in report["left_out"]}
     assert left_out["kb/notes/empty.md"]["kind"] == "empty"
-    assert left_out["kb/notes/scan.heic"]["kind"] == "unsupported"
-    assert "unsupported file type" in left_out["kb/notes/scan.heic"]["reason"]
+    assert left_out["kb/notes/clip.mp4"]["kind"] == "unsupported"
+    assert "unsupported file type" in left_out["kb/notes/clip.mp4"]["reason"]
     assert report["findable"] == report["documents"] - 1 and report["regressions"] == []
     assert report["previous"] is None
 
@@ -80,7 +80,7 @@ def test_the_next_run_compares_and_reports_a_regression(project):
     result = CliRunner().invoke(cli_module.app, ["doctor", "--findability", "--root", str(project.root)],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 1, result.output
-    assert f"regression: {shadowed}" in result.output and "kb/notes/scan.heic" in result.output
+    assert f"regression: {shadowed}" in result.output and "kb/notes/clip.mp4" in result.output
 
 
 def test_the_cli_json_names_the_duplicate_and_the_skipped_file(project):
@@ -88,5 +88,5 @@ def test_the_cli_json_names_the_duplicate_and_the_skipped_file(project):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     named = {item["path"] for item in report["not_findable"] + report["left_out"]}
-    assert {"kb/notes/empty.md", "kb/notes/scan.heic"} <= named
+    assert {"kb/notes/empty.md", "kb/notes/clip.mp4"} <= named
     assert named & {"kb/notes/chess.md", "kb/notes/chess copy.md"}

@@ -87,15 +87,15 @@ def test_bad_files_are_skipped_and_the_rest_indexed(make_project):
         "kb/corrupt.pdf": b"%PDF-1.4 garbage that is not a pdf",
         "kb/binary.txt": b"\x00\x01\x02\x03",
         "kb/empty.md": "",
-        "kb/image.png": b"\x89PNG\r\n",
+        "kb/clip.mp4": b"\x89PNG\r\n",
         "kb/report.pdf": make_pdf(["page one text about rivers", "page two text about mountains"]),
     })
     report = project.index()
     assert sorted(report.added) == ["kb/good.md", "kb/report.pdf"]
     reasons = {s["path"]: s["reason"] for s in report.skipped}
-    assert set(reasons) == {"kb/corrupt.pdf", "kb/binary.txt", "kb/empty.md", "kb/image.png"}
+    assert set(reasons) == {"kb/corrupt.pdf", "kb/binary.txt", "kb/empty.md", "kb/clip.mp4"}
     assert "PDF" in reasons["kb/corrupt.pdf"] and "binary" in reasons["kb/binary.txt"]
-    assert "unsupported" in reasons["kb/image.png"] and "no text" in reasons["kb/empty.md"]
+    assert "unsupported" in reasons["kb/clip.mp4"] and "no text" in reasons["kb/empty.md"]
     out = search("mountains", project.store, project.embedder, QueryFilters(), SearchOptions(mode="lexical"))
     assert out["results"][0]["page"] == 2
 

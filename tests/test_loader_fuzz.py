@@ -19,6 +19,7 @@ from pathlib import Path
 import docx
 import pytest
 
+from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_png, make_pptx, make_xlsx
 from helpers.pdf_writer import make_pdf
 from ragstead.documents.metadata import DEFAULT_PATH_RULES
 from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
@@ -33,6 +34,9 @@ TOKENS = {
             b"xmlns:w=\"urn:nope\""],
     "html": [b"<", b">", b"</main>", b"<main>", b"<script>", b"<!--", b"-->", b"&#0;", b"&#xD800;", b"<svg>",
              b"<div hidden>", b"\xff\xfe", b"<title>"],
+    "mail": [b"\nFrom: ", b"\nDate: ", b"Mon, 99 Foo 20245 25:61:00 +9999", b"\nContent-Type: multipart/mixed; "
+             b"boundary=\"b\"\n", b"\n--b\n", b"\n--b--\n", b"=?utf-8?b?////?=", b"Content-Transfer-Encoding: "
+             b"base64\n", b"\nFrom x\n", b"filename=\"a.pdf\"", b"\x00", b"\xff"],
     "text": [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r\n", b"---\n", b"# ", b"tags: [a, b]\n", b"\x1b[31m",
              b"\xed\xa0\x80"],
 }
@@ -55,6 +59,16 @@ def seed_files() -> dict[str, bytes]:
                  b"<footer>foot</footer></body></html>"),
         "md": "---\ntags: [ops, billing]\n---\n# Title\n\n## Section\n\nBody text about caf\u00e9s.\n".encode(),
         "txt": "Plain notes about harbours.\nSecond line with caf\u00e9 cr\u00e8me.\n".encode(),
+        "epub": make_epub([("Dawn", "Boats at sea."), ("Dusk", "Lamps on shore.")]),
+        "pptx": make_pptx([("Plan", "first slide"), ("Budget", "costs")], notes="notes"),
+        "xlsx": make_xlsx({"Inventory": [["Item", "Qty"], ["lamp", 4], ["chair", 2]]}),
+        "ods": make_ods({"Stock": [["Item", "Qty"], ["lamp", "2"]]}),
+        "csv": "Item,Qty\nlamp,4\ncaf\u00e9,2\n".encode(),
+        "eml": make_message("Review", "Meet about the plan.", "Tue, 05 Mar 2024 10:00:00 +0100",
+                            {"r.csv": b"a,b\n1,2\n"}).as_bytes(),
+        "mbox": make_mbox([make_message("one", "first", "Mon, 01 Jan 2024 09:00:00 +0000"),
+                           make_message("two", "second", "Mon, 01 Apr 2024 09:00:00 +0000")]),
+        "png": make_png("Harbour notes"),  # read with OCR: each mutant that still decodes costs a Tesseract run
     }
 
 
@@ -108,15 +122,20 @@ def mutate_docx(data: bytes, rng: random.Random) -> bytes:
     return out.getvalue()
 
 
+ZIPPED = {"docx", "epub", "pptx", "xlsx", "ods"}  # their XML members are mutated too
+
+
 def mutants(kind: str, count: int, seed: int) -> list[bytes]:
     rng = random.Random(f"{kind}-{seed}")
     base = seed_files()[kind]
-    tokens = {"pdf": TOKENS["pdf"], "html": TOKENS["html"]}.get(kind, TOKENS["text"])
+    tokens = {"pdf": TOKENS["pdf"], "html": TOKENS["html"], "eml": TOKENS["mail"],
+              "mbox": TOKENS["mail"]}.get(kind, TOKENS["text"])
+    zipped = kind in ZIPPED
     out = []
     for _ in range(count):
-        data = mutate_docx(base, rng) if kind == "docx" else mutate(base, rng, tokens)
+        data = mutate_docx(base, rng) if zipped else mutate(base, rng, tokens)
         if rng.random() < 0.2:  # mutants of mutants reach further
-            data = mutate_docx(data, rng) if kind == "docx" else mutate(data, rng, tokens)
+            data = mutate_docx(data, rng) if zipped else mutate(data, rng, tokens)
         out.append(data)
     return out
 
@@ -158,7 +177,7 @@ def fuzz(tmp_path: Path, kind: str, count: int, seed: int) -> Counter[str]:
     return seen
 
 
-KINDS = ["docx", "pdf", "html", "md", "txt"]
+KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "png"]
 
 
 def test_the_seeds_are_valid_and_indexed(tmp_path):
@@ -168,7 +187,7 @@ def test_the_seeds_are_valid_and_indexed(tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
-    seen = fuzz(tmp_path, kind, {"docx": 150, "pdf": 150}.get(kind, 80), seed=1)
+    seen = fuzz(tmp_path, kind, {"docx": 150, "pdf": 150, "png": 50}.get(kind, 80), seed=1)
     print(kind, dict(seen))
     assert sum(seen.values()) >= 50
 

@@ -123,7 +123,7 @@ def test_init_writes_the_config_and_the_gitignore_boundary_and_keeps_what_is_the
 def test_index_a_folder_records_it_and_wrong_paths_create_nothing(tmp_path):
     write_files(tmp_path, {"n/atlas.md": "We chose PostgreSQL for Project Atlas.",
                            "n/huts.txt": "The huts on the Alta Via accept cards.",
-                           "pics/logo.png": "not text"})
+                           "pics/clip.mp4": "not text"})
     first = _cli(tmp_path, "index", "n", "-q")
     assert first.returncode == 0, first.stderr
     assert "roots: n" in first.stdout
@@ -138,7 +138,7 @@ def test_index_a_folder_records_it_and_wrong_paths_create_nothing(tmp_path):
         assert out.returncode == 2 and out.stderr.startswith("error:") and message in out.stderr, out.stderr
     bare = tmp_path.parent / f"{tmp_path.name}-bare"  # outside the project above
     (bare / "pics").mkdir(parents=True)
-    (bare / "pics" / "logo.png").write_bytes(b"\x89PNG")
+    (bare / "pics" / "clip.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
     out = _cli(bare, "index", "pics")
     assert out.returncode == 2 and "no supported files under pics" in out.stderr
     assert sorted(p.name for p in bare.iterdir()) == ["pics"]  # no index, no config was created

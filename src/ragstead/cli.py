@@ -27,6 +27,7 @@ from typer.core import TyperGroup
 # numpy, tantivy, onnxruntime, httpx... behind it) is imported by `_open` and the commands that use it.
 from ragstead import __version__
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY
+from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.errors import InvalidQueryError, RagsteadError, RagsteadWarning
 from ragstead.filters import split_values
 from ragstead.requests import DEFAULT_K, MAX_K, SCOPE_FIELDS, AskRequest, Scope, SearchRequest
@@ -454,8 +455,15 @@ def index(
     for label, paths in (("+", report.added), ("~", report.updated), ("-", report.removed)):
         for path in paths:
             typer.echo(f"  {label} {path}")
+    # Photos without text are no news, one by one: one line names them all.
+    photos = [item["path"] for item in report.skipped if item["path"].lower().endswith(IMAGE_SUFFIXES)
+              and item["reason"].startswith("no text to index")]
     for item in report.skipped:
-        typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+        if item["path"] not in photos:
+            typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+    if photos:
+        typer.echo(f"  skipped {len(photos)} image{'s' if len(photos) != 1 else ''} with no text: "
+                   f"{', '.join(photos[:10])}{', …' if len(photos) > 10 else ''}", err=True)
     for path, count in report.secrets.items():
         typer.echo(f"{path}: {count} secret{'s' if count != 1 else ''}, masked")
     if report.sentence_vector_chunks:

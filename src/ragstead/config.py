@@ -102,6 +102,7 @@ class Settings:
     max_chunk_chars: int = ChunkingOptions.max_chunk_chars
     file_seconds: float = IndexingOptions.file_seconds
     follow_symlinks: str = IndexingOptions.follow_symlinks  # scope | project
+    ocr: bool = IndexingOptions.ocr  # read images and scanned PDF pages with Tesseract (false: skip images)
     # `ragstead ingest`: network limits per source, and the server's SSRF guard (docs/ingest.md).
     fetch_connect_seconds: float = 10.0
     fetch_read_seconds: float = 30.0
@@ -169,7 +170,7 @@ class Settings:
                                max_unzipped_bytes=self.max_unzipped_mb << 20, max_zip_ratio=self.max_zip_ratio,
                                max_pdf_pages=self.max_pdf_pages, max_file_chars=self.max_file_chars,
                                max_html_depth=self.max_html_depth, file_seconds=self.file_seconds,
-                               follow_symlinks=self.follow_symlinks,
+                               follow_symlinks=self.follow_symlinks, ocr=self.ocr,
                                exclude=(*self.exclude, *self.ignore_file_patterns()))
 
     def ignore_file_patterns(self) -> tuple[str, ...]:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragstead.documents.formats import epub, mail, notes, ocr, sheets, slides
+from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
 from ragstead.errors import LoadError, UnsupportedFileError
@@ -44,6 +46,7 @@ class LoadLimits:
     max_chars: int = 5_000_000  # text extracted from one file
     seconds: float = 60.0  # time to read one file (and, in the indexer, to chunk it)
     max_html_depth: int = 512  # elements open at once in an HTML file, counted before it is parsed
+    ocr: bool = True  # read images and scanned PDF pages with OCR (formats/ocr.py)
 
 
 # A zip member smaller than this unpacked cannot hurt, whatever its ratio (a run of blanks compresses well).
@@ -88,6 +91,9 @@ class LoadedDocument:
     source: dict[str, Any] | None = None  # an ingested document's origin (documents/sources.py)
     subject: str | None = None  # what the document is about, from a `subject:` front matter line (dossiers)
     markdown: bool = False  # its `#` lines are headings: chunks get the section they start in
+    # With `page_starts`: each part's citation label ("slide 3", "sheet Inventory, rows 2-9") instead of a page.
+    part_labels: list[str] = field(default_factory=list)
+    created_at: str | None = None  # the date the content carries (an e-mail's Date), over the file's mtime
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -158,7 +164,8 @@ def _decode(data: bytes, name: str) -> str:
 
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
-_FIELD_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$", re.MULTILINE)
+# Blanks, not \s: an empty `tags:` must not take the next line (a YAML block list) as its value.
+_FIELD_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)[ \t]*:[ \t]*(.*?)[ \t\r]*$", re.MULTILINE)
 
 
 def _scalar(raw: str) -> str:
@@ -201,14 +208,18 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 
 
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
-    """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read."""
-    body, fields, tags = _front_matter(_text_of(data, budget))
+    """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read, and what an
+    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as their names."""
+    text = _text_of(data, budget)
+    body, fields, tags = _front_matter(text)
+    note = notes.read_note(text, body, fields)
+    body, tags = note.body + (f"\n\nAliases: {', '.join(note.aliases)}" if note.aliases else ""), [*tags, *note.tags]
     if fields.get("local_only", "").lower() in ("true", "yes", "1"):
         tags = [*tags, LOCAL_ONLY_TAG]  # its text never goes into a remote LLM's prompt (answer/consent.py)
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
-    return LoadedDocument(text=body, title=title, tags=tags, source=from_front_matter(fields), markdown=True,
-                          subject=fields.get("subject") or None)
+    return LoadedDocument(text=body, title=title, tags=list(dict.fromkeys(tags)), source=from_front_matter(fields),
+                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -235,7 +246,7 @@ def load_pdf(data: bytes, budget: Budget) -> LoadedDocument:
     offset = 0
     for page in pages:
         budget.tick()
-        page_text = (page.extract_text() or "").strip()
+        page_text = (page.extract_text() or "").strip() or ocr.scanned_page(page, budget).strip()
         budget.add_chars(len(page_text) + 2)
         starts.append(offset)
         parts.append(page_text)
@@ -363,6 +374,52 @@ def load_docx(data: bytes, budget: Budget) -> LoadedDocument:
     return LoadedDocument(text="\n\n".join(parts), title=title)
 
 
+# -- formats/: readers that return labelled parts -------------------------------------------------------
+
+class _Nested:
+    """What a formats/ reader may read inside its file, under the file's budget (formats/parts.py, `Nested`)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    def __call__(self, name: str, data: bytes) -> str | None:
+        """The text of a file inside another (an attachment); None if no loader reads it or it is unreadable."""
+        loader = LOADERS.get(Path(name).suffix.lower())
+        if loader is None or len(data) > self.budget.limits.max_file_bytes:
+            return None
+        try:
+            return loader(data, self.budget).text
+        except Exception:  # a malformed attachment: the message is still indexed...
+            self.budget.tick()  # ...unless the outer file's own time or character budget is what ran out
+            self.budget.check_chars(self.budget.chars)
+            return None
+
+    def html(self, markup: str) -> Any:
+        """Markup parsed as load_html parses it (any check load_html runs before parsing belongs here too)."""
+        from selectolax.lexbor import LexborHTMLParser
+
+        self.budget.tick()
+        check_html_depth(markup, self.budget)  # an EPUB chapter or a mail body nests no deeper than a page may
+        return LexborHTMLParser(markup)
+
+
+def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False) -> Callable[[bytes, Budget],
+                                                                                             LoadedDocument]:
+    """A formats/ reader as a loader: zip limits checked first, parts joined, each part's label its citation."""
+    def load(data: bytes, budget: Budget) -> LoadedDocument:
+        if zipped:
+            check_zip(data, budget)
+        found = read(_text_of(data, budget) if text else data, budget, _Nested(budget))
+        starts, offset = [], 0
+        for _, part in found.parts:
+            starts.append(offset)
+            offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
+        return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title,
+                              page_starts=starts, part_labels=[label for label, _ in found.parts], tags=found.tags,
+                              created_at=found.created_at)
+    return load
+
+
 LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".txt": load_text,
     ".text": load_text,
@@ -372,8 +429,18 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".html": load_html,
     ".htm": load_html,
     ".docx": load_docx,
+    ".epub": _parted(epub.read_epub, zipped=True),
+    ".pptx": _parted(slides.read_pptx, zipped=True),
+    ".xlsx": _parted(sheets.read_xlsx, zipped=True),
+    ".ods": _parted(sheets.read_ods, zipped=True),
+    ".csv": _parted(sheets.read_csv, text=True),
+    ".eml": _parted(mail.read_eml),
+    ".mbox": _parted(mail.read_mbox),
+    **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
 }
-_KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown"}
+_KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
+          ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
+          ".mbox": "mbox", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
 
 
 def is_supported(path: Path) -> bool:

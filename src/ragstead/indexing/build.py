@@ -33,7 +33,7 @@ from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_met
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
-from ragstead.errors import ConfigError, LoadError, RagsteadError
+from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
@@ -71,6 +71,7 @@ class IndexingOptions:
     max_html_depth: int = _LIMITS.max_html_depth
     file_seconds: float = _LIMITS.seconds
     follow_symlinks: str = "scope"
+    ocr: bool = True  # images and scanned PDF pages are read with OCR (Tesseract)
     exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
 
     def __post_init__(self) -> None:
@@ -86,7 +87,7 @@ class IndexingOptions:
         return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
                           max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
                           max_chars=self.max_file_chars, max_html_depth=self.max_html_depth,
-                          seconds=self.file_seconds)
+                          seconds=self.file_seconds, ocr=self.ocr)
 
 
 @dataclass
@@ -317,7 +318,8 @@ def _admit(path: Path, rel: str, top: Path, base: Path, own: set[Path], options:
 
 
 def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) -> list[tuple[TextChunk, int | None]]:
-    """Chunk the document; paged documents are chunked page by page so every chunk cites one page."""
+    """Chunk the document; paged documents are chunked page by page so every chunk cites one page (or, with
+    `part_labels`, one slide, sheet rows or message, named in its section path)."""
     if not loaded.page_starts:
         pieces = chunk_text(loaded.text, options.chunking)
         if loaded.markdown:
@@ -335,7 +337,9 @@ def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) ->
             piece.char_end += start
             piece.start_word += words_before
             piece.end_word += words_before
-            out.append((piece, number))
+            if loaded.part_labels:
+                piece.section_path = loaded.part_labels[number - 1]
+            out.append((piece, None if loaded.part_labels else number))
         words_before += len(page_text.split())
     return out
 
@@ -346,8 +350,8 @@ def prepare_file(candidate: FileCandidate, options: IndexingOptions) -> Document
     file holds can make it raise (KeyboardInterrupt and SystemExit still stop the run)."""
     try:
         return _prepare(candidate, options)
-    except LoadError as exc:
-        return Skip(_reason(str(exc), storable_path(candidate.path)), failed=True)
+    except LoadError as exc:  # an UnsupportedFileError here is a kind read only with an optional part (OCR off)
+        return Skip(_reason(str(exc), storable_path(candidate.path)), failed=not isinstance(exc, UnsupportedFileError))
     except Exception as exc:  # a bug a hostile file found: this file is skipped, the run goes on
         return Skip(f"failed ({one_line(exc)})", failed=True)
 
@@ -398,7 +402,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
         is_private=meta.is_private,
         user_slug=meta.user_slug,
         subject=loaded.subject or meta.subject,
-        created_at=meta.created_at,
+        created_at=loaded.created_at or meta.created_at,
         title=mask_secrets(loaded.title) if loaded.title else loaded.title,
         tags=sorted(set(meta.tags) | set(loaded.tags)),
         source=loaded.source,

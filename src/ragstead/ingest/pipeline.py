@@ -15,7 +15,9 @@ from ragstead import egress
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError
+from ragstead.ingest.bookmarks import bookmarks_file, read_bookmarks
 from ragstead.ingest.deadline import source_deadline
+from ragstead.ingest.feeds import feed_entries, looks_like_feed
 from ragstead.ingest.fetch import Fetched, FetchOptions, fetch, make_client
 from ragstead.ingest.posts import fetch_post
 from ragstead.ingest.tagging import Tagging, normalize_tag
@@ -148,13 +150,34 @@ def ingest_sources(
     fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
         client.event_hooks["request"].append(egress.hook)  # every fetch (each redirect hop) is logged
-        for given in sources:
-            result = _one(given, targets, client, given_tags, bad, refresh, fetch_options, tagger,
+        for given, folder_tags in _expanded(sources, root, not urls_only, client, fetch_options):
+            result = _one(given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
                           None if urls_only else root, database, urls_only)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)
     return report
+
+
+def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: httpx.Client,
+              options: FetchOptions) -> list[tuple[str, list[str]]]:
+    """Each source with its own tags: a bookmark export stands for its bookmarks, tagged with their folders
+    (only where local files may be read: never for a server's client), a feed for its entries' pages."""
+    out: list[tuple[str, list[str]]] = []
+    for given in sources:
+        export = bookmarks_file(given, root) if local else None
+        links = read_bookmarks(export) if export is not None else []
+        if links:  # a bookmark file without bookmarks (or not one after all) is ingested, or refused, as given
+            out.extend(links)
+            continue
+        entries = None
+        if looks_like_feed(given):
+            try:
+                entries = feed_entries(fetch(client, given.strip(), options).data)
+            except SourceError:
+                entries = None  # ingested as given below, where the failure is reported
+        out.extend([(link, []) for link in entries] if entries else [(given, [])])
+    return out
 
 
 def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags: list[str], bad_tags: list[str],

@@ -1,0 +1,240 @@
+"""The files people keep (#39): EPUB, PPTX, XLSX/ODS/CSV, .eml and .mbox. Each is made here, indexed with
+`ragstead index DIR` offline, found by its distinctive word, and cited by its chapter, slide, sheet rows or
+message; an e-mail's date is the document's date."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from helpers.format_files import (
+    make_epub,
+    make_heic,
+    make_mbox,
+    make_message,
+    make_ods,
+    make_photo,
+    make_png,
+    make_pptx,
+    make_scanned_pdf,
+    make_xlsx,
+)
+from helpers.pdf_writer import make_pdf
+from ragstead.cli import app
+from ragstead.documents.loaders import load_document
+from ragstead.errors import LoadError
+
+# file name -> (its bytes, its distinctive word, the section path its chunk with that word must carry)
+FILES = {
+    "book.epub": (make_epub([("Prologue", "A quiet harbour."), ("The Keeper", "The zephyrine lamp burned.")]),
+                  "zephyrine", "The Keeper"),
+    "deck.pptx": (make_pptx([("Plan", "first slide"), ("Budget", "quokkanomics costs money"), ("End", "bye")]),
+                  "quokkanomics", "slide 2"),
+    "stock.xlsx": (make_xlsx({"Inventory": [["Item", "Qty"], ["walrusite", 7]], "Other": [["a"], ["b"]]}),
+                   "walrusite", "sheet Inventory, row 2"),
+    "stock.ods": (make_ods({"Stock": [["Item", "Qty"], ["lamp", "2"], ["narwhalic", "9"]]}), "narwhalic",
+                  "sheet Stock, rows 2-3"),
+    "list.csv": (b"Item,Qty\nlamp,4\npangolite,3\n", "pangolite", "sheet 1, rows 2-3"),
+    "review.eml": (make_message("Quarterly review", "Let us meet about the axolotlian plan.",
+                                "Tue, 05 Mar 2024 10:00:00 +0100",
+                                {"report.pdf": make_pdf(["The attached report mentions capybarism."])}).as_bytes(),
+                   "axolotlian", "message: Quarterly review"),
+    "archive.mbox": (make_mbox([make_message("Old news", "first body about ibexology", "Mon, 01 Jan 2024 09:00 +0000"),
+                                make_message("Tapir trip", "second body about tapirology",
+                                             "Mon, 01 Apr 2024 09:00:00 +0000")]),
+                     "tapirology", "message 2: Tapir trip"),
+    "whiteboard.png": (make_png("The whiteboard says quinoapocalypse"), "quinoapocalypse", "image"),
+    "phone.heic": (make_heic("A phone photo of zanzibarite"), "zanzibarite", "image"),
+}
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("formats")
+    (root / "kept").mkdir()
+    for name, (data, _, _) in FILES.items():
+        (root / "kept" / name).write_bytes(data)
+    (root / "kept" / "note.md").write_text("# Plans\n\nThe #gardening list: plant leeks.\n")
+    (root / "kept" / "letter.pdf").write_bytes(make_scanned_pdf("A scanned letter about marmaladeum"))
+    (root / "kept" / "cat.jpg").write_bytes(make_photo())
+    (root / "kept" / "dog.jpg").write_bytes(make_photo())
+    result = CliRunner().invoke(app, ["index", str(root / "kept"), "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    return root, result.output
+
+
+def hits(indexed, *args: str) -> list[dict]:
+    root = indexed[0]
+    result = CliRunner().invoke(app, ["query", *args, "--root", str(root), "--json", "--lexical-only", "-k", "20"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["results"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_file_is_found_by_its_word_and_cited_by_its_part(indexed, name):
+    _, word, section = FILES[name]
+    found = hits(indexed, word)
+    assert found and found[0]["file_path"] == f"kept/{name}", found
+    assert found[0]["section_path"] == section and found[0]["page"] is None
+
+
+def test_an_attachment_is_indexed_with_a_link_to_its_message(indexed):
+    found = hits(indexed, "capybarism")
+    assert found[0]["file_path"] == "kept/review.eml"
+    assert found[0]["section_path"] == "message: Quarterly review > attachment report.pdf"
+
+
+def test_an_emails_date_filters(indexed):
+    assert [h["file_path"] for h in hits(indexed, "axolotlian", "--date-from", "2024-03-01")] == ["kept/review.eml"]
+    assert hits(indexed, "axolotlian", "--date-from", "2024-03-06") == []
+    assert hits(indexed, "axolotlian", "--date-to", "2024-03-04") == []
+
+
+def test_an_email_carries_its_headers_and_subject(tmp_path):
+    path = tmp_path / "m.eml"
+    path.write_bytes(FILES["review.eml"][0])
+    doc = load_document(path)
+    assert doc.title == "Quarterly review" and doc.created_at == "2024-03-05T09:00:00+00:00"
+    assert "From: Dana <dana@example.org>" in doc.text and "To: Sam <sam@example.org>" in doc.text
+
+
+def test_a_sheet_row_reads_on_its_own_with_its_header(tmp_path):
+    path = tmp_path / "s.xlsx"
+    path.write_bytes(make_xlsx({"Inventory": [["Item", "Qty", ""], ["lamp", 4, "spare"]]}))
+    doc = load_document(path)
+    assert doc.text == "Item: lamp; Qty: 4; column C: spare"
+    assert doc.part_labels == ["sheet Inventory, row 2"]
+
+
+def test_slides_carry_their_notes_and_tables_of_chapters_their_headings(tmp_path):
+    deck = tmp_path / "d.pptx"
+    deck.write_bytes(make_pptx([("One", "alpha"), ("Two", "beta")], notes="remember the gamma"))
+    doc = load_document(deck)
+    assert doc.part_labels == ["slide 1", "slide 2"] and "remember the gamma" in doc.text
+    book = tmp_path / "b.epub"
+    book.write_bytes(make_epub([("Dawn", "x"), ("Dusk", "y")], title="Days"))
+    doc = load_document(book)
+    assert doc.title == "Days" and doc.part_labels == ["Dawn", "Dusk"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_a_corrupt_file_of_each_kind_is_a_load_error(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(FILES[name][0][:40] + b"\x00\xff" * 30)
+    try:
+        load_document(path)
+    except LoadError as exc:
+        assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("suffix", [".epub", ".pptx", ".xlsx", ".ods"])
+def test_a_zip_bomb_is_refused_before_unpacking(tmp_path, suffix):
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("content.xml", b" " * (300 << 20))
+    path = tmp_path / f"bomb{suffix}"
+    path.write_bytes(out.getvalue())
+    with pytest.raises(LoadError, match=r"max_unzipped_mb|max_zip_ratio"):
+        load_document(path)
+
+
+VAULT_NOTE = """---
+title: Garden plan
+tags:
+  - Outdoors
+  - seasonal
+aliases: [Allotment, Veg patch]
+date: 2024-02-10
+---
+# Garden plan
+
+Plant leeks after the #frost-free date; see [[Seed list]] and [[Calendar#March|the March page]].
+Also [[projects/Soil tests#pH]]. Not a tag: `#include`, page#anchor, or a heading.
+
+```
+#notatag
+```
+"""
+
+
+def test_a_vault_note_reads_its_tags_aliases_date_and_links(tmp_path):
+    path = tmp_path / "garden.md"
+    path.write_text(VAULT_NOTE)
+    doc = load_document(path)
+    assert set(doc.tags) == {"outdoors", "seasonal", "frost-free"}
+    assert doc.created_at == "2024-02-10T00:00:00+00:00" and doc.title == "Garden plan"
+    assert "see Seed list and the March page." in doc.text and "Soil tests > pH" in doc.text
+    assert "Aliases: Allotment, Veg patch" in doc.text and "[[" not in doc.text
+
+
+def test_logseq_properties_are_tags_too(tmp_path):
+    path = tmp_path / "page.md"
+    path.write_text("tags:: reading, [[books]]\nalias:: Library\n\n- a block about #scifi\n")
+    assert set(load_document(path).tags) == {"reading", "books", "scifi"}
+
+
+def test_an_inline_tag_is_a_tag_filter(indexed):
+    assert [h["file_path"] for h in hits(indexed, "leeks", "--tag", "gardening")] == ["kept/note.md"]
+    assert hits(indexed, "leeks", "--tag", "plans") == []
+
+
+def test_a_scanned_pdf_page_is_read_with_ocr_and_cited_by_page(indexed):
+    found = hits(indexed, "marmaladeum")
+    assert found[0]["file_path"] == "kept/letter.pdf" and found[0]["page"] == 1
+
+
+def test_photos_without_text_are_skipped_in_one_line(indexed):
+    output = indexed[1]
+    assert "skipped 2 images with no text: kept/cat.jpg, kept/dog.jpg" in output
+    assert "skipped kept/cat.jpg" not in output
+
+
+def test_ocr_off_skips_images_and_leaves_scans_empty(tmp_path):
+    from ragstead.documents.loaders import LoadLimits
+
+    (tmp_path / "w.png").write_bytes(make_png("quinoapocalypse"))
+    with pytest.raises(LoadError, match=r"OCR is off \(ocr = false\)"):
+        load_document(tmp_path / "w.png", LoadLimits(ocr=False))
+    (tmp_path / "s.pdf").write_bytes(make_scanned_pdf("marmaladeum"))
+    assert load_document(tmp_path / "s.pdf", LoadLimits(ocr=False)).text == ""
+
+
+def test_an_image_over_the_pixel_limit_is_refused_before_decoding(tmp_path):
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("1", (9000, 9000)).save(out, "PNG")
+    (tmp_path / "huge.png").write_bytes(out.getvalue())
+    with pytest.raises(LoadError, match="pixel OCR limit"):
+        load_document(tmp_path / "huge.png")
+
+
+def test_a_scanned_page_declaring_a_giant_image_is_refused_before_decoding(tmp_path):
+    data = make_scanned_pdf("marmaladeum")
+    assert b"/Width 1100" in data and b"/Height 160" in data
+    (tmp_path / "bomb.pdf").write_bytes(data.replace(b"/Width 1100", b"/Width 99999")
+                                        .replace(b"/Height 160", b"/Height 99999"))
+    with pytest.raises(LoadError, match="pixel OCR limit"):
+        load_document(tmp_path / "bomb.pdf")
+
+
+def test_without_tesseract_an_image_is_skipped_naming_the_extra_not_failed(tmp_path, monkeypatch):
+    import hashlib
+    import sys
+
+    from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
+
+    monkeypatch.setitem(sys.modules, "pytesseract", None)  # `import pytesseract` raises ImportError
+    path = tmp_path / "w.png"
+    data = make_png("quinoapocalypse")
+    path.write_bytes(data)
+    candidate = FileCandidate(rel_path="kb/w.png", root="kb", path=path, size=len(data), mtime=0.0,
+                              file_hash=hashlib.sha256(data).hexdigest(), is_new=True)
+    outcome = prepare_file(candidate, IndexingOptions(root=tmp_path))
+    assert isinstance(outcome, Skip) and not outcome.failed
+    assert "pip install 'ragstead[ocr]'" in outcome.reason and "tesseract-ocr" in outcome.reason
