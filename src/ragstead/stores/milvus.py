@@ -399,7 +399,7 @@ class MilvusVectors:
         with self._milvus("read"):
             rows = self._count() if self._store._meta("embed_model") else 0
             generation = self._milvus_generation()
-        return {"store": "milvus", "milvus": self.location.describe(), "collection": self._name,
+        return {"store": "milvus", "milvus": self.location.describe(), "milvus_collection": self._name,
                 "vector_rows": rows, "vector_generation": generation}
 
     def check(self, chunks: int, generation: int) -> str:
