@@ -110,6 +110,7 @@ def test_cli_runs_on_milvus_lite(make_project, cli):
     assert results and {r["file_path"] for r in results} <= ALICE
     status = json.loads(cli(project, "status", "--store", spec, "--json").stdout)
     assert status["integrity"] == "ok" and status["vector_rows"] == status["chunks"] > 0
+    assert status["permissions"] == [], status["permissions"]  # Milvus Lite's own files are kept private too
     for bad_spec in ("milvus:", "milvus:kb/rag/x", "milvus://:80", "milvus:kb/rag/m.db?exact_rows=ten",
                      "milvus://root:hunter2pw@127.0.0.1:1"):
         bad = cli(project, "query", "x", "--store", bad_spec, expect=2)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ragstead.errors import ConfigError, RagsteadError
 from ragstead.filters import QueryFilters
-from ragstead.stores.permissions import make_private_folder
+from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import QMARK
 from ragstead.stores.sqlite import SqliteStore, best_positions
@@ -203,6 +203,13 @@ class MilvusVectors:
     def close(self) -> None:
         with suppress(self._errors):
             self._client.close()
+        self._tighten()
+
+    def _tighten(self) -> None:
+        """Milvus Lite writes its segment and index files when it seals rows (at a flush, or later on its own
+        threads), with the umask's mode: tighten its folder after those moments, as the store does after writes."""
+        if self.location.lite_file is not None and self.location.lite_file.exists():
+            tighten([self.location.lite_file])
 
     @contextmanager
     def _milvus(self, action: str) -> Iterator[None]:
@@ -375,6 +382,7 @@ class MilvusVectors:
                 # only this one can have written. A server seals and indexes on its own.
                 self._client.flush(self._name)
                 self._unflushed = False
+                self._tighten()
             result = self._client.search(self._name, data=[query.astype(np.float32).tolist()], anns_field="dense",
                                          limit=k, filter=milvus_filter(filters),
                                          search_params={"metric_type": "IP"}, output_fields=[])
