@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots.
+| title | snapshots | milvus.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,7 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots"])
+                                           "snapshots", "milvus"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -119,6 +119,10 @@ def main() -> None:
 
         stores_main([int(s) for s in args.sizes.split(",") if s], args.workdir, args.dataset, args.queries,
                     args.output or "store_latency", args.skip_chroma, args.previous_queries, args.hnsw_serial)
+    if args.what == "milvus":  # not in `all`: it needs the milvus extra (Milvus Lite)
+        from bench.milvus_store import main as milvus_main
+
+        milvus_main(args.size or 100_000, args.queries, args.workdir)
     if args.what in ("ingest", "all"):
         from bench.ingest_throughput import main as ingest_main
 

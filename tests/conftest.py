@@ -98,6 +98,20 @@ def pg_server():  # type: ignore[no-untyped-def]
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def pg_replica(pg_server):  # type: ignore[no-untyped-def]
+    """A hot standby of the session's PostgreSQL (`pg_basebackup -R`), streaming from it over loopback."""
+    from ragstead.stores.postgres_local import LocalPostgres
+
+    base = Path(tempfile.mkdtemp(prefix="ragstead-test-replica-"))
+    base.chmod(0o755)
+    replica = LocalPostgres(base / "data", durable=False)
+    replica.start_standby_of(pg_server)
+    yield replica
+    replica.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def pg_url(pg_server) -> str:  # type: ignore[no-untyped-def]
     return new_database(pg_server)

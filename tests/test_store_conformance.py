@@ -1,4 +1,6 @@
-"""One contract, every store: each test runs against the embedded store and a real PostgreSQL + pgvector.
+"""One contract, every store: each test runs against the embedded store, a real PostgreSQL + pgvector, Chroma
+(embedded and a server) and Milvus Lite (`-k milvus`); the read tests also run on a PostgreSQL streaming replica
+(`-k replica`, at the end of this file).
 
 (`store_spec` in conftest.py yields "" for SQLite and a fresh database URL on the session's server.)
 The privacy property tests in test_privacy.py also run against both stores.
@@ -7,12 +9,13 @@ The privacy property tests in test_privacy.py also run against both stores.
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
 
 from helpers.library import search
-from helpers.project import spec_for
+from helpers.project import new_database, spec_for
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.retrieval.rerank import fill_sentence_vectors
@@ -364,6 +367,14 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
         # exact fallback can find all 10 of u3's chunks.
         with psycopg.connect(store_spec, autocommit=True) as conn:
             conn.execute("DROP INDEX ragstead.chunks_scope")
+    elif store_spec.startswith("milvus"):
+        # The same for Milvus: 7 of u3's 10 vectors vanish from the collection behind the store's back.
+        assert project.store.integrity_check() == "ok"
+        vectors = project.store.vectors
+        ids = sorted(project.store._db.execute("SELECT id FROM chunks WHERE user_slug = 'u3'").fetchall())
+        vectors._client.delete(vectors._name, ids=[i for (i,) in ids[:7]])
+        assert len(vectors._client.search(vectors._name, data=[project.embedder.embed_query("note").tolist()],
+                                          anns_field="dense", limit=10, filter='user_slug == "u3"')[0]) <= 3
     elif store_spec:
         # Chroma answers small scopes by brute force, so make it miss rows the hard way: 7 of u3's 10
         # vectors vanish from the collection behind the store's back (after its last in-step check), as
@@ -552,3 +563,82 @@ def test_postgres_errors_are_clear_and_never_show_the_password(pg_server):
     with pytest.raises(RagsteadError) as caught:
         PostgresStore(url, connect_timeout=3)
     assert "no_such_db" in str(caught.value) and "s3cret-pw" not in str(caught.value)
+
+
+# -- a PostgreSQL streaming replica (`-k replica`): reads answer what the primary indexed once replayed -------
+
+def on_replica(url: str, replica) -> str:  # type: ignore[no-untyped-def]
+    """The same database, on the replica's port."""
+    database = url.rpartition("/")[2]
+    return replica.url.rsplit("/", 1)[0] + f"/{database}"
+
+
+def wait_for_replay(primary_url: str, replica_url: str, timeout: float = 30.0) -> None:
+    """Until the replica has replayed everything the primary had written when called."""
+    import psycopg
+
+    with psycopg.connect(primary_url, autocommit=True) as conn:
+        target = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(replica_url, autocommit=True) as conn:
+        while not conn.execute("SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), %s) >= 0", (target,)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the replica did not replay the primary's writes"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def replica_project(make_project, pg_server, pg_replica):  # type: ignore[no-untyped-def]
+    """The conformance corpus indexed into the primary; the project's store is then the replica's."""
+    primary_url = new_database(pg_server)
+    project = make_project(FILES, store=primary_url)
+    project.index()
+    replica_url = on_replica(primary_url, pg_replica)
+    wait_for_replay(primary_url, replica_url)
+    project.primary = project.store
+    project.settings = project.settings.with_overrides(store=replica_url)
+    project.store = project.settings.store_spec().open()
+    yield project
+    project.store.close()
+    project.store = project.primary  # make_project closes it
+
+
+def test_replica_answers_the_conformance_read_tests(replica_project):
+    test_every_filter_is_enforced_by_both_searches_fetch_and_listing(replica_project)
+    for mode in ("vector", "lexical", "hybrid"):
+        test_another_users_secret_never_leaks(replica_project, mode)
+    for question in ("' OR 1=1 --", "a & b | !c", "(", "\x00"):
+        test_query_syntax_is_plain_text(replica_project, question)
+
+
+def test_replica_answers_what_the_primary_indexed_once_replayed(replica_project):
+    primary, replica = replica_project.primary, replica_project.store
+    alice = QueryFilters.build(user_slug="alice")
+    query = replica_project.embedder.embed_query("billing database")
+    assert replica.vector_search(query, alice, 3) == primary.vector_search(query, alice, 3)
+    assert replica.lexical_search(["billing"], alice, 3) == primary.lexical_search(["billing"], alice, 3)
+    assert replica.integrity_check() == "ok"
+    replica_project.write({"kb/users/alice/2025-06-01-new.md": "Alice's note on the zeppelin hangar lease."})
+    replica_project.store = primary  # index into the primary ...
+    replica_project.index()
+    replica_project.store = replica
+    assert "kb/users/alice/2025-06-01-new.md" in {d["file_path"] for d in primary.list_documents(alice)}
+    wait_for_replay(primary.url, replica.url)  # ... and the replica has it once replayed
+    assert "kb/users/alice/2025-06-01-new.md" in {d["file_path"] for d in replica.list_documents(alice)}
+
+
+def test_a_write_aimed_at_a_replica_fails_with_one_clear_line(replica_project):
+    with pytest.raises(RagsteadError) as failure:
+        replica_project.store.reset()
+    message = str(failure.value)
+    assert "read replica" in message and "primary" in message and "\n" not in message
+
+
+def test_replica_status_says_it_is_one_and_how_far_behind(replica_project, cli):
+    stats = replica_project.store.stats()
+    assert stats["replica"]["replay_lag_bytes"] >= 0 and stats["replica"]["replayed_lsn"]
+    assert replica_project.primary.stats()["replica"] is None
+    url = replica_project.settings.store
+    status = cli(replica_project, "status", "--store", url)
+    assert "read replica" in status.stdout and "not replayed" in status.stdout
+    bad = cli(replica_project, "index", "--store", url, "--roots", "kb,docs", "--rebuild", expect=2)
+    assert "read replica" in bad.stderr and "Traceback" not in bad.stderr

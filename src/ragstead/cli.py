@@ -104,7 +104,7 @@ StoreOpt = Annotated[
     str | None,
     typer.Option("--store", envvar="RAGSTEAD_STORE", show_envvar=False,
                  help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db | chroma:PATH | "
-                      "chroma+http://host:port"),
+                      "chroma+http://host:port | milvus:PATH.db | milvus://host:19530"),
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Embedding model id (default: the index's, else "
                                                                 "minilm-l6-int8); see `ragstead models`.")]

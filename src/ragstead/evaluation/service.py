@@ -14,7 +14,7 @@ from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
 from ragstead.indexing.build import ProgressHook, TextRecord
 from ragstead.runtime import Runtime
-from ragstead.stores.factory import is_chroma_spec, is_postgres_url
+from ragstead.stores.factory import is_chroma_spec, is_milvus_spec, is_postgres_url
 
 
 class Evaluation:
@@ -67,8 +67,8 @@ class Evaluation:
 
 
 def is_server_or_chroma(spec: str) -> bool:
-    """Whether a store spec names a server (PostgreSQL) or Chroma, rather than a file."""
-    return is_postgres_url(spec) or is_chroma_spec(spec)
+    """Whether a store spec names a server (PostgreSQL), Chroma or Milvus, rather than a file."""
+    return is_postgres_url(spec) or is_chroma_spec(spec) or is_milvus_spec(spec)
 
 
 def _stage(progress: Callable[[str, int, int], None] | None, label: str) -> ProgressHook | None:

@@ -5,6 +5,8 @@
     "postgresql://..."       PostgreSQL + pgvector (also "postgres://")
     "chroma:PATH"            Chroma (embedded) for vectors, with the SQLite side in PATH
     "chroma+http://host:port[?db=PATH]"   a Chroma server for vectors, the SQLite side at the index file (or PATH)
+    "milvus:PATH.db"         Milvus Lite for vectors, the SQLite side beside it (PATH.sqlite)
+    "milvus://host:19530[/db][?db=PATH]"  a Milvus server for vectors, the SQLite side at the index file (or PATH)
 
 Backends are imported only when opened, so a CLI command never pays for a driver it does not use.
 """
@@ -19,10 +21,10 @@ from ragstead.errors import ConfigError, RagsteadError
 from ragstead.stores.base import Store
 from ragstead.stores.redaction import redact
 
-__all__ = ["STORE_KINDS", "StoreSpec", "is_chroma_spec", "is_postgres_url", "open_store", "redact"]
+__all__ = ["STORE_KINDS", "StoreSpec", "is_chroma_spec", "is_milvus_spec", "is_postgres_url", "open_store", "redact"]
 
 STORE_KINDS = ("'sqlite', 'sqlite:PATH', 'postgresql://user@host:port/dbname', 'chroma:PATH' or "
-               "'chroma+http://host:port'")
+               "'chroma+http://host:port', 'milvus:PATH.db' or 'milvus://host:19530'")
 
 
 def is_postgres_url(spec: str) -> bool:
@@ -35,6 +37,11 @@ def is_chroma_spec(spec: str) -> bool:
     return spec.startswith(("chroma:", "chroma+http://", "chroma+https://"))
 
 
+def is_milvus_spec(spec: str) -> bool:
+    """True for milvus:PATH.db (Milvus Lite), milvus:// and milvus+https:// store settings."""
+    return spec.startswith(("milvus:", "milvus+https://"))
+
+
 @dataclass(frozen=True)
 class StoreSpec:
     """A parsed store setting: which backend, where its SQLite file is (if it has one), and the raw spec.
@@ -43,7 +50,7 @@ class StoreSpec:
     driver's message about one goes through `redact()` (stores/redaction.py, the one place that masks).
     """
 
-    kind: str  # sqlite | postgresql | chroma
+    kind: str  # sqlite | postgresql | chroma | milvus
     raw: str
     sqlite_file: Path | None
     root: Path
@@ -61,6 +68,8 @@ class StoreSpec:
         if is_chroma_spec(spec):
             location = _chroma_location(spec, root, default_db)
             return cls("chroma", spec, location.sqlite_file, root, folder)
+        if is_milvus_spec(spec):
+            return cls("milvus", spec, _milvus_location(spec, root, default_db).sqlite_file, root, folder)
         if spec in ("", "sqlite"):
             return cls("sqlite", spec, default_db, root, folder)
         if spec.startswith("sqlite:") and spec.removeprefix("sqlite:").strip():
@@ -73,6 +82,8 @@ class StoreSpec:
             return redact(self.raw)
         if self.kind == "chroma":
             return redact(_chroma_location(self.raw, self.root, self.sqlite_file or Path()).describe())
+        if self.kind == "milvus":
+            return redact(_milvus_location(self.raw, self.root, self.sqlite_file or Path()).describe())
         return redact(str(self.sqlite_file))
 
     def same_place(self, other: StoreSpec) -> bool:
@@ -103,6 +114,12 @@ def _chroma_location(spec: str, root: Path, default_db: Path):  # type: ignore[n
     return ChromaLocation.parse(spec, lambda value: _resolve(root, value), default_db)
 
 
+def _milvus_location(spec: str, root: Path, default_db: Path):  # type: ignore[no-untyped-def]
+    from ragstead.stores.milvus import MilvusLocation
+
+    return MilvusLocation.parse(spec, lambda value: _resolve(root, value), default_db)
+
+
 def _open_sqlite(spec: StoreSpec) -> Store:
     from ragstead.stores.sqlite import SqliteStore
 
@@ -123,6 +140,13 @@ def _open_chroma(spec: StoreSpec) -> Store:
                              project_root=spec.root, private_folders=_private_folders(spec))
 
 
+def _open_milvus(spec: StoreSpec) -> Store:
+    from ragstead.stores.milvus import open_milvus_store
+
+    return open_milvus_store(_milvus_location(spec.raw, spec.root, spec.sqlite_file or Path()),
+                             project_root=spec.root, private_folders=_private_folders(spec))
+
+
 def _private_folders(spec: StoreSpec) -> tuple[Path, ...]:
     return () if spec.index_folder is None else (spec.index_folder,)
 
@@ -131,6 +155,7 @@ _BACKENDS: dict[str, Callable[[StoreSpec], Store]] = {
     "sqlite": _open_sqlite,
     "postgresql": _open_postgres,
     "chroma": _open_chroma,
+    "milvus": _open_milvus,
 }
 
 

@@ -32,6 +32,7 @@ from ragstead.stores.postgres_migrations import (
     POSTINGS_INDEXES,
     SCHEMA,
     B,
+    check_replica_schema,
     impact_sql,
     migrate,
 )
@@ -122,7 +123,12 @@ class PostgresStore:
         _OPENED.add(url)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
-                migrate(conn)
+                # A streaming replica (in recovery) is read-only: it serves the primary's schema as replayed.
+                self.replica = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+                if self.replica:
+                    check_replica_schema(conn)
+                else:
+                    migrate(conn)
         except psycopg.Error as exc:
             raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc, url)}") from None
 
@@ -149,6 +155,9 @@ class PostgresStore:
         try:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
+        except self._psycopg.errors.ReadOnlySqlTransaction:
+            raise RagsteadError(f"PostgreSQL store {self.path} is a read replica: it cannot be written to; "
+                                "index into the primary (the replica follows it)") from None
         except self._psycopg.Error as exc:
             raise RagsteadError(f"PostgreSQL store {self.path}: {_first_line(exc, self.url)}") from None
 
@@ -752,6 +761,9 @@ class PostgresStore:
             version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0]
             server = conn.execute("SHOW server_version").fetchone()[0]
             pgvector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+            replica = replica_lag(conn) if self.replica else None
+        if replica is not None:  # `status` shows the server line: say there that this is a replica, and how far behind
+            server = f"{server} (read replica, {replica['summary']})"
         return {
             "documents": documents,
             "chunks": chunks,
@@ -766,6 +778,7 @@ class PostgresStore:
             "server_version": server,
             "pgvector_version": pgvector,
             "path": self.path,
+            "replica": replica,
         }
 
     def last_indexed_at(self) -> str | None:
@@ -817,6 +830,21 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool's connections."""
         self._pool.close()
+
+
+def replica_lag(conn: Any) -> dict[str, Any]:
+    """How far a streaming replica is behind: WAL received from the primary but not replayed yet (bytes), and the
+    age of the last transaction it replayed (seconds; it grows while the primary is idle, so both are shown)."""
+    received, replayed, lag_bytes, lag_seconds = conn.execute(
+        "SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text, "
+        "pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, "
+        "extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8"
+    ).fetchone()
+    seconds = None if lag_seconds is None else round(max(lag_seconds, 0.0), 3)
+    summary = (f"replayed to {replayed}, {lag_bytes or 0} bytes of received WAL not replayed yet, last replayed "
+               f"transaction {'never' if seconds is None else f'{seconds} s ago'}")
+    return {"received_lsn": received, "replayed_lsn": replayed, "replay_lag_bytes": int(lag_bytes or 0),
+            "last_replay_age_seconds": seconds, "summary": summary}
 
 
 def _may_be_small(filters: QueryFilters) -> bool:

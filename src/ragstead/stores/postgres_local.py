@@ -134,6 +134,16 @@ class LocalPostgres:
         (self.data_dir.parent / f"{self.data_dir.name}.url").write_text(self.url + "\n", encoding="utf-8")
         return self.url
 
+    def start_standby_of(self, primary: LocalPostgres) -> str:
+        """Make this (empty) data folder a streaming replica of `primary` on loopback and start it: a
+        `pg_basebackup` with `-R` (standby.signal and primary_conninfo), then a hot standby; return its URL."""
+        self._prepare_data_dir()
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._run(str(self.bin_dir / "pg_basebackup"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p",
+                      str(primary.port), "-U", SUPERUSER, "-X", "stream", "-R", "-c", "fast")
+            os.chmod(self.data_dir, 0o700)
+        return self.start()
+
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are ended)."""
         if (self.data_dir / "postmaster.pid").exists():

@@ -232,3 +232,16 @@ def migrate(conn: Any) -> int:
                 f"INSERT INTO {SCHEMA}.migrations (version, description) VALUES (%s, %s)", (version, description)
             )
     return LATEST
+
+
+def check_replica_schema(conn: Any) -> int:
+    """On a read replica, which cannot migrate: the version its primary's schema has reached (as replayed), or a
+    clear error when the primary has not made (or not finished) ragstead's schema yet."""
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.migrations",)).fetchone()[0]
+    version = conn.execute(f"SELECT max(version) FROM {SCHEMA}.migrations").fetchone()[0] if exists else None
+    if version != LATEST:
+        raise RagsteadError(
+            f"this read replica has ragstead schema version {version or 'none'}, expected {LATEST}: open the "
+            "primary with this ragstead once (it migrates), and let the replica replay it"
+        )
+    return int(version)

@@ -1,0 +1,428 @@
+"""Milvus as ragstead's vector index: `--store milvus:PATH.db` (Milvus Lite) or `--store milvus://host:19530[/db]`.
+
+Milvus holds the dense vectors and the filter fields (one collection per index, the user slug its partition
+key); SQLite (+ tantivy) stays the source of truth and keeps the text and the lexical index, as for Chroma:
+the store is the embedded one with a Milvus collection as its vector side (docs/stores.md, "Milvus"). The same
+code serves Milvus Lite, Standalone and Distributed: pymilvus speaks one API to all three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+
+from ragstead.errors import ConfigError, RagsteadError
+from ragstead.filters import QueryFilters
+from ragstead.stores.permissions import make_private_folder, tighten
+from ragstead.stores.redaction import redact
+from ragstead.stores.sql import QMARK
+from ragstead.stores.sqlite import SqliteStore, best_positions
+
+# Rows per SQLite IN-list read and per Milvus upsert or delete call.
+WRITE_BATCH = 1000
+# As for Chroma: a scope of at most 1/EXACT_SCOPE_FRACTION of the index and at most `exact_rows` rows is scored
+# exactly from SQLite, which is faster than a round trip and never short.
+EXACT_SCOPE_ROWS = 50_000
+EXACT_SCOPE_FRACTION = 5
+# Most tags a chunk carries into Milvus (an ARRAY field needs a capacity); a longer list is cut, and a search
+# that comes back short for it is answered exactly from SQLite.
+MAX_TAGS = 256
+# Credentials come from the environment (or the URL's user-info), never from a printed setting.
+TOKEN_ENV = "RAGSTEAD_MILVUS_TOKEN"
+USER_ENV = "RAGSTEAD_MILVUS_USER"
+PASSWORD_ENV = "RAGSTEAD_MILVUS_PASSWORD"
+GENERATION_KEY = "ragstead.generation"
+MODEL_KEY = "ragstead.model"
+
+
+@dataclass(frozen=True)
+class MilvusLocation:
+    """Where a Milvus store's two halves live: Milvus (a Milvus Lite file or a server) and the SQLite file."""
+
+    sqlite_file: Path
+    lite_file: Path | None = None
+    uri: str | None = None  # http://host:port, no credentials
+    database: str | None = None
+    user: str | None = None
+    password: str | None = None
+    exact_scope_rows: int = EXACT_SCOPE_ROWS
+
+    @classmethod
+    def parse(cls, spec: str, resolve: Any, default_db: Path) -> MilvusLocation:
+        """From a store setting; `resolve` makes a relative path absolute against the project root.
+
+        Options after `?`: `db=PATH` (the SQLite side), `exact_rows=N` (the most rows a scope scored exactly
+        from SQLite may have; 0 sends every vector query to Milvus).
+        """
+        head, _, query = spec.partition("?")
+        options = parse_qs(query)
+        try:
+            exact_rows = int(options.get("exact_rows", [EXACT_SCOPE_ROWS])[0])
+        except ValueError:
+            raise ConfigError(f"exact_rows in {redact(spec)!r} must be a whole number") from None
+        side = options.get("db")
+        if head.startswith("milvus:") and not head.startswith("milvus://"):
+            file = head.removeprefix("milvus:").strip()
+            if not file.endswith(".db") or file == ".db":
+                raise ConfigError("milvus:PATH needs a Milvus Lite file ending in .db, e.g. milvus:kb/rag/milvus.db")
+            lite = Path(resolve(file))
+            sqlite_file = Path(resolve(side[0])) if side else lite.with_suffix(".sqlite")
+            return cls(sqlite_file=sqlite_file, lite_file=lite, exact_scope_rows=exact_rows)
+        try:
+            parts = urlsplit(head)
+            port = parts.port or 19530
+        except ValueError as exc:
+            raise ConfigError(f"bad Milvus server URL {redact(spec)!r}: {redact(str(exc), spec)}") from None
+        if not parts.hostname:
+            raise ConfigError(f"bad Milvus server URL {redact(spec)!r}: use milvus://host:19530[/db]")
+        scheme = "https" if parts.scheme == "milvus+https" else "http"
+        return cls(sqlite_file=Path(resolve(side[0])) if side else default_db,
+                   uri=f"{scheme}://{parts.hostname}:{port}", database=parts.path.strip("/") or None,
+                   user=unquote(parts.username) if parts.username else None,
+                   password=unquote(parts.password) if parts.password else None, exact_scope_rows=exact_rows)
+
+    def describe(self) -> str:
+        """Both halves, safe to print (never a credential)."""
+        if self.lite_file is not None:
+            return f"milvus:{self.lite_file} (Milvus Lite; text and BM25 in {self.sqlite_file})"
+        database = f"/{self.database}" if self.database else ""
+        return f"milvus {self.uri}{database} (text and BM25 in {self.sqlite_file})"
+
+    def client_arguments(self) -> dict[str, Any]:
+        """pymilvus MilvusClient arguments: the Lite file, or the server with its credentials from the
+        environment (a token, or a user and password), the URL's user-info as a fallback."""
+        if self.lite_file is not None:
+            return {"uri": str(self.lite_file)}
+        arguments: dict[str, Any] = {"uri": self.uri}
+        if self.database:
+            arguments["db_name"] = self.database
+        token = os.environ.get(TOKEN_ENV)
+        user = os.environ.get(USER_ENV) or self.user
+        password = os.environ.get(PASSWORD_ENV) or self.password
+        if token:
+            arguments["token"] = token
+        elif user:
+            arguments["user"], arguments["password"] = user, password or ""
+        return arguments
+
+
+def tag_key(tag: str) -> int:
+    """A tag as a signed 63-bit integer: Milvus matches tags by these numbers, so no tag text is ever spliced
+    into a filter expression (SQLite re-checks every fetched row's tags anyway)."""
+    return int.from_bytes(hashlib.blake2b(tag.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def day_number(value: str | None) -> int:
+    """YYYYMMDD of an ISO date or timestamp, 0 when there is none."""
+    try:
+        day = date.fromisoformat((value or "")[:10])
+    except ValueError:
+        return 0
+    return day.year * 10000 + day.month * 100 + day.day
+
+
+def _literal(value: str) -> str:
+    """A Milvus string literal: JSON's double-quoted form, whose escapes (\\" \\\\ \\t ...) Milvus reads the same
+    way (checked on Milvus Lite with quotes, backslashes, tabs and non-ASCII)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def milvus_filter(filters: QueryFilters) -> str:
+    """The Milvus boolean expression admitting exactly the chunks `filters.to_sql` admits (by day for dates,
+    as for Chroma). Every search carries it: the scope is never applied after the fact."""
+    privacy = f"is_private == {str(not filters.public_only).lower()}"
+    if filters.archive_beside_private:
+        privacy = f'({privacy} or doc_type == "archive")'
+    clauses = [privacy]
+    if filters.user_slug is not None:
+        clauses.append(f"user_slug == {_literal(filters.user_slug)}")
+    if filters.doc_types:
+        clauses.append(f"doc_type in [{', '.join(_literal(t) for t in filters.doc_types)}]")
+    if not filters.wants_archive:
+        clauses.append('doc_type != "archive"')
+    if filters.date_from:
+        clauses.append(f"created_day >= {day_number(filters.date_from)}")
+    if filters.date_to:
+        clauses.append(f"(created_day > 0 and created_day <= {day_number(filters.date_to)})")
+    if filters.tags:
+        clauses.append(f"array_contains_any(tag_keys, [{', '.join(str(tag_key(t)) for t in filters.tags)}])")
+    return " and ".join(clauses)
+
+
+def open_milvus_store(location: MilvusLocation, *, project_root: Path | None = None,
+                      private_folders: Sequence[Path] = ()) -> SqliteStore:
+    """The `Store` whose vector search runs in Milvus: the embedded store, with a MilvusVectors vector side."""
+    try:
+        import pymilvus
+    except ImportError as exc:
+        raise RagsteadError(
+            f"the Milvus store needs pymilvus ({exc.name} is missing): pip install 'ragstead[milvus]'"
+        ) from exc
+    return SqliteStore(location.sqlite_file, project_root=project_root, private_folders=private_folders,
+                       vectors=lambda store: MilvusVectors(store, location, pymilvus))
+
+
+class MilvusVectors:
+    """A SQLite store's vector side in a Milvus collection (sqlite.VectorSide): written after each SQLite commit
+    (upserts and deletes keyed by the chunk's row id, so a repeated write changes nothing), reconciled with
+    SQLite when it lags, and searched with the scope as a filter expression; a small scope is scored exactly
+    from SQLite instead."""
+
+    def __init__(self, store: SqliteStore, location: MilvusLocation, pymilvus: Any) -> None:
+        self._store = store
+        self.location = location
+        self._pymilvus = pymilvus
+        self._errors = (pymilvus.exceptions.MilvusException, OSError, ValueError)
+        with self._milvus("connect to"):
+            if location.lite_file is not None:
+                make_private_folder(location.lite_file.parent)
+            self._client = pymilvus.MilvusClient(**location.client_arguments())
+        store._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (os.urandom(16).hex(),))
+        self._name = f"ragstead_{store._meta('index_id')}"
+        self._loaded = False
+        self._unflushed = False
+        self._checked: tuple[int, int] | None = None
+        self._counted: tuple[tuple[int, int], int] | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def private_paths(self) -> list[Path]:
+        """Milvus Lite's data folder (a server keeps its own files)."""
+        return [] if self.location.lite_file is None else [self.location.lite_file]
+
+    def close(self) -> None:
+        with suppress(self._errors):
+            self._client.close()
+        self._tighten()
+
+    def _tighten(self) -> None:
+        """Milvus Lite writes its segment and index files when it seals rows (at a flush, or later on its own
+        threads), with the umask's mode: tighten its folder after those moments, as the store does after writes."""
+        if self.location.lite_file is not None and self.location.lite_file.exists():
+            tighten([self.location.lite_file])
+
+    @contextmanager
+    def _milvus(self, action: str) -> Iterator[None]:
+        """Turn a Milvus or connection failure into one clear error naming the store (no credential)."""
+        try:
+            yield
+        except (*self._errors, self._pymilvus.exceptions.MilvusException) as exc:
+            message = str(exc)
+            if "DataDirLockedError" in repr(exc.__context__) or "Open local milvus failed" in message:
+                message = "the Milvus Lite file is open in another process (Milvus Lite serves one process; " \
+                          "run a Milvus server for more)"
+            for secret in (self.location.password, os.environ.get(TOKEN_ENV), os.environ.get(PASSWORD_ENV)):
+                if secret:
+                    message = message.replace(secret, "***")
+            raise RagsteadError(
+                f"cannot {action} the Milvus store {self.location.describe()}: {redact(message)}"
+            ) from exc
+
+    def _exists(self) -> bool:
+        exists = bool(self._client.has_collection(self._name))
+        if exists and not self._loaded:
+            self._client.load_collection(self._name)  # a reopened collection starts released
+            self._loaded = True
+        if not exists:
+            self._loaded = False
+        return exists
+
+    def _create(self, dim: int) -> None:
+        """The index's collection: the vector, the filter fields, and the user slug as partition key (so a
+        user's search touches that user's partition). Cosine = inner product: vectors are unit length."""
+        data_type = self._pymilvus.DataType
+        schema = self._client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", data_type.INT64, is_primary=True)
+        schema.add_field("dense", data_type.FLOAT_VECTOR, dim=dim)
+        schema.add_field("is_private", data_type.BOOL)
+        schema.add_field("doc_type", data_type.VARCHAR, max_length=64)
+        schema.add_field("user_slug", data_type.VARCHAR, max_length=128, is_partition_key=True)
+        schema.add_field("created_day", data_type.INT64)
+        schema.add_field("tag_keys", data_type.ARRAY, element_type=data_type.INT64, max_capacity=MAX_TAGS)
+        index = self._client.prepare_index_params()
+        index.add_index("dense", index_type="AUTOINDEX", metric_type="IP")
+        # Strong consistency: a search right after a write sees it, as SQLite's own readers do.
+        self._client.create_collection(self._name, schema=schema, index_params=index, consistency_level="Strong")
+        self._loaded = True
+
+    def _properties(self) -> dict[str, str]:
+        return dict(self._client.describe_collection(self._name).get("properties") or {})
+
+    def _milvus_generation(self) -> int | None:
+        """The SQLite generation Milvus reflects, read from the server (another process may have written)."""
+        if not self._exists():
+            return None
+        properties = self._properties()
+        if properties.get(MODEL_KEY) != (self._store._meta("embed_model") or ""):
+            return None
+        return int(properties[GENERATION_KEY]) if GENERATION_KEY in properties else None
+
+    def _set_generation(self, generation: int) -> None:
+        if self._exists():
+            self._client.alter_collection_properties(self._name, properties={
+                GENERATION_KEY: str(generation), MODEL_KEY: self._store._meta("embed_model") or ""})
+
+    def _drop(self) -> None:
+        if self._client.has_collection(self._name):
+            self._client.drop_collection(self._name)
+        self._loaded = False
+
+    def _count(self) -> int:
+        if not self._exists():
+            return 0
+        return int(self._client.query(self._name, filter="", output_fields=["count(*)"])[0]["count(*)"])
+
+    def _delete(self, rowids: list[int]) -> None:
+        if not rowids or not self._exists():
+            return
+        for start in range(0, len(rowids), WRITE_BATCH):
+            self._client.delete(self._name, ids=rowids[start : start + WRITE_BATCH])
+        self._unflushed = True
+
+    # -- keeping Milvus in step with SQLite ---------------------------------------------------------
+
+    def written(self, generation: int, deleted: list[int] | None, added: list[int],
+                vectors: np.ndarray | None) -> None:
+        """After a SQLite commit: apply its deletions and additions to Milvus, or reconcile if Milvus
+        missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
+        with self._milvus("write to"):
+            if deleted is None:
+                self._drop()
+            elif self._milvus_generation() == generation - 1 or (not self._exists() and generation == 1):
+                self._delete(deleted)
+                self._upsert(added)
+            else:
+                self._reconcile()
+                return
+            self._set_generation(generation)
+
+    def _reconcile(self) -> None:
+        """Make Milvus hold exactly SQLite's chunks: drop ids SQLite no longer has, add the missing ones."""
+        generation = self._store._sqlite_generation()
+        if self._milvus_generation() is None:  # unknown state or another model's vectors: start over
+            self._drop()
+        have: set[int] = set()
+        if self._exists():
+            iterator = self._client.query_iterator(self._name, batch_size=WRITE_BATCH, filter="",
+                                                   output_fields=["id"])
+            while batch := iterator.next():
+                have.update(int(row["id"]) for row in batch)
+            iterator.close()
+        want = {r[0] for r in self._store._db.execute("SELECT id FROM chunks")}
+        self._delete(sorted(have - want))
+        self._upsert(sorted(want - have))
+        self._set_generation(generation)
+
+    def _upsert(self, rowids: list[int]) -> None:
+        """Send these chunks' vectors and filter fields from SQLite to Milvus (an upsert: idempotent by id)."""
+        for start in range(0, len(rowids), WRITE_BATCH):
+            part = rowids[start : start + WRITE_BATCH]
+            rows = self._store._db.execute(
+                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags "
+                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE c.id IN ({QMARK.marks(len(part))})",
+                part,
+            ).fetchall()
+            if not rows:
+                continue
+            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+            if not self._exists():
+                self._create(matrix.shape[1])
+            self._client.upsert(self._name, [
+                {"id": r[0], "dense": vector, "is_private": bool(r[2]), "doc_type": r[3], "user_slug": r[4] or "",
+                 "created_day": day_number(r[5]), "tag_keys": [tag_key(t) for t in json.loads(r[6])][:MAX_TAGS]}
+                for r, vector in zip(rows, matrix, strict=True)
+            ])
+            self._unflushed = True
+
+    def _milvus_lags(self) -> bool:
+        """Milvus missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
+        if not self._store._meta("embed_model"):
+            return False
+        if self._milvus_generation() != self._store._sqlite_generation():
+            return True
+        return self._count() != self._chunk_count()
+
+    def _in_step(self) -> None:
+        """Before a Milvus search: reconcile Milvus if it lags SQLite, as the lexical index is kept in step."""
+        with self._milvus("read"):
+            self._checked = self._store._in_step(self._checked, self._milvus_lags, self._reconcile)
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """A small scope exactly from SQLite; a larger one by Milvus's search under the filter expression,
+        and exactly again if Milvus comes back short."""
+        if self._store._meta("embed_model") is None:
+            return []
+        where, params = QMARK.where(filters)
+        limit = min(self.location.exact_scope_rows, self._chunk_count() // EXACT_SCOPE_FRACTION)
+        in_scope = self._store._db.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
+        ).fetchone()[0]
+        if in_scope <= limit:
+            return self._exact_search(query, filters, k)
+        self._in_step()
+        with self._milvus("search"):
+            if not self._exists():
+                return self._exact_search(query, filters, k)
+            if self._unflushed and self.location.lite_file is not None:
+                # Milvus Lite scans unsealed rows one by one (1 s a query at 10k rows, measured; 0.1 s once
+                # flushed): seal them once before the first search after a write. Lite serves one process, so
+                # only this one can have written. A server seals and indexes on its own.
+                self._client.flush(self._name)
+                self._unflushed = False
+                self._tighten()
+            result = self._client.search(self._name, data=[query.astype(np.float32).tolist()], anns_field="dense",
+                                         limit=k, filter=milvus_filter(filters),
+                                         search_params={"metric_type": "IP"}, output_fields=[])
+        hits = [(int(hit["id"]), float(hit["distance"])) for hit in result[0]]
+        return self._exact_search(query, filters, k) if len(hits) < k else hits
+
+    def _chunk_count(self) -> int:
+        """All chunks in the index, counted once per data version."""
+        version = self._store._version()
+        if self._counted is None or self._counted[0] != version:
+            self._counted = (version, self._store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return self._counted[1]
+
+    def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
+        where, params = QMARK.where(filters)
+        rows = self._store._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
+        if not rows:
+            return []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ query.astype(np.float32)
+        return [(int(ids[i]), float(scores[i])) for i in best_positions(scores, k)]
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Milvus's side of the store's stats: `vector_rows == chunks` when in step."""
+        self._in_step()
+        with self._milvus("read"):
+            rows = self._count() if self._store._meta("embed_model") else 0
+            generation = self._milvus_generation()
+        return {"store": "milvus", "milvus": self.location.describe(), "milvus_collection": self._name,
+                "vector_rows": rows, "vector_generation": generation}
+
+    def check(self, chunks: int, generation: int) -> str:
+        """Milvus against SQLite: as many vectors as chunks, at SQLite's generation."""
+        stats = self.stats()
+        if self._store._meta("embed_model") and (stats["vector_rows"], stats["vector_generation"]) != (chunks,
+                                                                                                     generation):
+            return (f"Milvus collection {self._name} at generation {stats['vector_generation']} with "
+                    f"{stats['vector_rows']} vectors; SQLite at {generation} with {chunks} chunks")
+        return "ok"
