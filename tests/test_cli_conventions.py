@@ -337,3 +337,17 @@ def test_a_reader_that_stops_early_is_not_an_error(project):
         errors = reader.stderr.read()
         assert reader.wait(timeout=120) == 0, errors
         assert b"Traceback" not in errors and b"BrokenPipe" not in errors and b"Exception ignored" not in errors
+
+
+def test_a_rebuild_keeps_its_chunker_and_a_nested_root_is_not_a_failure(tmp_path):
+    write_files(tmp_path, {"docs/a.md": "Doc one about trains.", "docs/archive/old.md": "Old note about boats."})
+    assert cli("init", str(tmp_path), "--roots", "docs").exit_code == 0
+    assert cli("index", "-q", "--root", str(tmp_path)).exit_code == 0
+    rebuilt = cli("index", "-q", "--rebuild", "--chunker", "sentences", "--root", str(tmp_path),
+                  str(tmp_path / "docs/archive"))
+    assert rebuilt.exit_code == 0, rebuilt.output  # docs/archive/old.md is indexed once, not "failed"
+    assert "failed" not in rebuilt.stdout and "skipped" not in rebuilt.stderr
+    assert 'chunker = "sentences"' in (tmp_path / "ragstead.toml").read_text()
+    again = cli("index", "-q", "--root", str(tmp_path))  # the next plain run cuts the same way
+    assert again.exit_code == 0, again.output
+    assert json.loads(cli("status", "--json", "--root", str(tmp_path)).stdout)["roots"] == ["docs"]

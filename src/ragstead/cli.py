@@ -485,6 +485,8 @@ def index(
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
             kept = sentence_vectors and kb.keep_sentence_vectors()
+            # A rebuild re-cut every document: its chunking is the project's from now on.
+            recut = rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap})
             stats = kb.stats()
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
@@ -515,6 +517,9 @@ def index(
                    "current")
     if recorded:
         typer.echo(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
+    if recut:
+        typer.echo(f"chunking: {', '.join(f'{k} = {v}' for k, v in recut.items())} (recorded in ragstead.toml; "
+                   "later runs cut the same way)")
     _completed_with_skips(report.failed)
 
 

@@ -122,6 +122,7 @@ class KnowledgeBase:
     ingest = _to("_ingester", IngestService.ingest)
     record_roots = _to("runtime", project.record_roots)
     keep_sentence_vectors = _to("runtime", project.keep_sentence_vectors)
+    keep_chunking = _to("runtime", project.keep_chunking)
 
     # -- health, measuring, keeping it fresh ------------------------------------------------------------
 

@@ -465,9 +465,13 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
     `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted."""
     _check_roots(options, roots)
     seen: set[str] = set()
+    walked: set[str] = set()
     todo: list[FileCandidate] = []
     touches: list[DocumentRecord] = []
     for root, path, rel, info in _walk(options, roots, report, within):
+        if rel in walked:  # the same file again through a nested root (`docs` and `docs/archive`): once is enough
+            continue
+        walked.add(rel)
         shown = storable_path(rel)
         if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
             report.skip(shown, "another file's name reads the same once escaped", failed=True)
