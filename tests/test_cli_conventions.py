@@ -351,3 +351,27 @@ def test_a_rebuild_keeps_its_chunker_and_a_nested_root_is_not_a_failure(tmp_path
     again = cli("index", "-q", "--root", str(tmp_path))  # the next plain run cuts the same way
     assert again.exit_code == 0, again.output
     assert json.loads(cli("status", "--json", "--root", str(tmp_path)).stdout)["roots"] == ["docs"]
+
+
+def test_dotenv_supplies_keys_the_config_orders_the_chain_and_ask_json_notes_a_failure(project, monkeypatch):
+    import ragstead
+    from helpers.project import LLM_ENV
+
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    # A loopback port nothing listens on: the OpenAI-compatible answerer fails at once, nothing leaves the machine.
+    (project / ".env").write_text("RAGSTEAD_OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY=sk-test\n"
+                                  "GEMINI_API_KEY=g-test\nRAGSTEAD_GEMINI_BASE_URL=http://127.0.0.1:9/v1beta\n")
+    try:
+        with ragstead.open(project) as kb:
+            assert [p.name.split(":")[0] for p in kb.providers()] == ["openai-compatible", "gemini", "extractive"]
+        with ragstead.open(project, answerers=("gemini", "extractive")) as kb:
+            assert [p.name.split(":")[0] for p in kb.providers()] == ["gemini", "extractive"]
+        monkeypatch.setenv("RAGSTEAD_ANSWERERS", "openai")  # the shell wins over .env and the config file
+        asked = cli("ask", "Where do we migrate billing?", "--user", "alice", "--json", "--root", str(project))
+        assert asked.exit_code == 0, asked.output
+        assert json.loads(asked.stdout)["provider"] == "extractive"  # stdout is the JSON alone
+        notes = [line for line in asked.stderr.splitlines() if line.startswith("note: openai-compatible")]
+        assert len(notes) == 1 and notes[0].endswith("the next answerer took over")
+    finally:
+        (project / ".env").unlink()

@@ -726,6 +726,11 @@ def ask(
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
+    for fallback in result.fallbacks:  # on stderr, so with --json too (the JSON has them as `fallbacks`)
+        after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
+                 else "the next answerer took over")
+        err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
+                  f"{after}", markup=True, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
         return
@@ -735,11 +740,6 @@ def ask(
         place = (f"page {where['page']}" if where["page"] else where["section_path"] or where.get("heading")
                  or f"chunk {where['chunk_id'][:12]}")
         typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
-    for fallback in result.fallbacks:
-        after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
-                 else "the next answerer took over")
-        err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
-                  f"{after}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)

@@ -10,6 +10,7 @@ import getpass
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,9 @@ class Settings:
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
+    # The answerers `ask` tries, in this order (`openai`: any OpenAI-compatible server); each LLM joins only when
+    # its key or endpoint is set (the environment or the project's .env); the offline extractive one ends it.
+    answerers: tuple[str, ...] = ("openai", "gemini", "extractive")
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
     # What one file may cost an index run (docs/design.md, "Hostile files"); over a limit it is skipped.
     max_file_mb: int = IndexingOptions.max_file_bytes >> 20
@@ -213,6 +217,20 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"config value {name}={value!r} is not a valid {type(default).__name__}") from exc
 
 
+ANSWERERS = ("openai", "gemini", "extractive")
+
+
+def provider_env(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The answerers' settings (keys, endpoints, models): the project's `.env` file, under the process
+    environment (a variable set in the shell wins). The file is never committed: `init` writes `.env` into
+    .gitignore and the guard blocks it. A key here only makes an answerer available; it does not choose one."""
+    from dotenv import dotenv_values
+
+    file = root / ".env"
+    values = {k: v for k, v in dotenv_values(file).items() if v is not None} if file.is_file() else {}
+    return {**values, **(os.environ if environ is None else environ)}
+
+
 def find_project(start: Path) -> Path:
     """The nearest folder at or above `start` with a `ragstead.toml` or an index (as git finds its
     repository), else `start` itself."""
@@ -263,6 +281,8 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     settings = Settings(root=root, path_rules=rules, **values)
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
+    if not set(settings.answerers) <= set(ANSWERERS):
+        raise ConfigError(f"answerers takes names from {', '.join(ANSWERERS)}, got {', '.join(settings.answerers)}")
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings

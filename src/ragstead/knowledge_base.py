@@ -28,13 +28,14 @@ from ragstead.answer.ask import (
     UnitVectorCache,
     answer,
     gather,
+    ordered_chain,
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
-from ragstead.config import Settings, load_settings
+from ragstead.config import Settings, load_settings, provider_env
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.catalog import DEFAULT_MODEL, cross_encoder_for
 from ragstead.errors import DocumentNotFoundError
@@ -185,7 +186,8 @@ class KnowledgeBase:
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        return _providers_from_env(template=prompt, transport=self._transport)
+        chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport)
+        return ordered_chain(chain, self.settings.answerers)
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this

@@ -32,6 +32,10 @@ class Landing:
     def __init__(self, indexer: Indexer) -> None:
         self.indexer = indexer
         self.runtime = indexer.runtime
+        # Chunks embedded and reused by every install so far: what `freshness --apply` reports for the pages it
+        # ingests again (an ingest's own report is per source, not per chunk).
+        self.chunks_embedded = 0
+        self.chunks_reused = 0
 
     def upload(self, name: str, data: BinaryIO | bytes, *, user: str, wait: float = 30.0) -> tuple[str, dict[str, Any]]:
         """Store a file as `kb/users/<user>/uploads/<name>` and index it, all or nothing: the bytes are parsed
@@ -91,6 +95,8 @@ class Landing:
                 swap.undo()
                 index_paths(options, store, embedder, rels, take_lock=False)
                 raise
+        self.chunks_embedded += report.chunks_embedded
+        self.chunks_reused += report.chunks_reused
         return report
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -97,6 +97,19 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
                                     gemini_base, timeout, template, transport=transport))
     chain.append(ExtractiveAnswerer())
     return chain
+
+
+def ordered_chain(chain: Sequence[AnswerProvider], order: Sequence[str]) -> list[AnswerProvider]:
+    """The answerers of `chain` in the configured `order` of kinds (openai, gemini, extractive); a kind not
+    named is left out, except the offline extractive answerer, which always ends the chain."""
+    def kind(provider: AnswerProvider) -> str:
+        name = provider.name.split(":")[0]
+        return "openai" if name == "openai-compatible" else name
+
+    ranked = [provider for wanted in order for provider in chain if kind(provider) == wanted]
+    if not any(kind(p) == "extractive" for p in ranked):
+        ranked.append(ExtractiveAnswerer())
+    return ranked
 
 
 @dataclass(frozen=True)
