@@ -739,7 +739,10 @@ def ask(
         where = citation.locator
         place = (f"page {where['page']}" if where["page"] else where["section_path"] or where.get("heading")
                  or f"chunk {where['chunk_id'][:12]}")
-        typer.echo(f"[{citation.n}] {citation.source} ({place}): {citation.snippet}")
+        # An ingested page is cited as people know it, by its title and URL, not by its archive file name.
+        source = (f"{where.get('title') or citation.source} <{where['url']}>" if where.get("url")
+                  else citation.source)
+        typer.echo(f"[{citation.n}] {source} ({place}): {citation.snippet}")
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)

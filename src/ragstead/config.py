@@ -117,9 +117,24 @@ class Settings:
         return self.owner or default_owner()
 
     @property
+    def personal(self) -> bool:
+        """A personal project: its roots name none of the team folders (kb, artifacts, docs), as `init` writes
+        them for the personal layout. The owner's uploads and ingests then land in the folder itself."""
+        return not any(Path(r).parts[:1] in (("kb",), ("artifacts",), ("docs",)) for r in self.roots)
+
+    def user_folder(self, user: str) -> str:
+        """Where a user's own files (uploads, ingested sources) land, relative to the root: the folder itself
+        for the owner of a personal project, else `kb/users/<user>`."""
+        return "" if self.personal and user == self.owner_slug else f"kb/users/{user}"
+
+    @property
     def scope_rules(self) -> tuple[PathRule, ...]:
-        """The path rules every scope decision uses: the configured ones, then the owner's (personal mode)."""
-        return (*self.path_rules, owner_rule(self.owner_slug))
+        """The path rules every scope decision uses: the configured ones, then the owner's (personal mode: their
+        uploads and ingested sources by plain type names, every other file a note of theirs)."""
+        owner = self.owner_slug
+        landed = (PathRule(r"^uploads/", "upload", True, user_slug=owner),
+                  PathRule(r"^ingested/", "ingested", True, user_slug=owner)) if self.personal else ()
+        return (*self.path_rules, *landed, owner_rule(owner))
 
     @property
     def db_file(self) -> Path:
@@ -245,7 +260,7 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     """Build settings from defaults, the config file (if any) and the environment. The project root is
     `root`, else $RAGSTEAD_ROOT, else the nearest project at or above the current folder."""
     given = root or os.environ.get("RAGSTEAD_ROOT")
-    root = Path(given).resolve() if given else find_project(Path.cwd())
+    root = Path(given).expanduser().resolve() if given else find_project(Path.cwd())  # `~/notes` as a shell reads it
     if given and not root.is_dir():
         raise ConfigError(f"the project root {root} is not a folder; create it, or pass an existing --root")
     values: dict[str, Any] = {}

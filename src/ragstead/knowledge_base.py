@@ -280,7 +280,7 @@ def open(path: str | Path | None = None, *, embedder: Embedder | None = None,
     """Open the knowledge base of the project at `path` (default: $RAGSTEAD_ROOT, else the current folder):
     its `ragstead.toml`, then `RAGSTEAD_*` variables, then `overrides` (any `Settings` field, e.g.
     `roots=("notes",)`, `store="postgresql://..."`; None keeps the configured value)."""
-    settings = load_settings(Path(path) if path else None, Path(config) if config else None)
+    settings = load_settings(Path(path).expanduser() if path else None, Path(config).expanduser() if config else None)
     return KnowledgeBase(settings.with_overrides(**overrides), embedder=embedder, providers=providers)
 
 

@@ -38,8 +38,9 @@ class Landing:
         self.chunks_reused = 0
 
     def upload(self, name: str, data: BinaryIO | bytes, *, user: str, wait: float = 30.0) -> tuple[str, dict[str, Any]]:
-        """Store a file as `kb/users/<user>/uploads/<name>` and index it, all or nothing: the bytes are parsed
-        before they replace anything, and if indexing fails the previous file and document come back.
+        """Store a file as `kb/users/<user>/uploads/<name>` (the owner of a personal project: `uploads/<name>`)
+        and index it, all or nothing: the bytes are parsed before they replace anything, and if indexing fails
+        the previous file and document come back.
         Returns ("added" | "updated" | "unchanged", the document)."""
         QueryFilters.build(user_slug=user)  # a valid slug, or InvalidQueryError
         if not UPLOAD_NAME.match(name or ""):
@@ -49,9 +50,9 @@ class Landing:
             raise UnsupportedFileError(f"unsupported file type {Path(name).suffix!r}; send one of "
                                        f"{sorted(LOADERS)}")
         root = self.runtime.root
-        folder = root / "kb" / "users" / user / "uploads"
+        folder = root / self.runtime.settings.user_folder(user) / "uploads"
         target = folder / name
-        if not target.resolve().is_relative_to((root / "kb" / "users" / user).resolve()):
+        if not target.resolve().is_relative_to(folder.resolve()):
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(root).as_posix()
         options = self.runtime.settings.indexing()

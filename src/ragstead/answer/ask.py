@@ -164,8 +164,8 @@ def _locator(hit: Hit) -> dict[str, Any]:
     heading = found.group(1).strip() if found else hit.title
     locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
                "chunk_id": hit.chunk_id}
-    if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
-        locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
+    if hit.source_url:  # an ingested document: the citation shows its title and URL (and the video time)
+        locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time, title=hit.title)
     return locator
 
 
