@@ -1282,20 +1282,28 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _banner_json(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+def _page_url(url: str, token: str | None) -> str:
+    """The web page's address as `serve` prints it: with the owner's one-time token, Jupyter-style."""
+    return f"{url}/?token={token}" if token else f"{url}/"
+
+
+def _banner_json(url: str, kb: KnowledgeBase, as_user: str | None, token: str | None = None) -> str:
     """What `serve --json` prints on stdout once it accepts requests: the banner as one JSON line."""
     stats = kb.stats()
-    return json.dumps({"url": url, "docs": f"{url}/docs", "store": kb.location,
+    return json.dumps({"url": url, "page": _page_url(url, token), "docs": f"{url}/docs", "store": kb.location,
                        "documents": stats.get("documents", 0), "chunks": stats.get("chunks", 0),
                        "model": kb.embedder.name, "auth": as_user is None, "as_user": as_user})
 
 
-def _banner(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+def _banner(url: str, kb: KnowledgeBase, as_user: str | None, token: str | None = None) -> str:
     """What `serve` prints on stderr once it accepts requests."""
     stats = kb.stats()
-    auth = f"off: every request acts as {as_user!r}" if as_user else "on: API keys (ragstead keys add)"
+    auth = (f"off: every request acts as {as_user!r}" if as_user else
+            f"on: the page link is {kb.settings.owner_slug}'s key while this server runs; API keys for "
+            "others (ragstead keys add)")
     return "\n".join([
         f"ragstead is serving {url}",
+        f"  web page  {_page_url(url, token)}",
         f"  API docs  {url}/docs",
         f"  store     {kb.location}",
         f"  index     {_count(stats.get('documents', 0), 'document')}, {_count(stats.get('chunks', 0), 'chunk')}",
@@ -1356,13 +1364,18 @@ def serve(
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
             # The name it listens on is one the server answers to (the Host check of api/origin.py).
             kb.settings = kb.settings.with_overrides(allowed_hosts=(*kb.settings.allowed_hosts, host))
+            import secrets
+
+            # The owner opens the page with this link (Jupyter-style): their key for this server's life only.
+            token = None if no_auth else secrets.token_urlsafe(24)
             api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                    max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
-                                   max_tokens=max_tokens)
+                                   max_tokens=max_tokens, owner_token=token)
             api = create_app(kb, api_config)
             bound = sock.getsockname()[1]
             show = _banner_json if as_json else _banner
-            banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None)
+            banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None,
+                          token)
             try:
                 sock.listen(2048)  # listening now: another server that bound meanwhile fails here, not in uvicorn
             except OSError as exc:
