@@ -201,3 +201,26 @@ def test_a_personal_folder_keeps_uploads_and_ingests_in_itself_with_plain_types(
         # Another user of the same folder (an API key of theirs) keeps the team path.
         _, theirs = kb.upload("x.md", b"Alice's note.", user="alice")
         assert theirs["file_path"] == "kb/users/alice/uploads/x.md"
+
+
+def test_the_library_opens_a_tilde_path_and_returns_typed_results(tmp_path, fake_embedder, monkeypatch):
+    import ragstead
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ragstead.init("~/notes", owner="sam")
+    write_files(tmp_path / "notes", {"atlas.md": "# Atlas\n\nWe chose PostgreSQL for Project Atlas."})
+    with ragstead.open("~/notes", embedder=fake_embedder) as kb:
+        assert kb.root == (tmp_path / "notes").resolve()
+        kb.index()
+        [doc] = kb.documents()
+        assert isinstance(doc, ragstead.DocumentInfo) and (doc.file_path, doc.user_slug) == ("atlas.md", "sam")
+        assert doc["file_path"] == "atlas.md" and doc.to_dict()["chunks"] == doc.chunks == 1
+        found = kb.search("PostgreSQL Atlas", user="sam")
+        assert isinstance(found.filters, ragstead.AppliedFilters) and found.filters.user_slug == "sam"
+        assert found.to_dict()["filters"] == found.filters.to_dict() and found.filters["user_slug"] == "sam"
+        answer = kb.ask("What did we choose for Atlas?", user="sam", extractive=True, min_confidence=0)
+        assert isinstance(answer.gate, ragstead.Relevance) and answer.to_dict()["gate"] == answer.gate.to_dict()
+        locator = answer.citations[0].locator
+        assert isinstance(locator, ragstead.Locator) and locator.chunk_id == locator["chunk_id"]
+        assert answer.to_dict()["citations"][0]["locator"] == {"page": None, "section_path": "Atlas",
+                                                                "heading": "Atlas", "chunk_id": locator.chunk_id}

@@ -9,8 +9,8 @@
 See docs/python.md for the whole API.
 """
 
-from ragstead.answer.ask import Answer, Citation
-from ragstead.answer.base import AnswerProvider
+from ragstead.answer.ask import Answer, Citation, Relevance
+from ragstead.answer.base import AnswerProvider, Locator
 from ragstead.config import Settings
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import (
@@ -24,22 +24,24 @@ from ragstead.errors import (
     RagsteadError,
     ToolError,
 )
-from ragstead.filters import QueryFilters
+from ragstead.filters import AppliedFilters, QueryFilters
 from ragstead.indexing.build import IndexReport
 from ragstead.knowledge_base import KnowledgeBase, init, open
 from ragstead.memory.files import RememberResult
 from ragstead.retrieval.passages import Passage
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
-from ragstead.stores.base import Store
+from ragstead.stores.base import DocumentInfo, Store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
     "AnswerProvider",
+    "AppliedFilters",
     "Citation",
     "ConfigError",
+    "DocumentInfo",
     "DocumentNotFoundError",
     "Embedder",
     "Hit",
@@ -48,11 +50,13 @@ __all__ = [
     "InvalidQueryError",
     "KnowledgeBase",
     "LoadError",
+    "Locator",
     "ModelMismatchError",
     "Passage",
     "ProviderError",
     "QueryFilters",
     "RagsteadError",
+    "Relevance",
     "RememberResult",
     "Reranker",
     "SearchOptions",

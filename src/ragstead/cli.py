@@ -1023,10 +1023,10 @@ def ls(
             docs = kb.documents(user=user, public_only=public_only, include_archive=include_archive,
                                 doc_types=split_values(doc_type), limit=limit, offset=offset)
     if output == "json":
-        _echo_json({"documents": docs, "limit": limit, "offset": offset})
+        _echo_json({"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset})
         return
     if output != "table":
-        _print_rows(docs, LS_CSV_COLUMNS, output)
+        _print_rows([doc.to_dict() for doc in docs], LS_CSV_COLUMNS, output)
         return
     columns = ("file", "type", "user", "privacy", "chunks", "indexed")
     rows = [(doc["file_path"], doc["doc_type"], doc["user_slug"] or "-", "private" if doc["is_private"] else "public",

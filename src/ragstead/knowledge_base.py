@@ -55,7 +55,7 @@ from ragstead.retrieval.passages import Passage, read_passage
 from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
 from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
-from ragstead.stores.base import Store
+from ragstead.stores.base import DocumentInfo, Store
 from ragstead.watch import watch as follow_folders
 
 Progress = ProgressHook
@@ -243,11 +243,11 @@ class KnowledgeBase:
             return self.store.last_indexed_at()
 
     def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
-                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        """Indexed documents in a scope, by path."""
+                  doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0) -> list[DocumentInfo]:
+        """Indexed documents in a scope, by path (`to_dict()`: each as `ls --json` prints it)."""
         filters = self.scope(user=user, public_only=public_only, include_archive=include_archive, doc_types=doc_types)
         with self._lock:
-            return self.store.list_documents(filters, limit, offset)
+            return [DocumentInfo.of(row) for row in self.store.list_documents(filters, limit, offset)]
 
     def read(self, doc_id: str, *, offset: int = 0, limit: int = MAX_PASSAGE_CHUNKS, user: str | None = None,
              public_only: bool = False, include_archive: bool = True) -> Passage:

@@ -22,7 +22,7 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
+from ragstead.answer.base import REFUSAL, AnswerProvider, Context, Locator, ProviderError, ToolCallingProvider
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
@@ -35,6 +35,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters
 from ragstead.memory.decision import decide
+from ragstead.records import Record
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
@@ -118,12 +119,12 @@ class Citation:
 
     n: int
     source: str
-    locator: dict[str, Any]
+    locator: Locator
     snippet: str
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
+        return {"n": self.n, "source": self.source, "locator": dict(self.locator), "snippet": self.snippet,
                 "similarity": self.similarity}
 
 
@@ -138,14 +139,15 @@ class Answer:
     provider: str | None
     retrieval: dict[str, Any]
     memory: dict[str, Any]
-    gate: dict[str, Any] | None = None  # the relevance gate's verdict (Relevance.to_dict); None: not gathered
+    gate: Relevance | None = None  # the relevance gate's verdict; None: not gathered
     flagged: tuple[dict[str, Any], ...] = ()
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "question": self.question, "retrieval": self.retrieval, "gate": self.gate, "memory": self.memory,
+            "question": self.question, "retrieval": self.retrieval,
+            "gate": self.gate.to_dict() if self.gate is not None else None, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
         }
@@ -157,16 +159,16 @@ class Answer:
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
 
 
-def _locator(hit: Hit) -> dict[str, Any]:
+def _locator(hit: Hit) -> Locator:
     """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
-    recognises: the first markdown heading in the chunk, else the document's title."""
+    recognises: the first markdown heading in the chunk, else the document's title. An ingested document's
+    citation also shows its title and URL (and the video time)."""
     found = _HEADING.search(hit.text)
     heading = found.group(1).strip() if found else hit.title
-    locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
-               "chunk_id": hit.chunk_id}
-    if hit.source_url:  # an ingested document: the citation shows its title and URL (and the video time)
-        locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time, title=hit.title)
-    return locator
+    if hit.source_url:
+        return Locator(hit.page, hit.section_path, heading or None, hit.chunk_id, url=hit.source_url, link=hit.link,
+                       video_time=hit.video_time, title=hit.title)
+    return Locator(hit.page, hit.section_path, heading or None, hit.chunk_id)
 
 
 def ask(
@@ -185,7 +187,7 @@ def ask(
 
 
 @dataclass(frozen=True)
-class Relevance:
+class Relevance(Record):
     """The gate's verdict for one question: its probability `score`, the `threshold` it was held to, whether it
     `passed`, what decided (`gate`, or `min_similarity` when that was given), and the signals it read."""
 
@@ -325,10 +327,10 @@ def answer(
     relevance = getattr(contexts, "relevance", None)
     base: dict[str, Any] = {
         "question": question,
-        "retrieval": {"mode": found.mode, "filters": found.filters, "retrieved": len(found.hits),
+        "retrieval": {"mode": found.mode, "filters": found.filters.to_dict(), "retrieved": len(found.hits),
                       "relevant": len(contexts), "min_similarity": min_similarity,
                       "best_similarity": _best_similarity(contexts)},
-        "gate": relevance.to_dict() if relevance is not None else None,
+        "gate": relevance,
         # What selective memory would make of the question; `ask --remember` writes it if it says so.
         "memory": decide(question).to_dict(),
         "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}

@@ -421,7 +421,7 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
         if not (1 <= limit <= 1000 and 0 <= offset <= 10_000_000):
             raise ApiError(422, "invalid_request", "limit must be 1-1000 and offset 0-10000000")
         docs = kb.documents(user=who.user_slug, include_archive=True, limit=limit, offset=offset)
-        return {"documents": docs, "limit": limit, "offset": offset}
+        return {"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset}
 
     @app.post("/v1/documents", tags=["documents"], status_code=201)
     def upload(
