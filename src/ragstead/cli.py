@@ -1774,8 +1774,15 @@ def keys_list(as_json: JsonOpt = False, root: RootOpt = None, config: ConfigOpt 
     if not records:
         typer.echo("no keys yet; create one: ragstead keys add --user SLUG")
         return
+    columns = ("id", "user", "scopes", "label", "created", "state")
+    if not sys.stdout.isatty():  # a pipe: TSV, as `query` and `ls` print it there
+        typer.echo("\t".join(columns))
+        for r in records:
+            typer.echo("\t".join((r["key_id"], r["user_slug"], ",".join(r["scopes"]), " ".join(r["label"].split()),
+                                  r["created_at"], "revoked" if r["revoked"] else "active")))
+        return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "user", "scopes", "label", "created", "state"):
+    for column in columns:
         table.add_column(column, overflow="fold")
     for r in records:
         table.add_row(Text(r["key_id"]), Text(r["user_slug"]), Text(",".join(r["scopes"])), Text(r["label"]),
