@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -232,3 +233,144 @@ def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
         out, errors = proc.communicate(timeout=60)
     assert proc.returncode == 130 and out == ""
     assert errors == "interrupted\n"
+
+
+# In-process (CliRunner): what a person reads in a terminal or a pipe. CliRunner's stdout is not a terminal.
+def cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from ragstead.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "60"})
+
+
+def test_piped_query_is_tsv_of_the_relevant_hits_and_says_how_many_were_hidden(project):
+    from ragstead.answer.ask import CONTEXT_FLOOR
+
+    args = ("query", "pancake recipe with eggs", "--root", str(project))
+    full = json.loads(cli(*args, "--json").stdout)["results"]
+    relevant = [r for i, r in enumerate(full) if i == 0 or r["vector_score"] is None
+                or r["vector_score"] >= CONTEXT_FLOOR or r["lexical_score"] is not None]
+    piped = cli(*args)
+    assert piped.exit_code == 0, piped.output
+    lines = piped.stdout.splitlines()
+    assert lines[0].split("\t") == ["rank", "file", "loc", "score", "snippet"]  # TSV, no box drawing
+    assert [line.split("\t")[1] for line in lines[1:]] == [r["file_path"] for r in relevant]
+    assert all(len(line.split("\t")) == 5 for line in lines) and "│" not in piped.stdout
+    hidden = len(full) - len(relevant)
+    assert (f"{hidden} less relevant hit" in piped.stderr) == bool(hidden)
+    everything = cli(*args, "--all")
+    assert len(everything.stdout.splitlines()) == len(full) + 1 and "hidden" not in everything.stderr
+
+
+def test_piped_ls_is_tsv_and_paths_are_whole(project):
+    piped = cli("ls", "--root", str(project))
+    rows = [line.split("\t") for line in piped.stdout.splitlines() if not line.startswith("#")]
+    assert rows[0] == ["file", "type", "user", "privacy", "chunks", "indexed"]
+    assert {row[0] for row in rows[1:]} == set(FILES) - {"docs/faq.md"} and all(len(row) == 6 for row in rows)
+    assert piped.stdout.splitlines()[-1].startswith("# 3 documents")
+
+
+def test_index_summarises_skipped_files_by_type_and_lists_them_with_v(tmp_path):
+    write_files(tmp_path, {"notes/a.md": "A note about trains.", **{f"notes/p{i}.jpg": b"\xff\xd8" for i in range(28)},
+                           "notes/x.heic": b"\x00", "notes/y.heic": b"\x00"})
+    first = cli("index", "-q", "--root", str(tmp_path), str(tmp_path / "notes"))
+    assert first.exit_code == 0, first.output
+    assert first.stderr.splitlines() == ["  skipped 30 files: 28 .jpg, 2 .heic (unsupported; -v lists them)"]
+    verbose = cli("index", "-q", "-v", "--root", str(tmp_path))
+    assert len([line for line in verbose.stderr.splitlines() if line.startswith("  skipped notes/")]) == 30
+
+
+def test_init_prints_a_short_summary(tmp_path):
+    result = cli("init", str(tmp_path / "notes"))
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) <= 6 and ".gitignore +=" not in result.stdout
+    assert ".gitignore:" in result.stdout and "/kb/rag/" in (tmp_path / "notes/.gitignore").read_text()
+
+
+def test_dash_capital_v_is_the_version():
+    result = cli("-V")
+    assert result.exit_code == 0 and result.stdout == f"ragstead {__version__}\n"
+
+
+def test_help_reads_well_value_names_and_whole_sentences():
+    top = CliRunnerWide("--help")
+    assert "<bool>" not in top and "<str>" not in top
+    # Every command's summary is one paragraph: no line of the command list ends mid-sentence and restarts
+    # at the left edge with a lowercase word (the docstring's own line breaks).
+    summaries = top.split("Commands")[1]
+    assert "the run\n" not in summaries and "optionally\n" not in summaries
+    query_help = CliRunnerWide("query", "--help")
+    assert "<list[str]>" not in query_help and "<bool>" not in query_help
+    assert " TAG " in query_help and " INTEGER " in query_help
+
+
+def CliRunnerWide(*args: str) -> str:
+    from typer.testing import CliRunner
+
+    from ragstead.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"}).stdout
+
+
+def test_mode_completes_the_modes():
+    import typer
+
+    from ragstead.cli import app
+
+    command = typer.main.get_command(app).commands["query"]
+    mode = next(p for p in command.params if p.name == "mode")
+    ctx = command.make_context("query", ["x"], resilient_parsing=True)
+    assert [item.value for item in mode.shell_complete(ctx, "")] == ["vector", "lexical", "hybrid"]
+    assert [item.value for item in mode.shell_complete(ctx, "h")] == ["hybrid"]
+
+
+def test_a_reader_that_stops_early_is_not_an_error(project):
+    # The process is the subject here (a closed pipe; Python ignores SIGPIPE, so a write fails with EPIPE): a
+    # real subprocess. The reader goes before the first line is written, as `head -1` goes after its line.
+    for command in (("ls",), ("query", "billing"), ("status",)):
+        reader = subprocess.Popen([sys.executable, "-m", "ragstead", *command, "--root", str(project)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+        assert reader.stdout is not None and reader.stderr is not None
+        reader.stdout.close()
+        errors = reader.stderr.read()
+        assert reader.wait(timeout=120) == 0, errors
+        assert b"Traceback" not in errors and b"BrokenPipe" not in errors and b"Exception ignored" not in errors
+
+
+def test_a_rebuild_keeps_its_chunker_and_a_nested_root_is_not_a_failure(tmp_path):
+    write_files(tmp_path, {"docs/a.md": "Doc one about trains.", "docs/archive/old.md": "Old note about boats."})
+    assert cli("init", str(tmp_path), "--roots", "docs").exit_code == 0
+    assert cli("index", "-q", "--root", str(tmp_path)).exit_code == 0
+    rebuilt = cli("index", "-q", "--rebuild", "--chunker", "sentences", "--root", str(tmp_path),
+                  str(tmp_path / "docs/archive"))
+    assert rebuilt.exit_code == 0, rebuilt.output  # docs/archive/old.md is indexed once, not "failed"
+    assert "failed" not in rebuilt.stdout and "skipped" not in rebuilt.stderr
+    assert 'chunker = "sentences"' in (tmp_path / "ragstead.toml").read_text()
+    again = cli("index", "-q", "--root", str(tmp_path))  # the next plain run cuts the same way
+    assert again.exit_code == 0, again.output
+    assert json.loads(cli("status", "--json", "--root", str(tmp_path)).stdout)["roots"] == ["docs"]
+
+
+def test_dotenv_supplies_keys_the_config_orders_the_chain_and_ask_json_notes_a_failure(project, monkeypatch):
+    import ragstead
+    from helpers.project import LLM_ENV
+
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    # A loopback port nothing listens on: the OpenAI-compatible answerer fails at once, nothing leaves the machine.
+    (project / ".env").write_text("RAGSTEAD_OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY=sk-test\n"
+                                  "GEMINI_API_KEY=g-test\nRAGSTEAD_GEMINI_BASE_URL=http://127.0.0.1:9/v1beta\n")
+    try:
+        with ragstead.open(project) as kb:
+            assert [p.name.split(":")[0] for p in kb.providers()] == ["openai-compatible", "gemini", "extractive"]
+        with ragstead.open(project, answerers=("gemini", "extractive")) as kb:
+            assert [p.name.split(":")[0] for p in kb.providers()] == ["gemini", "extractive"]
+        monkeypatch.setenv("RAGSTEAD_ANSWERERS", "openai")  # the shell wins over .env and the config file
+        asked = cli("ask", "Where do we migrate billing?", "--user", "alice", "--json", "--root", str(project))
+        assert asked.exit_code == 0, asked.output
+        assert json.loads(asked.stdout)["provider"] == "extractive"  # stdout is the JSON alone
+        notes = [line for line in asked.stderr.splitlines() if line.startswith("note: openai-compatible")]
+        assert len(notes) == 1 and notes[0].endswith("the next answerer took over")
+    finally:
+        (project / ".env").unlink()

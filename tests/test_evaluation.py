@@ -143,3 +143,17 @@ def test_eval_argument_errors(tmp_path):
                  [*beir, "--k", "a,b"], beir):
         out = run_cli(*args, "--root", str(tmp_path))
         assert out.returncode == 2 and out.stderr.startswith("error:"), args
+
+
+def test_relevant_urls_are_judged_against_the_source_url(tmp_path):
+    from types import SimpleNamespace
+
+    from ragstead.evaluation.runner import _doc_key
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"query": "q", "relevant_urls": ["https://example.com/a"]}))
+    [case] = load_jsonl_cases(cases)
+    page = SimpleNamespace(source_url="https://example.com/a", file_path="kb/users/me/ingested/web/a.md")
+    note = SimpleNamespace(source_url=None, file_path="notes/a.md")
+    assert _doc_key(page, case.key) in case.relevant  # an ingested page: its URL, not its archive path
+    assert _doc_key(note, case.key) == "notes/a.md"

@@ -396,6 +396,7 @@ def test_urls_are_checked_with_conditional_gets_and_applied_by_ingesting_again(t
         assert "storm surges" in kb.search("harbour storm surges", user="ana", k=1).hits[0].snippet
         refreshed = kb.document(path=applied.applied["urls"][0]["file_path"])
         assert "sea" in refreshed["tags"]  # the tags it had
+        assert applied.applied["chunks_embedded"] == refreshed["chunks"] > 0  # the page's chunks, re-embedded
 
         pages.requests.clear()
         again = kb.freshness(urls=True)  # the ETag of the indexed content: If-None-Match, 304

@@ -244,3 +244,27 @@ def test_progress_counts_chunks_and_ends_at_the_total(make_project):
     assert done == sorted(done) and all(d <= t for d, t in calls)
     assert calls[-1] == (report.chunks_written, report.chunks_written)  # the estimate is exact at the end
     assert len({d for d in done}) > 2  # it moves while the run embeds, not only at the end
+
+
+def test_the_first_commit_comes_early_and_later_batches_follow_the_embedders_pace(tmp_path, fake_embedder,
+                                                                                  monkeypatch):
+    """A batch is bounded by time as well as size: the first holds FIRST_BATCH_CHUNKS chunks, so a long run's
+    first commit comes within seconds (Ctrl-C keeps it); a fast embedder then gets full batches."""
+    import ragstead
+    from ragstead.indexing.build import BATCH_CHUNKS, FIRST_BATCH_CHUNKS
+
+    for i in range(400):
+        (tmp_path / "notes").mkdir(exist_ok=True)
+        (tmp_path / "notes" / f"n{i:03}.md").write_text(f"Note {i} about the harbour ledger and its tides.")
+    committed: list[int] = []
+    apply = SqliteStore.apply
+
+    def counting(self, writes, removed, touches):  # type: ignore[no-untyped-def]
+        if writes:
+            committed.append(sum(len(w.chunks) for w in writes))
+        return apply(self, writes, removed, touches)
+
+    monkeypatch.setattr(SqliteStore, "apply", counting)
+    with ragstead.open(tmp_path, embedder=fake_embedder, roots=("notes",)) as kb:
+        assert len(kb.index().added) == 400
+    assert committed[0] == FIRST_BATCH_CHUNKS and committed[1] == BATCH_CHUNKS and sum(committed) == 400

@@ -174,3 +174,53 @@ def test_init_then_index_then_ask_from_the_cli(tmp_path):
     answer = _cli(notes, "ask", "What did we decide about Friday deploys?", "--user", "sam")
     assert answer.returncode == 0 and "no Friday deploys" in answer.stdout and "deploys.md" in answer.stdout
     assert "[1] deploys.md (Deploys):" in answer.stdout  # the citation names the heading, not a chunk id
+
+
+def test_a_personal_folder_keeps_uploads_and_ingests_in_itself_with_plain_types(tmp_path, fake_embedder):
+    import ragstead
+    from helpers.web_server import serve
+
+    notes = tmp_path / "notes"
+    ragstead.init(notes, owner="sam")
+    write_files(notes, {"atlas.md": "# Atlas\n\nWe chose PostgreSQL for Project Atlas."})
+    with serve() as (base, _routes), ragstead.open(notes, embedder=fake_embedder, auto_tags=False) as kb:
+        kb.index()
+        status, doc = kb.upload("trip.md", b"The huts accept cards.", user="sam")
+        assert (status, doc["file_path"], doc["doc_type"], doc["user_slug"]) == ("added", "uploads/trip.md",
+                                                                                  "upload", "sam")
+        [page] = kb.ingest([f"{base}/notes.txt"]).results
+        assert page.status == "added", page.reason
+        assert page.file_path.startswith("ingested/") and not (notes / "kb/users").exists()
+        stored = kb.document(path=page.file_path)
+        assert (stored["doc_type"], stored["user_slug"], stored["is_private"]) == ("ingested", "sam", True)
+        assert kb.ingest([f"{base}/notes.txt"]).results[0].status == "duplicate"  # dedup finds it there
+        answer = kb.ask("When is the quarterly review?", user="sam", extractive=True, min_confidence=0)
+        cited = [c.locator for c in answer.citations if c.locator.get("url")]
+        assert cited and cited[0]["url"] == f"{base}/notes.txt" and "title" in cited[0]
+        # Another user of the same folder (an API key of theirs) keeps the team path.
+        _, theirs = kb.upload("x.md", b"Alice's note.", user="alice")
+        assert theirs["file_path"] == "kb/users/alice/uploads/x.md"
+
+
+def test_the_library_opens_a_tilde_path_and_returns_typed_results(tmp_path, fake_embedder, monkeypatch):
+    import ragstead
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ragstead.init("~/notes", owner="sam")
+    write_files(tmp_path / "notes", {"atlas.md": "# Atlas\n\nWe chose PostgreSQL for Project Atlas."})
+    with ragstead.open("~/notes", embedder=fake_embedder) as kb:
+        assert kb.root == (tmp_path / "notes").resolve()
+        kb.index()
+        [doc] = kb.documents()
+        assert isinstance(doc, ragstead.DocumentInfo) and (doc.file_path, doc.user_slug) == ("atlas.md", "sam")
+        assert doc["file_path"] == "atlas.md" and doc.to_dict()["chunks"] == doc.chunks == 1
+        found = kb.search("PostgreSQL Atlas", user="sam")
+        assert isinstance(found.filters, ragstead.AppliedFilters) and found.filters.user_slug == "sam"
+        assert found.to_dict()["filters"] == found.filters.to_dict() and found.filters["user_slug"] == "sam"
+        answer = kb.ask("What did we choose for Atlas?", user="sam", extractive=True, min_confidence=0)
+        assert isinstance(answer.gate, ragstead.Relevance) and answer.to_dict()["gate"] == answer.gate.to_dict()
+        locator = answer.citations[0].locator
+        assert isinstance(locator, ragstead.Locator) and locator.chunk_id == locator["chunk_id"]
+        assert answer.to_dict()["citations"][0]["locator"] == {"page": None, "section_path": "Atlas",
+                                                                "heading": "Atlas", "chunk_id": locator.chunk_id,
+                                                                "title": locator.title}

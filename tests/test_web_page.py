@@ -261,7 +261,11 @@ def test_a_key_of_one_user_never_shows_another_users_documents(page, served):
 
 
 def test_api_errors_are_readable_lines(page, served, strict_server):
-    sign_in(page, served.base, "rsk_not-a-key")
+    # A key revoked while the tab is open (a wrong key typed in is refused at entry: see below).
+    page.goto(served.base + "/")
+    page.evaluate("sessionStorage.setItem('ragstead-key', 'rsk_not-a-key')")
+    page.reload()
+    expect(page.locator("#app")).to_be_visible()
     run_query(page, "billing")
     expect(page.locator("#error")).to_have_text(re.compile(r"^The API key was refused .*unknown or revoked"))
 
@@ -347,3 +351,57 @@ def test_the_endpoints_the_page_uses(served):
         bob = {"Authorization": f"Bearer {served.keys['bob']}"}
         missing = http.get(f"/v1/chunks/{chunk}", headers=bob)
         assert missing.status_code == 404 and missing.json()["error"]["message"] == "no such document"
+
+
+def test_a_wrong_key_is_refused_at_entry(page, served):
+    page.goto(served.base + "/")
+    page.evaluate("sessionStorage.clear()")
+    page.reload()
+    page.fill("#key", "rsk_not-a-key")
+    page.click("#key-form button")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^The API key was refused .*unknown or revoked"))
+    assert page.locator("#app").is_hidden() and page.evaluate("sessionStorage.getItem('ragstead-key')") is None
+
+
+def test_the_banner_link_opens_the_owners_page_with_no_key_typed(page, tmp_path):
+    """`ragstead serve` itself (the process is the subject): the page URL it prints carries the owner's one-time
+    token; opened, the page searches with no key typed; the token is gone from the address bar."""
+    import subprocess
+    import sys
+
+    from helpers.project import OFFLINE_ENV
+
+    notes = tmp_path / "notes"
+    write_files(notes, {"ragstead.toml": '[ragstead]\nowner = "sam"\nroots = ["."]\n',
+                        "osprey.md": "# Osprey\n\nThe osprey nest count reached nine this spring."})
+    server = subprocess.Popen([sys.executable, "-m", "ragstead", "serve", "--port", "0", "--json", "--log-level",
+                               "warning", "--root", str(notes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=OFFLINE_ENV)
+    try:
+        assert server.stdout is not None
+        banner = json.loads(server.stdout.readline() or "{}")
+        assert banner, server.stderr.read() if server.stderr else ""
+        assert banner["page"].startswith(banner["url"] + "/?token=")
+        with httpx.Client(base_url=banner["url"]) as http:  # index the notes through the owner's token
+            token = banner["page"].split("token=")[1]
+            assert http.get("/v1/documents", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+            assert http.get("/v1/documents", headers={"Authorization": "Bearer nope"}).status_code == 401
+            upload = http.post("/v1/documents", headers={"Authorization": f"Bearer {token}"},
+                               files={"file": ("heron.md", b"# Heron\n\nThe heron survey moves to May.")})
+            assert upload.status_code == 201 and upload.json()["document"]["file_path"] == "uploads/heron.md"
+            assert http.get("/ui/favicon.svg").headers["content-type"].startswith("image/svg+xml")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(banner["page"])
+        expect(page.locator("#app")).to_be_visible()
+        assert "token" not in page.url
+        run_query(page, "heron survey")
+        expect(page.locator("#results-list li").first).to_contain_text("uploads/heron.md")
+        assert page.evaluate("document.querySelector('link[rel=icon]').href").endswith("/ui/favicon.svg")
+        # A phone's width: nothing sticks out sideways, the file picker included.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = page.locator("#file").bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 390
+        screenshot(page, "web-page-390px")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -15,8 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstead.answer.ask import Answer, Citation
-    from ragstead.answer.base import AnswerProvider
+    from ragstead.answer.ask import Answer, Citation, Relevance
+    from ragstead.answer.base import AnswerProvider, Locator
     from ragstead.config import Settings
     from ragstead.embeddings.base import Embedder
     from ragstead.errors import (
@@ -30,20 +30,24 @@ if TYPE_CHECKING:
         RagsteadError,
         ToolError,
     )
-    from ragstead.filters import QueryFilters
+    from ragstead.filters import AppliedFilters, QueryFilters
     from ragstead.indexing.build import IndexReport
     from ragstead.knowledge_base import KnowledgeBase, init, open
     from ragstead.memory.files import RememberResult
     from ragstead.retrieval.passages import Passage
     from ragstead.retrieval.rerank import Reranker
     from ragstead.retrieval.search import Hit, SearchOptions, SearchResult
-    from ragstead.stores.base import Store
+    from ragstead.stores.base import DocumentInfo, Store
 
 # Each public name -> the module that defines it. Imported on first use (PEP 562), so `import ragstead` and
 # `ragstead --version` do not load numpy, tantivy, onnxruntime, httpx... until a name that needs them is used.
 _LAZY = {
     "Answer": "ragstead.answer.ask",
     "Citation": "ragstead.answer.ask",
+    "Relevance": "ragstead.answer.ask",
+    "Locator": "ragstead.answer.base",
+    "AppliedFilters": "ragstead.filters",
+    "DocumentInfo": "ragstead.stores.base",
     "AnswerProvider": "ragstead.answer.base",
     "Settings": "ragstead.config",
     "Embedder": "ragstead.embeddings.base",
@@ -89,8 +93,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Answer",
     "AnswerProvider",
+    "AppliedFilters",
     "Citation",
     "ConfigError",
+    "DocumentInfo",
     "DocumentNotFoundError",
     "Embedder",
     "Hit",
@@ -99,11 +105,13 @@ __all__ = [
     "InvalidQueryError",
     "KnowledgeBase",
     "LoadError",
+    "Locator",
     "ModelMismatchError",
     "Passage",
     "ProviderError",
     "QueryFilters",
     "RagsteadError",
+    "Relevance",
     "RememberResult",
     "Reranker",
     "SearchOptions",

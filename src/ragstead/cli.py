@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import typing
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
@@ -37,7 +39,12 @@ if TYPE_CHECKING:
 
 
 class _Group(TyperGroup):
-    """The command group: Ctrl-C in any command is one `interrupted` line and exit code 130, no traceback."""
+    """The command group: Ctrl-C in any command is one `interrupted` line and exit code 130, no traceback; a
+    reader that stops early (`ragstead ls | head -1`) ends the command quietly with exit code 0."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        _tidy_help(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -45,6 +52,51 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             err.print("interrupted", markup=False, highlight=False)
             raise typer.Exit(code=130) from None
+        except BrokenPipeError:
+            _drop_stdout()
+            raise typer.Exit(code=0) from None
+
+
+def _drop_stdout() -> None:
+    """The reader of stdout has gone: point stdout at /dev/null so the last flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+# The value names `--help` shows (typer's default is the Python type, `<list[str]>`); a flag shows none.
+_METAVARS = {str: "TEXT", int: "INTEGER", float: "FLOAT", Path: "PATH"}
+
+
+def _tidy_help(command: Any) -> None:
+    """Help that reads well: value names such as TEXT or TAG, and each command's summary in the command list as
+    one paragraph (its docstring's line breaks are for the source, not for the reader)."""
+    for param in getattr(command, "params", ()):
+        if param.param_type_name != "option" or param.metavar is not None:
+            continue
+        if param.is_flag:
+            param.metavar = ""
+            continue
+        descriptor = param.type_descriptor
+        kind = descriptor.annotation
+        if descriptor.is_list:
+            kind = typing.get_args(kind)[0] if typing.get_args(kind) else str
+        param.metavar = {"--tag": "TAG", "--doc-type": "TYPE", "--mode": "MODE", "--format": "FORMAT",
+                         "--user": "SLUG"}.get(param.opts[0]) or _METAVARS.get(kind, "TEXT")
+    own_params = command.get_params
+
+    def get_params(ctx: Any) -> list[Any]:  # --help and the completion flags are added here, not in .params
+        params = own_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+    command.get_params = get_params
+    for sub in getattr(command, "commands", {}).values():
+        if sub.help and not sub.short_help:
+            sub.short_help = " ".join(sub.help.split("\n\n")[0].split())
+        _tidy_help(sub)
 
     def get_params(self, ctx: Any) -> list[Any]:
         # typer builds a pydantic validator for an option before it sees the value is None, and the group's
@@ -89,7 +141,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True,
                                           callback=_print_version)] = False,
 ) -> None:
     pass
@@ -200,10 +252,21 @@ CLI_SPELLING = {name: "--" + name.replace("_", "-") for name in (
     "query": "the question", "doc_types": "--doc-type", "tags": "--tag", "feedback_k": "--feedback"}
 
 
-def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL) -> inspect.Parameter:
+def _option(default: Any, kind: Any, *names: str, help: str, panel: str = SEARCH_PANEL,
+            complete: tuple[str, ...] = ()) -> inspect.Parameter:
     name = names[0].lstrip("-").replace("-", "_")
+    option = typer.Option(*names, help=help, rich_help_panel=panel,
+                          autocompletion=_completer(complete) if complete else None)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                             annotation=Annotated[kind, typer.Option(*names, help=help, rich_help_panel=panel)])
+                             annotation=Annotated[kind, option])
+
+
+def _completer(values: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """Shell completion (`--mode <TAB>`) of an option that takes one of a few words."""
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
 
 
 _SEARCH_PARAMETERS = [
@@ -211,7 +274,8 @@ _SEARCH_PARAMETERS = [
     _option(False, bool, "--hybrid", help="Vector + lexical, fused (convex by default; see --fusion). The default."),
     _option(False, bool, "--lexical-only", help="BM25 full-text only."),
     _option(False, bool, "--vector", help="Vector search only."),
-    _option(None, str | None, "--mode", help="vector | lexical | hybrid (default: config default_mode, hybrid)"),
+    _option(None, str | None, "--mode", help="vector | lexical | hybrid (default: config default_mode, hybrid)",
+            complete=("vector", "lexical", "hybrid")),
     _option(None, str | None, "--user", help="Only this user's documents.", panel=SCOPE_PANEL),
     _option(None, list[str] | None, "--doc-type", help="Repeatable or comma-separated.", panel=SCOPE_PANEL),
     _option(False, bool, "--private-only", help="Only private content (default).", panel=SCOPE_PANEL),
@@ -223,7 +287,8 @@ _SEARCH_PARAMETERS = [
     _option(None, int | None, "--top-k-vector", help="Vector candidates (default: config, 25)."),
     _option(None, int | None, "--top-k-lexical", help="Lexical candidates (default: config, 25)."),
     _option(None, int | None, "--rrf-k", help="RRF constant (implies --fusion rrf; default: config, 60)."),
-    _option(None, str | None, "--fusion", help="Hybrid fusion: convex | rrf (default: config, convex)."),
+    _option(None, str | None, "--fusion", help="Hybrid fusion: convex | rrf (default: config, convex).",
+            complete=("convex", "rrf")),
     _option(None, float | None, "--fusion-weight", help="convex: vector share, 0..1 (implies --fusion convex; "
                                                          "default: config, 0.5)."),
     _option(False, bool, "--rerank", help="Re-rank the top candidates (sentence max-sim)."),
@@ -371,8 +436,9 @@ def init(
     typer.echo(f"initialised {report['root']}: {report['config']}")
     for key, value in report["settings"].items():
         typer.echo(f"  {key} = {', '.join(value) if isinstance(value, list) else value}")
-    for line in report["gitignore"]:
-        typer.echo(f"  .gitignore += {line}")
+    if report["gitignore"]:  # the lines themselves are in the file; here, only what they are for
+        typer.echo(f"  .gitignore: {_count(len(report['gitignore']), 'line')} added (the index, .env files, keys "
+                   "and other secrets stay out of git)")
     for folder in report["created"]:
         typer.echo(f"  created {folder}")
     typer.echo(f"next: cd {path} && ragstead index")
@@ -398,6 +464,8 @@ def index(
     model: ModelOpt = None,
     allow_download: AllowDownloadOpt = False,
     quiet: QuietOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Name every file left out (by default: one "
+                                                                  "line by type).")] = False,
     root: RootOpt = None,
     config: ConfigOpt = None,
     db: DbOpt = None,
@@ -440,6 +508,8 @@ def index(
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
             kept = sentence_vectors and kb.keep_sentence_vectors()
+            # A rebuild re-cut every document: its chunking is the project's from now on.
+            recut = rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap})
             stats = kb.stats()
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
@@ -455,15 +525,19 @@ def index(
     for label, paths in (("+", report.added), ("~", report.updated), ("-", report.removed)):
         for path in paths:
             typer.echo(f"  {label} {path}")
+    failed_paths = set(report.failed)
     # Photos without text are no news, one by one: one line names them all.
     photos = [item["path"] for item in report.skipped if item["path"].lower().endswith(IMAGE_SUFFIXES)
               and item["reason"].startswith("no text to index")]
-    for item in report.skipped:
-        if item["path"] not in photos:
+    for item in report.skipped:  # what could not be read is always named; what was left out by design, with -v
+        if item["path"] not in photos and (verbose or item["path"] in failed_paths):
             typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
     if photos:
         typer.echo(f"  skipped {len(photos)} image{'s' if len(photos) != 1 else ''} with no text: "
                    f"{', '.join(photos[:10])}{', …' if len(photos) > 10 else ''}", err=True)
+    by_design = [s for s in report.skipped if s["path"] not in failed_paths and s["path"] not in photos]
+    if not verbose and (summary := _skip_summary(by_design)):
+        typer.echo(f"  {summary}", err=True)
     for path, count in report.secrets.items():
         typer.echo(f"{path}: {count} secret{'s' if count != 1 else ''}, masked")
     if report.sentence_vector_chunks:
@@ -475,7 +549,34 @@ def index(
                    "current")
     if recorded:
         typer.echo(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
+    if recut:
+        typer.echo(f"chunking: {', '.join(f'{k} = {v}' for k, v in recut.items())} (recorded in ragstead.toml; "
+                   "later runs cut the same way)")
     _completed_with_skips(report.failed)
+
+
+def _skip_summary(skipped: list[dict[str, str]]) -> str | None:
+    """The files an index run left out by design (unsupported types, empty files, symlinks outside their scope)
+    in one line, by type: `skipped 30 files: 28 .jpg, 2 .heic (unsupported; -v lists them)`."""
+    import re
+    from collections import Counter
+
+    if not skipped:
+        return None
+    types: Counter[str] = Counter()
+    others: Counter[str] = Counter()
+    for item in skipped:
+        unsupported = re.fullmatch(r"unsupported file type '(.*)'", item["reason"])
+        if unsupported:
+            types[unsupported.group(1)] += 1
+        else:
+            others[item["reason"]] += 1
+    by_type = ", ".join(f"{n} {suffix}" for suffix, n in types.most_common())
+    if not others:
+        return f"skipped {_count(len(skipped), 'file')}: {by_type} (unsupported; -v lists them)"
+    parts = [f"{by_type} (unsupported)"] if types else []
+    parts += [f"{n} {reason}" for reason, n in others.most_common()]
+    return f"skipped {_count(len(skipped), 'file')}: {'; '.join(parts)} (-v lists them)"
 
 
 def _completed_with_skips(failed: list[str]) -> None:
@@ -484,19 +585,42 @@ def _completed_with_skips(failed: list[str]) -> None:
         raise typer.Exit(code=3)
 
 
-def _print_table(payload: dict[str, Any]) -> None:
-    table = Table(title=Text(f"{payload['mode']}: {payload['question']}"), show_lines=True)
-    for column in ("#", "file", "loc", "score", "snippet"):
-        table.add_column(column, overflow="fold")
-    for row in payload["results"]:
-        loc = f"p.{row['page']}" if row.get("page") else (row.get("section_path") or f"chunk {row['chunk_index']}")
-        table.add_row(str(row["final_rank"]), Text(row["file_path"], style="cyan"), Text(loc),
-                      f"{row['score']:.4f}", Text(row["snippet"]))
-    console = _stdout()
-    console.print(table)
-    if not payload["results"]:
-        console.print("no results in scope (widen it: --user, --doc-type, --public-only, --include-archive)",
-                      markup=False, highlight=False)
+def _relevant(row: dict[str, Any], floor: float) -> bool:
+    """A hit worth showing a person: close in meaning (its cosine reaches `floor`, where `ask` hands a chunk to the
+    answerer) or sharing a word with the question (a lexical match); lexical-only results have no cosine."""
+    return row.get("vector_score") is None or row["vector_score"] >= floor or row.get("lexical_score") is not None
+
+
+def _hit_location(row: dict[str, Any]) -> str:
+    return f"p.{row['page']}" if row.get("page") else (row.get("section_path") or f"chunk {row['chunk_index']}")
+
+
+def _print_table(payload: dict[str, Any], show_all: bool = False) -> None:
+    """`query` for people: the relevant hits (the first always), and how many less relevant ones were hidden. On
+    a terminal, one block per hit (the path whole, the snippet wrapped at words); in a pipe, TSV with a header."""
+    from ragstead.answer.ask import CONTEXT_FLOOR
+
+    results = payload["results"]
+    shown = [row for i, row in enumerate(results) if show_all or i == 0 or _relevant(row, CONTEXT_FLOOR)]
+    hidden = len(results) - len(shown)
+    if sys.stdout.isatty():
+        console = _stdout()
+        console.print(Text(f"{payload['mode']}: {payload['question']}", style="bold"), soft_wrap=True)
+        for row in shown:
+            head = Text.assemble((f"{row['final_rank']:>2}  ", "bold"), (row["file_path"], "cyan"),
+                                 f"  {_hit_location(row)}  ", (f"{row['score']:.4f}", "dim"))
+            console.print(head, soft_wrap=True)  # a path is never broken: the terminal wraps the line whole
+            console.print(Padding(Text(" ".join(row["snippet"].split())), (0, 0, 0, 4)))
+    else:
+        typer.echo("\t".join(("rank", "file", "loc", "score", "snippet")))
+        for row in shown:
+            typer.echo("\t".join((str(row["final_rank"]), row["file_path"], _hit_location(row), f"{row['score']:.4f}",
+                                  " ".join(row["snippet"].split()))))
+    if hidden:
+        err.print(f"{_count(hidden, 'less relevant hit')} hidden (--all shows them; --json has every hit)",
+                  markup=False, highlight=False, soft_wrap=True, style="dim")
+    if not results:
+        typer.echo("no results in scope (widen it: --user, --doc-type, --public-only, --include-archive)")
 
 
 def _print_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], output: str) -> None:
@@ -536,6 +660,9 @@ def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
     flags: SearchFlags,
     output: Annotated[str, _format_opt(*QUERY_FORMATS)] = "table",
+    show_all: Annotated[bool, typer.Option("--all", help="Table: also the hits neither close in meaning nor sharing "
+                                                         "a word with the question (--json always has them).")
+                        ] = False,
     as_json: JsonOpt = False,
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
@@ -556,7 +683,7 @@ def query(
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 payload = _revealed(payload, kb.revealer(r["file_path"] for r in payload["results"]))
     if output == "table":
-        _print_table(payload)
+        _print_table(payload, show_all)
     elif output == "json":
         _echo_json(payload)
     else:
@@ -658,6 +785,11 @@ def ask(
                     quotes=tuple(replace(q, text=reveal(q.text)) for q in c.quotes)) for c in result.citations))
     if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
         err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
+    for fallback in result.fallbacks:  # on stderr, so with --json too (the JSON has them as `fallbacks`)
+        after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
+                 else "the next answerer took over")
+        err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
+                  f"{after}", markup=True, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
         return
@@ -668,11 +800,6 @@ def ask(
             typer.echo(f"    “{' '.join(quoted.split())}”")
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
-    for fallback in result.fallbacks:
-        after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
-                 else "the next answerer took over")
-        err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
-                  f"{after}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
         err.print(f"memory: {result.memory_write['note']}", markup=False, highlight=False, soft_wrap=True)
     if result.withheld:
@@ -956,27 +1083,36 @@ def ls(
             docs = kb.documents(user=user, public_only=public_only, include_archive=include_archive,
                                 doc_types=split_values(doc_type), limit=limit, offset=offset)
     if output == "json":
-        _echo_json({"documents": docs, "limit": limit, "offset": offset})
+        _echo_json({"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset})
         return
     if output != "table":
-        _print_rows(docs, LS_CSV_COLUMNS, output)
+        _print_rows([doc.to_dict() for doc in docs], LS_CSV_COLUMNS, output)
         return
-    console = _stdout()
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("file", "type", "user", "privacy", "chunks", "indexed"):
-        table.add_column(column, justify="right" if column == "chunks" else "left", overflow="fold")
-    for doc in docs:
-        table.add_row(Text(doc["file_path"], style="cyan"), Text(doc["doc_type"]), Text(doc["user_slug"] or "-"),
-                      "private" if doc["is_private"] else "public", str(doc.get("chunks", "")),
-                      Text(str(doc.get("indexed_at") or "-")))
-    if docs:
-        console.print(table)
+    columns = ("file", "type", "user", "privacy", "chunks", "indexed")
+    rows = [(doc["file_path"], doc["doc_type"], doc["user_slug"] or "-", "private" if doc["is_private"] else "public",
+             str(doc.get("chunks", "")), str(doc.get("indexed_at") or "-")) for doc in docs]
     scope = "public" if public_only else "private"
     shown = f"{offset + 1}-{offset + len(docs)}" if docs else "none"
     more = f"; more: --offset {offset + limit}" if len(docs) == limit else ""
     other = "" if public_only else "; --public-only lists public ones"
-    console.print(Text(f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})",
-                       style="dim"), soft_wrap=True)
+    summary = f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})"
+    if not sys.stdout.isatty():  # a pipe: TSV for cut and awk, the summary a `#` comment line after it
+        for row in [columns, *rows] if rows else []:
+            typer.echo("\t".join(row))
+        typer.echo(f"# {summary}")
+        return
+    console = _stdout()
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        # A path is never folded mid-word: it keeps its width and the other columns give way.
+        widest = max((len(row[0]) for row in rows), default=4) if column == "file" else len(column)
+        table.add_column(column, justify="right" if column == "chunks" else "left", no_wrap=True,
+                         overflow="fold" if column == "file" else "ellipsis", min_width=widest)
+    for row in rows:
+        table.add_row(Text(row[0], style="cyan"), *(Text(cell) for cell in row[1:]))
+    if docs:
+        console.print(table)
+    console.print(Text(summary, style="dim"), soft_wrap=True)
 
 
 def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
@@ -1217,20 +1353,28 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _banner_json(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+def _page_url(url: str, token: str | None) -> str:
+    """The web page's address as `serve` prints it: with the owner's one-time token, Jupyter-style."""
+    return f"{url}/?token={token}" if token else f"{url}/"
+
+
+def _banner_json(url: str, kb: KnowledgeBase, as_user: str | None, token: str | None = None) -> str:
     """What `serve --json` prints on stdout once it accepts requests: the banner as one JSON line."""
     stats = kb.stats()
-    return json.dumps({"url": url, "docs": f"{url}/docs", "store": kb.location,
+    return json.dumps({"url": url, "page": _page_url(url, token), "docs": f"{url}/docs", "store": kb.location,
                        "documents": stats.get("documents", 0), "chunks": stats.get("chunks", 0),
                        "model": kb.embedder.name, "auth": as_user is None, "as_user": as_user})
 
 
-def _banner(url: str, kb: KnowledgeBase, as_user: str | None) -> str:
+def _banner(url: str, kb: KnowledgeBase, as_user: str | None, token: str | None = None) -> str:
     """What `serve` prints on stderr once it accepts requests."""
     stats = kb.stats()
-    auth = f"off: every request acts as {as_user!r}" if as_user else "on: API keys (ragstead keys add)"
+    auth = (f"off: every request acts as {as_user!r}" if as_user else
+            f"on: the page link is {kb.settings.owner_slug}'s key while this server runs; API keys for "
+            "others (ragstead keys add)")
     return "\n".join([
         f"ragstead is serving {url}",
+        f"  web page  {_page_url(url, token)}",
         f"  API docs  {url}/docs",
         f"  store     {kb.location}",
         f"  index     {_count(stats.get('documents', 0), 'document')}, {_count(stats.get('chunks', 0), 'chunk')}",
@@ -1291,13 +1435,18 @@ def serve(
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
             # The name it listens on is one the server answers to (the Host check of api/origin.py).
             kb.settings = kb.settings.with_overrides(allowed_hosts=(*kb.settings.allowed_hosts, host))
+            import secrets
+
+            # The owner opens the page with this link (Jupyter-style): their key for this server's life only.
+            token = None if no_auth else secrets.token_urlsafe(24)
             api_config = ApiConfig(auth=not no_auth, as_user=as_user, rate_per_minute=rate_per_minute, burst=burst,
                                    max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
-                                   max_tokens=max_tokens)
+                                   max_tokens=max_tokens, owner_token=token)
             api = create_app(kb, api_config)
             bound = sock.getsockname()[1]
             show = _banner_json if as_json else _banner
-            banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None)
+            banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None,
+                          token)
             try:
                 sock.listen(2048)  # listening now: another server that bound meanwhile fails here, not in uvicorn
             except OSError as exc:
@@ -1706,8 +1855,15 @@ def keys_list(as_json: JsonOpt = False, root: RootOpt = None, config: ConfigOpt 
     if not records:
         typer.echo("no keys yet; create one: ragstead keys add --user SLUG")
         return
+    columns = ("id", "user", "scopes", "label", "created", "state")
+    if not sys.stdout.isatty():  # a pipe: TSV, as `query` and `ls` print it there
+        typer.echo("\t".join(columns))
+        for r in records:
+            typer.echo("\t".join((r["key_id"], r["user_slug"], ",".join(r["scopes"]), " ".join(r["label"].split()),
+                                  r["created_at"], "revoked" if r["revoked"] else "active")))
+        return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "user", "scopes", "label", "created", "state"):
+    for column in columns:
         table.add_column(column, overflow="fold")
     for r in records:
         table.add_row(Text(r["key_id"]), Text(r["user_slug"]), Text(",".join(r["scopes"])), Text(r["label"]),
@@ -1853,6 +2009,10 @@ def main(argv: list[str] | None = None) -> None:
             code = exc.exit_code
         else:
             raise
+    try:
+        sys.stdout.flush()  # what is still buffered goes now, while a closed pipe can still be handled
+    except BrokenPipeError:
+        _drop_stdout()
     sys.exit(code if isinstance(code, int) else 0)
 
 

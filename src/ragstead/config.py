@@ -10,6 +10,7 @@ import getpass
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,9 @@ class Settings:
     local_only: tuple[str, ...] = ()
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
+    # The answerers `ask` tries, in this order (`openai`: any OpenAI-compatible server); each LLM joins only when
+    # its key or endpoint is set (the environment or the project's .env); the offline extractive one ends it.
+    answerers: tuple[str, ...] = ("openai", "gemini", "extractive")
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
     # What one file may cost an index run (docs/design.md, "Hostile files"); over a limit it is skipped.
     max_file_mb: int = IndexingOptions.max_file_bytes >> 20
@@ -121,9 +125,24 @@ class Settings:
         return self.owner or default_owner()
 
     @property
+    def personal(self) -> bool:
+        """A personal project: its roots name none of the team folders (kb, artifacts, docs), as `init` writes
+        them for the personal layout. The owner's uploads and ingests then land in the folder itself."""
+        return not any(Path(r).parts[:1] in (("kb",), ("artifacts",), ("docs",)) for r in self.roots)
+
+    def user_folder(self, user: str) -> str:
+        """Where a user's own files (uploads, ingested sources) land, relative to the root: the folder itself
+        for the owner of a personal project, else `kb/users/<user>`."""
+        return "" if self.personal and user == self.owner_slug else f"kb/users/{user}"
+
+    @property
     def scope_rules(self) -> tuple[PathRule, ...]:
-        """The path rules every scope decision uses: the configured ones, then the owner's (personal mode)."""
-        return (*self.path_rules, owner_rule(self.owner_slug))
+        """The path rules every scope decision uses: the configured ones, then the owner's (personal mode: their
+        uploads and ingested sources by plain type names, every other file a note of theirs)."""
+        owner = self.owner_slug
+        landed = (PathRule(r"^uploads/", "upload", True, user_slug=owner),
+                  PathRule(r"^ingested/", "ingested", True, user_slug=owner)) if self.personal else ()
+        return (*self.path_rules, *landed, owner_rule(owner))
 
     @property
     def db_file(self) -> Path:
@@ -222,6 +241,20 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"config value {name}={value!r} is not a valid {type(default).__name__}") from exc
 
 
+ANSWERERS = ("openai", "gemini", "extractive")
+
+
+def provider_env(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The answerers' settings (keys, endpoints, models): the project's `.env` file, under the process
+    environment (a variable set in the shell wins). The file is never committed: `init` writes `.env` into
+    .gitignore and the guard blocks it. A key here only makes an answerer available; it does not choose one."""
+    from dotenv import dotenv_values
+
+    file = root / ".env"
+    values = {k: v for k, v in dotenv_values(file).items() if v is not None} if file.is_file() else {}
+    return {**values, **(os.environ if environ is None else environ)}
+
+
 def find_project(start: Path) -> Path:
     """The nearest folder at or above `start` with a `ragstead.toml` or an index (as git finds its
     repository), else `start` itself."""
@@ -236,7 +269,7 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     """Build settings from defaults, the config file (if any) and the environment. The project root is
     `root`, else $RAGSTEAD_ROOT, else the nearest project at or above the current folder."""
     given = root or os.environ.get("RAGSTEAD_ROOT")
-    root = Path(given).resolve() if given else find_project(Path.cwd())
+    root = Path(given).expanduser().resolve() if given else find_project(Path.cwd())  # `~/notes` as a shell reads it
     if given and not root.is_dir():
         raise ConfigError(f"the project root {root} is not a folder; create it, or pass an existing --root")
     values: dict[str, Any] = {}
@@ -272,6 +305,8 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     settings = Settings(root=root, path_rules=rules, **values)
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
+    if not set(settings.answerers) <= set(ANSWERERS):
+        raise ConfigError(f"answerers takes names from {', '.join(ANSWERERS)}, got {', '.join(settings.answerers)}")
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings

@@ -13,9 +13,11 @@ import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
+from typing import Any
 
 from ragstead.documents.metadata import DOC_TYPES, PathRule, derive_metadata
 from ragstead.errors import InvalidQueryError
+from ragstead.records import Record
 
 # \Z, not $: "$" also matches before a trailing newline, which would let "alice\n" through as a slug.
 USER_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -163,13 +165,31 @@ class QueryFilters:
             return False
         return derived.doc_type != "archive" or self.wants_archive
 
-    def describe(self, rules: tuple[PathRule, ...]) -> dict[str, object]:
-        """The `filters` object of the JSON contract."""
+    def describe(self, rules: tuple[PathRule, ...]) -> AppliedFilters:
+        """The filters a search applied: the `filters` object of the JSON contract, typed."""
+        return AppliedFilters(**asdict(self), private_only=self.private_only,
+                              prefix_backstop=tuple(user_prefixes(self.user_slug, rules) if self.user_slug else ()))
+
+
+@dataclass(frozen=True)
+class AppliedFilters(Record):
+    """The scope a search ran in, as `SearchResult.filters` reports it: the query filters, whether the scope was
+    private, and the path prefixes that back the user filter up. `to_dict()` is the JSON contract's `filters`."""
+
+    user_slug: str | None
+    doc_types: tuple[str, ...]
+    public_only: bool
+    date_from: str | None
+    date_to: str | None
+    include_archive: bool
+    tags: tuple[str, ...]
+    private_only: bool
+    prefix_backstop: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["doc_types"] = list(self.doc_types)
-        data["tags"] = list(self.tags)
-        data["private_only"] = self.private_only
-        data["prefix_backstop"] = user_prefixes(self.user_slug, rules) if self.user_slug else []
+        data |= {"doc_types": list(self.doc_types), "tags": list(self.tags),
+                 "prefix_backstop": list(self.prefix_backstop)}
         return data
 
 

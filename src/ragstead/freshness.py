@@ -227,8 +227,10 @@ class FreshnessRun:
 
     # -- acting on it ----------------------------------------------------------------------------------
 
-    def applied(self, report: IndexReport | None = None, urls: list[dict[str, Any]] | None = None) -> None:
-        """Record what `--apply` did: the index run over the planned files, and each page ingested again."""
+    def applied(self, report: IndexReport | None = None, urls: list[dict[str, Any]] | None = None,
+                page_chunks: tuple[int, int] = (0, 0)) -> None:
+        """Record what `--apply` did: the index run over the planned files, and each page ingested again (its
+        chunks, `page_chunks` (embedded, reused), count with the files')."""
         done = self.report.applied or {"added": [], "updated": [], "removed": [], "skipped": [], "urls": [],
                                        "chunks_embedded": 0, "chunks_reused": 0, "seconds": 0.0}
         if report is not None:
@@ -237,6 +239,8 @@ class FreshnessRun:
                      "chunks_reused": report.chunks_reused, "seconds": round(report.seconds, 3)}
         if urls is not None:
             done["urls"] = urls
+        done["chunks_embedded"] += page_chunks[0]
+        done["chunks_reused"] += page_chunks[1]
         self.report.applied = done
         self.report.outcome = "applied"
 
@@ -503,7 +507,8 @@ class FreshnessService:
                         if run.touches:  # same bytes, new mtime: the manifest learns it, nothing is read
                             store.apply([], [], run.touches)
             if apply and pages is not None and run.urls:
-                run.applied(urls=self._refresh_pages(run, pages, wait, transport))
+                refreshed, chunks = self._refresh_pages(run, pages, wait, transport)
+                run.applied(urls=refreshed, page_chunks=chunks)
             if exec_command is not None and run.report.entries:
                 run.run_hook(exec_command, exec_timeout, rt.root)
         return run.report
@@ -540,17 +545,19 @@ class FreshnessService:
         return plan
 
     def _refresh_pages(self, run: FreshnessRun, pages: UrlPlan, wait: float,
-                       transport: httpx.BaseTransport | None) -> list[dict[str, Any]]:
+                       transport: httpx.BaseTransport | None) -> tuple[list[dict[str, Any]], tuple[int, int]]:
         """`--apply` for pages: each changed one ingested again (`ingest --refresh`) for the user who has it, with
-        the tags it had."""
+        the tags it had. Returns a line per page and the chunks (embedded, reused) it took."""
         done = []
+        landing = self.ingester.landing
+        embedded, reused = landing.chunks_embedded, landing.chunks_reused
         for entry in run.urls:
             doc = pages.documents[entry.doc_id or ""]
             result = self.ingester.ingest([entry.url or ""], refresh=True, user=doc.get("user_slug") or None,
                                           tags=doc.get("tags") or (), wait=wait, transport=transport).results[0]
             done.append({"url": entry.url, "doc_id": entry.doc_id, "status": result.status, "reason": result.reason,
                          "file_path": result.file_path})
-        return done
+        return done, (landing.chunks_embedded - embedded, landing.chunks_reused - reused)
 
     def _all_documents(self) -> list[dict[str, Any]]:
         """Every document of the index, private and public, in pages of a thousand."""

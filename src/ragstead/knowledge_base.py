@@ -12,7 +12,6 @@ method)`: the call, its signature and its docstring are the service's.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,6 +29,7 @@ from ragstead.answer.ask import (
     UnitVectorCache,
     answer,
     gather,
+    ordered_chain,
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider
@@ -37,7 +37,7 @@ from ragstead.answer.consent import consent_hint, remote_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
-from ragstead.config import Settings, load_settings
+from ragstead.config import Settings, load_settings, provider_env
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.catalog import DEFAULT_MODEL, cross_encoder_for
 from ragstead.errors import DocumentNotFoundError
@@ -59,7 +59,7 @@ from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMa
 from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
 from ragstead.snapshots import Snapshots
-from ragstead.stores.base import Store
+from ragstead.stores.base import DocumentInfo, Store
 from ragstead.watch import watch as follow_folders
 
 Progress = ProgressHook
@@ -134,6 +134,7 @@ class KnowledgeBase:
     ingest = _to("_ingester", IngestService.ingest)
     record_roots = _to("runtime", project.record_roots)
     keep_sentence_vectors = _to("runtime", project.keep_sentence_vectors)
+    keep_chunking = _to("runtime", project.keep_chunking)
 
     # -- health, measuring, keeping it fresh ------------------------------------------------------------
 
@@ -202,12 +203,13 @@ class KnowledgeBase:
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        return _providers_from_env(template=prompt, transport=self._transport,
-                                   remote=remote_names(self.settings.answerer if llm is None else llm))
+        chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport,
+                                    remote=remote_names(self.settings.answerer if llm is None else llm))
+        return ordered_chain(chain, self.settings.answerers)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
-        return consent_hint(os.environ, remote_names(self.settings.answerer if llm is None else llm))
+        return consent_hint(provider_env(self.root), remote_names(self.settings.answerer if llm is None else llm))
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
@@ -265,12 +267,13 @@ class KnowledgeBase:
 
     def documents(self, *, user: str | None = None, public_only: bool = False, include_archive: bool = True,
                   doc_types: Sequence[str] = (), limit: int = 100, offset: int = 0,
-                  filters: QueryFilters | None = None) -> list[dict[str, Any]]:
-        """Indexed documents in a scope, by path (`filters`, when given, replaces the scope arguments)."""
+                  filters: QueryFilters | None = None) -> list[DocumentInfo]:
+        """Indexed documents in a scope, by path (`filters`, when given, replaces the scope arguments;
+        `to_dict()`: each as `ls --json` prints it)."""
         filters = filters or self.scope(user=user, public_only=public_only, include_archive=include_archive,
                                         doc_types=doc_types)
         with self._lock:
-            return self.store.list_documents(filters, limit, offset)
+            return [DocumentInfo.of(row) for row in self.store.list_documents(filters, limit, offset)]
 
     def read(self, doc_id: str, *, offset: int = 0, limit: int = MAX_PASSAGE_CHUNKS, user: str | None = None,
              public_only: bool = False, include_archive: bool = True) -> Passage:
@@ -303,7 +306,7 @@ def open(path: str | Path | None = None, *, embedder: Embedder | None = None,
     """Open the knowledge base of the project at `path` (default: $RAGSTEAD_ROOT, else the current folder):
     its `ragstead.toml`, then `RAGSTEAD_*` variables, then `overrides` (any `Settings` field, e.g.
     `roots=("notes",)`, `store="postgresql://..."`; None keeps the configured value)."""
-    settings = load_settings(Path(path) if path else None, Path(config) if config else None)
+    settings = load_settings(Path(path).expanduser() if path else None, Path(config).expanduser() if config else None)
     return KnowledgeBase(settings.with_overrides(**overrides), embedder=embedder, providers=providers)
 
 

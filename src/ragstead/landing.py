@@ -33,10 +33,15 @@ class Landing:
     def __init__(self, indexer: Indexer) -> None:
         self.indexer = indexer
         self.runtime = indexer.runtime
+        # Chunks embedded and reused by every install so far: what `freshness --apply` reports for the pages it
+        # ingests again (an ingest's own report is per source, not per chunk).
+        self.chunks_embedded = 0
+        self.chunks_reused = 0
 
     def upload(self, name: str, data: BinaryIO | bytes, *, user: str, wait: float = 30.0) -> tuple[str, dict[str, Any]]:
-        """Store a file as `kb/users/<user>/uploads/<name>` and index it, all or nothing: the bytes are parsed
-        before they replace anything, and if indexing fails the previous file and document come back.
+        """Store a file as `kb/users/<user>/uploads/<name>` (the owner of a personal project: `uploads/<name>`)
+        and index it, all or nothing: the bytes are parsed before they replace anything, and if indexing fails
+        the previous file and document come back.
         Returns ("added" | "updated" | "unchanged", the document)."""
         QueryFilters.build(user_slug=user)  # a valid slug, or InvalidQueryError
         if not UPLOAD_NAME.match(name or ""):
@@ -46,9 +51,9 @@ class Landing:
             raise UnsupportedFileError(f"unsupported file type {Path(name).suffix!r}; send one of "
                                        f"{sorted(LOADERS)}")
         root = self.runtime.root
-        folder = root / "kb" / "users" / user / "uploads"
+        folder = root / self.runtime.settings.user_folder(user) / "uploads"
         target = folder / name
-        if not target.resolve().is_relative_to((root / "kb" / "users" / user).resolve()):
+        if not target.resolve().is_relative_to(folder.resolve()):
             raise InvalidQueryError("the file name leaves the user's folder")
         rel = target.relative_to(root).as_posix()
         options = self.runtime.settings.indexing()
@@ -94,6 +99,8 @@ class Landing:
                 swap.undo()
                 index_paths(options, store, embedder, rels, take_lock=False)
                 raise
+        self.chunks_embedded += report.chunks_embedded
+        self.chunks_reused += report.chunks_reused
         return report
 
 

@@ -209,7 +209,8 @@ class RagsteadMcp:
                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
                                 doc_types=args.doc_types, archive_allowed=self.scope.include_archive)
         docs = self.kb.documents(filters=filters, limit=args.limit, offset=args.offset)
-        return {"documents": docs, "limit": args.limit, "offset": args.offset, "scope": self.scope.describe()}
+        return {"documents": [doc.to_dict() for doc in docs], "limit": args.limit, "offset": args.offset,
+                "scope": self.scope.describe()}
 
     def _read(self, doc_id: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
         return self.kb.read(doc_id, offset=offset, limit=limit, user=None if self.scope.public_only else

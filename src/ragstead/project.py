@@ -40,7 +40,9 @@ def record_roots(runtime: Runtime, roots: Sequence[str]) -> tuple[str, ...] | No
     """Add these folders to the roots the project's config names (creating the config if there is none),
     so a later plain `index` walks them too. Returns the new roots, or None if nothing changed."""
     named = tuple(saved_settings(runtime.root).get("roots", ()))
-    wanted = tuple(dict.fromkeys((*named, *roots)))
+    # A folder inside a root already named is walked with it: recording it too would only walk it twice.
+    inside = [r for r in roots if any(n in (".", r) or r.startswith(n.rstrip("/") + "/") for n in named)]
+    wanted = tuple(dict.fromkeys((*named, *(r for r in roots if r not in inside))))
     if wanted == named:
         return None
     save_settings(runtime.root, {"roots": wanted})
@@ -56,6 +58,17 @@ def keep_sentence_vectors(runtime: Runtime) -> bool:
     save_settings(runtime.root, {"sentence_vectors": True})
     runtime.settings = runtime.settings.with_overrides(sentence_vectors=True)
     return True
+
+
+def keep_chunking(runtime: Runtime, given: dict[str, Any]) -> dict[str, Any]:
+    """Record the chunking settings an `index --rebuild` was given (chunker, chunk_size, overlap) in the project's
+    config, so the next plain `index` cuts the same way instead of refusing a mismatch. Returns what changed."""
+    saved = saved_settings(runtime.root)
+    changed = {name: value for name, value in given.items() if value is not None and saved.get(name) != value}
+    if changed:
+        save_settings(runtime.root, changed)
+        runtime.settings = runtime.settings.with_overrides(**changed)
+    return changed
 
 
 TEAM_ROOTS = ("kb", "artifacts", "docs")

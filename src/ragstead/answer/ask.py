@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ragstead import egress
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, ProviderError, ToolCallingProvider
+from ragstead.answer.base import REFUSAL, AnswerProvider, Context, Locator, ProviderError, ToolCallingProvider
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.evidence import line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -40,6 +40,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters
 from ragstead.memory.decision import decide
+from ragstead.records import Record
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import Hit, SearchOptions, SearchResult, search, snippet
@@ -108,6 +109,19 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
     return chain
 
 
+def ordered_chain(chain: Sequence[AnswerProvider], order: Sequence[str]) -> list[AnswerProvider]:
+    """The answerers of `chain` in the configured `order` of kinds (openai, gemini, extractive); a kind not
+    named is left out, except the offline extractive answerer, which always ends the chain."""
+    def kind(provider: AnswerProvider) -> str:
+        name = provider.name.split(":")[0]
+        return "openai" if name == "openai-compatible" else name
+
+    ranked = [provider for wanted in order for provider in chain if kind(provider) == wanted]
+    if not any(kind(p) == "extractive" for p in ranked):
+        ranked.append(ExtractiveAnswerer())
+    return ranked
+
+
 @dataclass(frozen=True)
 class Citation:
     """A retrieved chunk an answer cites as `[n]`, with the sentence(s) it quotes: `quote` is the chunk's text
@@ -115,7 +129,7 @@ class Citation:
 
     n: int
     source: str
-    locator: dict[str, Any]
+    locator: Locator
     snippet: str
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
     quote: Quote | None = None  # the first sentence(s) it backs in the answer's order, adjacent ones joined
@@ -144,7 +158,7 @@ class Citation:
 
     def to_dict(self) -> dict[str, Any]:
         quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
-        return {"n": self.n, "source": self.source, "locator": self.locator, "snippet": self.snippet,
+        return {"n": self.n, "source": self.source, "locator": dict(self.locator), "snippet": self.snippet,
                 "similarity": self.similarity, **quoted, "quotes": [q.to_dict() for q in self.quotes]}
 
 
@@ -159,7 +173,7 @@ class Answer:
     provider: str | None
     retrieval: dict[str, Any]
     memory: dict[str, Any]
-    gate: dict[str, Any] | None = None  # the relevance gate's verdict (Relevance.to_dict); None: not gathered
+    gate: Relevance | None = None  # the relevance gate's verdict; None: not gathered
     flagged: tuple[dict[str, Any], ...] = ()
     fallbacks: tuple[dict[str, str], ...] = ()
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
@@ -168,7 +182,8 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "question": self.question, "retrieval": self.retrieval, "gate": self.gate, "memory": self.memory,
+            "question": self.question, "retrieval": self.retrieval,
+            "gate": self.gate.to_dict() if self.gate is not None else None, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
             "notes": list(self.notes),
@@ -187,17 +202,17 @@ _PLACEHOLDER_TITLE = re.compile(r"^\s*(untitled\b.*|document\s*\d*|microsoft (wo
                                 r"new document|slide \d+|\s*)$", re.I)
 
 
-def _locator(hit: Hit) -> dict[str, Any]:
+def _locator(hit: Hit) -> Locator:
     """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
-    recognises: the first markdown heading in the chunk, else the document's title."""
+    recognises: the first markdown heading in the chunk, else the document's title (a placeholder title such as
+    "Untitled" names nothing). An ingested document's citation also shows its URL (and the video time)."""
     title = None if _PLACEHOLDER_TITLE.match(hit.title or "") else hit.title
     found = _HEADING.search(hit.text)
     heading = found.group(1).strip() if found else title
-    locator = {"page": hit.page, "section_path": hit.section_path, "heading": heading or None,
-               "chunk_id": hit.chunk_id, "title": title or None}
-    if hit.source_url:  # an ingested document: the citation shows its URL (and the video time)
-        locator.update(url=hit.source_url, link=hit.link, video_time=hit.video_time)
-    return locator
+    if hit.source_url:
+        return Locator(hit.page, hit.section_path, heading or None, hit.chunk_id, url=hit.source_url, link=hit.link,
+                       video_time=hit.video_time, title=title or None)
+    return Locator(hit.page, hit.section_path, heading or None, hit.chunk_id, title=title or None)
 
 
 def ask(
@@ -216,7 +231,7 @@ def ask(
 
 
 @dataclass(frozen=True)
-class Relevance:
+class Relevance(Record):
     """The gate's verdict for one question: its probability `score`, the `threshold` it was held to, whether it
     `passed`, what decided (`gate`, or `min_similarity` when that was given), and the signals it read."""
 
@@ -364,10 +379,10 @@ def answer(
     relevance = getattr(contexts, "relevance", None)
     base: dict[str, Any] = {
         "question": question,
-        "retrieval": {"mode": found.mode, "filters": found.filters, "retrieved": len(found.hits),
+        "retrieval": {"mode": found.mode, "filters": found.filters.to_dict(), "retrieved": len(found.hits),
                       "relevant": len(contexts), "min_similarity": min_similarity,
                       "best_similarity": _best_similarity(contexts)},
-        "gate": relevance.to_dict() if relevance is not None else None,
+        "gate": relevance,
         # What selective memory would make of the question; `ask --remember` writes it if it says so.
         "memory": decide(question).to_dict(),
         "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}

@@ -7,6 +7,33 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragstead.errors import ProviderError as ProviderError  # re-exported: the answerers import it from here
+from ragstead.records import Record
+
+
+@dataclass(frozen=True)
+class Locator(Record):
+    """Where a cited chunk sits: its page (PDF), section path (markdown chunker), a heading a person recognises
+    and its chunk id; for an ingested document also its `url`, the `link` a citation opens (a video: at
+    `video_time` seconds) and its `title`; for a tool's result the `tool`. `to_dict()` is the ask JSON's."""
+
+    page: int | None
+    section_path: str | None
+    heading: str | None
+    chunk_id: str
+    url: str | None = None
+    link: str | None = None
+    video_time: int | None = None
+    title: str | None = None
+    tool: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"page": self.page, "section_path": self.section_path, "heading": self.heading,
+                                "chunk_id": self.chunk_id, "title": self.title}
+        if self.tool is not None:
+            data["tool"] = self.tool
+        if self.url is not None:
+            data |= {"url": self.url, "link": self.link, "video_time": self.video_time}
+        return data
 
 REFUSAL = "I could not find relevant information in the uploaded documents."
 # The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
@@ -32,7 +59,7 @@ class Context:
     n: int
     text: str
     source: str
-    locator: dict[str, Any]
+    locator: Locator
     similarity: float | None  # cosine to the question; None for a tool's result (answer/tools.py)
     flags: list[str] = field(default_factory=list)  # prompt-injection screening reasons; [] when clean
     # The cosine of each sentence of `text` (answer/evidence.py's `split_units` order) to the question, for the

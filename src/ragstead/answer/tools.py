@@ -21,7 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstead import egress
-from ragstead.answer.base import Context
+from ragstead.answer.base import Context, Locator
 from ragstead.answer.screening import screen
 from ragstead.errors import ConfigError, ToolError
 
@@ -261,8 +261,7 @@ class ToolSession:
             return {"error": str(exc)}
         n = self.first_n + len(self.contexts) + 1
         chunk_id = hashlib.sha256(f"{result.url}\n{result.text}".encode()).hexdigest()
-        locator = {"page": None, "section_path": None, "heading": result.title, "chunk_id": chunk_id,
-                   "tool": result.tool, "url": result.url, "link": result.url, "video_time": None}
+        locator = Locator(None, None, result.title, chunk_id, url=result.url, link=result.url, tool=result.tool)
         self.contexts.append(Context(n, result.text, result.source, locator, None, screen(result.text)))
         return {"n": n, "source": result.source, "text": result.text}
 

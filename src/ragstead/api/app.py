@@ -7,6 +7,7 @@ error is JSON `{"error": {"code", "message"}}`, never a stack trace.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
@@ -72,6 +73,9 @@ class ApiConfig:
     index_wait_seconds: float = 30.0
     max_top_k: int = MAX_K  # unused: top_k's limit is the request model's
     max_tokens: int = 8000  # /v1/query's default budget for the returned chunks' text (0: none)
+    # `ragstead serve`'s one-time token: the project owner's key for this server's life (the page link it
+    # prints, `/?token=…`, as Jupyter does); None: API keys only.
+    owner_token: str | None = None
 
 
 class ApiError(Exception):
@@ -272,7 +276,8 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
     app.add_middleware(HostOriginGuard, extra_hosts=kb.settings.allowed_hosts)  # DNS rebinding, cross-origin
     app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
-    need = _Gate(config, KeyFile(kb.api_keys_file), RateLimiter(config.rate_per_minute, config.burst)).need
+    need = _Gate(config, KeyFile(kb.api_keys_file), RateLimiter(config.rate_per_minute, config.burst),
+                 kb.settings.owner_slug).need
     _add_health_routes(app, kb)
     _add_search_routes(app, kb, need, answerers, config)
     _add_document_routes(app, kb, need, config)
@@ -309,8 +314,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 class _Gate:
     """Who is asking (the API key, or the --no-auth user), within the rate limit, with the scope a route needs."""
 
-    def __init__(self, config: ApiConfig, keys: KeyFile, limiter: RateLimiter) -> None:
-        self.config, self.keys, self.limiter = config, keys, limiter
+    def __init__(self, config: ApiConfig, keys: KeyFile, limiter: RateLimiter, owner: str = "") -> None:
+        self.config, self.keys, self.limiter, self.owner = config, keys, limiter, owner
 
     def caller(self, request: Request) -> Caller:
         config = self.config
@@ -322,11 +327,15 @@ class _Gate:
             if scheme.lower() != "bearer" or not token.strip():
                 raise ApiError(401, "unauthorized", "send `Authorization: Bearer <key>`",
                                {"WWW-Authenticate": "Bearer"})
-            record: ApiKey | None = self.keys.lookup(token.strip())
-            if record is None:
-                raise ApiError(401, "unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
-            who = Caller(record.user_slug, record.scopes, record.key_id)
-            setattr(request.state, KEY_ID, record.key_id)  # for the access log (the id, never the key)
+            if config.owner_token and hmac.compare_digest(token.strip().encode(), config.owner_token.encode()):
+                who = Caller(self.owner, SCOPES, "owner-token")  # the page link `serve` printed for its owner
+            else:
+                record: ApiKey | None = self.keys.lookup(token.strip())
+                if record is None:
+                    raise ApiError(401, "unauthorized", "unknown or revoked API key",
+                                   {"WWW-Authenticate": "Bearer"})
+                who = Caller(record.user_slug, record.scopes, record.key_id)
+            setattr(request.state, KEY_ID, who.key_id)  # for the access log (the id, never the key)
         wait = self.limiter.check(who.key_id if config.auth
                                   else f"ip:{request.client.host if request.client else '-'}")
         if wait:
@@ -412,7 +421,7 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
         if not (1 <= limit <= 1000 and 0 <= offset <= 10_000_000):
             raise ApiError(422, "invalid_request", "limit must be 1-1000 and offset 0-10000000")
         docs = kb.documents(user=who.user_slug, include_archive=True, limit=limit, offset=offset)
-        return {"documents": docs, "limit": limit, "offset": offset}
+        return {"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset}
 
     @app.post("/v1/documents", tags=["documents"], status_code=201)
     def upload(

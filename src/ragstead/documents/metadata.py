@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-DOC_TYPES = ("user_kb", "dossier", "kb", "artifact", "docs", "archive")
+# `upload` and `ingested`: a personal project's own uploads/ and ingested/ folders (config.Settings.scope_rules).
+DOC_TYPES = ("user_kb", "dossier", "kb", "artifact", "docs", "archive", "upload", "ingested")
 
 _WALLET = re.compile(r"0x[0-9a-fA-F]{40}")
 _PATH_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")

@@ -48,7 +48,8 @@ def load_jsonl_cases(path: Path) -> list[EvalCase]:
             raise RagsteadError(f"{path}:{number}: needs a string 'query' and exactly one of {RELEVANCE_KEYS}")
         values = data[found[0]]
         values = [values] if isinstance(values, str) else values
-        key = "doc_id" if found[0] == "relevant_doc_ids" else "file_path"
+        # URLs are judged against an ingested document's source URL (its file path is an archive name).
+        key = {"relevant_doc_ids": "doc_id", "relevant_urls": "source_url"}.get(found[0], "file_path")
         cases.append(EvalCase(str(data.get("id", number)), data["query"], {str(v): 1.0 for v in values}, key,
                               data.get("notes")))
     if not cases:

@@ -53,6 +53,8 @@ def _variants(settings: EvalSettings, reranker: Reranker | None) -> list[tuple[s
 def _doc_key(hit: Hit, key: str) -> str:
     if key == "corpus_id":
         return hit.file_path.removeprefix(BEIR_ROOT + "/")
+    if key == "source_url":  # a case may name a URL or, for a file, its path
+        return hit.source_url or hit.file_path
     return str(getattr(hit, key))
 
 

@@ -41,6 +41,10 @@ from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Man
 # A transaction per this many chunks: large enough to amortise fsync, small enough that a crash
 # loses little work.
 BATCH_CHUNKS = 256
+# A batch is also bounded by time: the first holds FIRST_BATCH_CHUNKS chunks, each later one what the embedder
+# did in about BATCH_SECONDS on the one before, so the first commit comes within seconds (Ctrl-C keeps it).
+FIRST_BATCH_CHUNKS = 32
+BATCH_SECONDS = 10.0
 
 # `follow_symlinks`: "scope" follows a symlink only to a target under the same root with the same user and
 # privacy (path rules); "project" follows it anywhere inside the project root.
@@ -497,9 +501,13 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
     `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted."""
     _check_roots(options, roots)
     seen: set[str] = set()
+    walked: set[str] = set()
     todo: list[FileCandidate] = []
     touches: list[DocumentRecord] = []
     for root, path, rel, info in _walk(options, roots, report, within):
+        if rel in walked:  # the same file again through a nested root (`docs` and `docs/archive`): once is enough
+            continue
+        walked.add(rel)
         shown = storable_path(rel)
         if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
             report.skip(shown, "another file's name reads the same once escaped", failed=True)
@@ -618,7 +626,8 @@ def _write(
     report: IndexReport,
     progress: ProgressHook | None,
 ) -> None:
-    """Prepare, embed and write candidates in batches of ~BATCH_CHUNKS chunks, one transaction each.
+    """Prepare, embed and write candidates in batches of at most BATCH_CHUNKS chunks (the first FIRST_BATCH_CHUNKS,
+    then about BATCH_SECONDS of embedding each), one transaction each.
 
     Deleted files go first, in a transaction of their own, so a run that keeps being interrupted cannot keep
     them searchable. A renamed file (a candidate with the content hash of a removed path) is the exception:
@@ -652,9 +661,15 @@ def _write(
             estimate = round(counts["chunks"] * total_bytes / max(1, counts["bytes"]))
             progress(counts["done"], max(counts["done"], counts["chunks"], estimate))
 
+    limit = FIRST_BATCH_CHUNKS
+
     def flush(final: bool) -> None:
-        nonlocal batch, removals
+        nonlocal batch, removals, limit
+        started, embedded = time.perf_counter(), report.chunks_embedded
         _embed(batch, store, embedder, report, report_progress)
+        rate = (report.chunks_embedded - embedded) / max(time.perf_counter() - started, 1e-3)
+        limit = BATCH_CHUNKS if report.chunks_embedded == embedded else (
+            min(BATCH_CHUNKS, max(FIRST_BATCH_CHUNKS, int(rate * BATCH_SECONDS))))
         store.apply(batch, removals + (stale if final else []), [])
         for write in batch:
             path = write.document.file_path
@@ -676,7 +691,7 @@ def _write(
             counts["chunks"] += len(outcome.chunks)
         counts["bytes"] += candidate.size
         report_progress()
-        if sum(len(w.chunks) for w in batch) >= BATCH_CHUNKS:
+        if sum(len(w.chunks) for w in batch) >= limit:
             flush(final=False)
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)

@@ -143,8 +143,9 @@ class IngestTarget:
             return []
         with self.runtime.lock:
             found = self.runtime.store.documents_from_source(key)
+        home = self.runtime.settings.user_folder(self.user)
         return [d for d in found if d["user_slug"] == self.user and d["is_private"]
-                and d["file_path"].startswith(f"kb/users/{self.user}/")]
+                and d["file_path"].startswith(f"{home}/" if home else "")]
 
     def existing_tags(self) -> list[str]:
         if self.broken or not self.runtime.exists():
@@ -154,13 +155,14 @@ class IngestTarget:
 
     def store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
                         replaces: list[dict[str, Any]]) -> dict[str, Any]:
-        """Archive one extracted source under `kb/users/<user>/ingested/` and index it, all or nothing: the
+        """Archive one extracted source under `kb/users/<user>/ingested/` (the owner of a personal project:
+        `ingested/`) and index it, all or nothing: the
         archive is checked by the loader before it lands, and if indexing fails the files are put back as they
         were (the old archive, or none). Documents it replaces (a refresh) are removed in the same run."""
         if self.broken:
             raise RagsteadError(self.broken)
         rt = self.runtime
-        folder = rt.root / "kb" / "users" / self.user / "ingested"
+        folder = rt.root / rt.settings.user_folder(self.user) / "ingested"  # personal: <root>/ingested
         target = archive_path(folder, extracted)
         options = rt.settings.indexing((*rt.settings.roots, "kb"))
         staged = folder / f".ingest-{uuid.uuid4().hex}"

@@ -17,7 +17,7 @@ from ragstead.documents.metadata import PathRule
 from ragstead.documents.sources import citation_link, client_source
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
-from ragstead.filters import QueryFilters, clean_text
+from ragstead.filters import AppliedFilters, QueryFilters, clean_text
 from ragstead.retrieval.fusion import FUSIONS, convex_fusion, fused_order, min_max, reciprocal_rank_fusion
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
@@ -152,7 +152,7 @@ class SearchResult:
     question: str
     k: int
     mode: str
-    filters: dict[str, Any]
+    filters: AppliedFilters
     model: str | None
     params: dict[str, Any]
     hits: tuple[Hit, ...]
@@ -162,7 +162,7 @@ class SearchResult:
     budget: dict[str, Any] | None = None  # set by `within_tokens`: what a token budget kept and cut
 
     def to_dict(self, include_text: bool = False) -> dict[str, Any]:
-        data = {"question": self.question, "k": self.k, "mode": self.mode, "filters": self.filters,
+        data = {"question": self.question, "k": self.k, "mode": self.mode, "filters": self.filters.to_dict(),
                 "model": self.model, "params": self.params,
                 "results": [hit.to_dict(include_text) for hit in self.hits], "timings_ms": self.timings_ms}
         if self.budget is not None:

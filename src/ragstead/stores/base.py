@@ -10,6 +10,7 @@ import numpy as np
 
 from ragstead.errors import ModelMismatchError
 from ragstead.filters import QueryFilters
+from ragstead.records import Record
 
 
 @dataclass
@@ -204,6 +205,35 @@ CHUNK_SELECT = (
     "c.char_end, c.page, c.section_path, c.token_estimate, c.file_path, c.doc_type, c.is_private, "
     "c.user_slug, c.created_at, d.subject, d.subject AS proxy_wallet, d.title, d.tags, d.file_hash, d.root, d.source"
 )
+@dataclass(frozen=True)
+class DocumentInfo(Record):
+    """A document as `KnowledgeBase.documents()` lists it: its path, type, owner, privacy, title, tags, where it
+    came from (`source`, ingested documents only), when it was indexed and how many chunks it has. `to_dict()`
+    is the row as the store gave it (the `ls --json` and `GET /v1/documents` items)."""
+
+    doc_id: str
+    file_path: str
+    doc_type: str
+    user_slug: str | None
+    is_private: bool
+    title: str | None
+    tags: tuple[str, ...]
+    created_at: str | None
+    indexed_at: str | None
+    chunks: int
+    source: dict[str, Any] | None
+    row: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> DocumentInfo:
+        return cls(row["doc_id"], row["file_path"], row["doc_type"], row.get("user_slug"), bool(row["is_private"]),
+                   row.get("title"), tuple(row.get("tags") or ()), row.get("created_at"), row.get("indexed_at"),
+                   int(row.get("chunks") or 0), row.get("source"), dict(row))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
+
+
 DOCUMENT_SELECT = (
     "c.doc_id, c.file_path, c.file_hash, c.size, c.doc_type, c.is_private, c.user_slug, c.created_at, "
     "c.title, c.tags, c.source, c.indexed_at, (SELECT COUNT(*) FROM chunks k WHERE k.doc_id = c.doc_id) AS chunks"

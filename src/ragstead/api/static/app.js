@@ -84,6 +84,14 @@ function showApp() {
   if (hasKey) $("q").focus();
 }
 
+// A key is checked when it is given, not at the first search: a wrong one is refused here, and not kept.
+async function useKey(key) {
+  const response = await fetch("/v1/documents?limit=1", { headers: { Authorization: `Bearer ${key}` } });
+  if (!response.ok) throw await failure(response);
+  sessionStorage.setItem(KEY, key);
+  showApp();
+}
+
 function applyTheme(theme) {
   const dark = theme === "dark" || (!theme && matchMedia("(prefers-color-scheme: dark)").matches);
   document.documentElement.dataset.theme = dark ? "dark" : "light";
@@ -390,12 +398,10 @@ document.addEventListener("DOMContentLoaded", () => {
     localStorage.setItem(THEME, next);
     applyTheme(next);
   });
-  $("key-form").addEventListener("submit", (event) => {
-    event.preventDefault();
-    sessionStorage.setItem(KEY, $("key").value.trim());
+  $("key-form").addEventListener("submit", guarded(async () => {
+    await useKey($("key").value.trim());
     $("key").value = "";
-    showApp();
-  });
+  }));
   $("forget").addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
     $("results").hidden = true;
@@ -414,6 +420,15 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("upload-form").addEventListener("submit", guarded(upload));
   $("ingest-form").addEventListener("submit", guarded(ingest));
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("passage").hidden) $("passage-close").click();
+  });
   refreshStatus();
   showApp();
+  // `ragstead serve` prints the page's address with the owner's one-time token (`/?token=…`): it is the key.
+  const token = new URLSearchParams(location.search).get("token");
+  if (token) {
+    history.replaceState(null, "", location.pathname);  // out of the address bar and the history
+    guarded(() => useKey(token))();
+  }
 });
