@@ -272,11 +272,11 @@ def test_piped_ls_is_tsv_and_paths_are_whole(project):
 
 
 def test_index_summarises_skipped_files_by_type_and_lists_them_with_v(tmp_path):
-    write_files(tmp_path, {"notes/a.md": "A note about trains.", **{f"notes/p{i}.jpg": b"\xff\xd8" for i in range(28)},
-                           "notes/x.heic": b"\x00", "notes/y.heic": b"\x00"})
+    write_files(tmp_path, {"notes/a.md": "A note about trains.", **{f"notes/p{i}.mp4": b"\xff\xd8" for i in range(28)},
+                           "notes/x.mov": b"\x00", "notes/y.mov": b"\x00"})
     first = cli("index", "-q", "--root", str(tmp_path), str(tmp_path / "notes"))
     assert first.exit_code == 0, first.output
-    assert first.stderr.splitlines() == ["  skipped 30 files: 28 .jpg, 2 .heic (unsupported; -v lists them)"]
+    assert first.stderr.splitlines() == ["  skipped 30 files: 28 .mp4, 2 .mov (unsupported; -v lists them)"]
     verbose = cli("index", "-q", "-v", "--root", str(tmp_path))
     assert len([line for line in verbose.stderr.splitlines() if line.startswith("  skipped notes/")]) == 30
 

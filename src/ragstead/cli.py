@@ -90,6 +90,8 @@ def _tidy_help(command: Any) -> None:
         for param in params:
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""
+            if getattr(param, "is_flag", False) and param.default is None:
+                param.default = False  # as in _Group.get_params: an unset -h must not build a pydantic validator
         return params
 
     command.get_params = get_params
@@ -557,7 +559,7 @@ def index(
 
 def _skip_summary(skipped: list[dict[str, str]]) -> str | None:
     """The files an index run left out by design (unsupported types, empty files, symlinks outside their scope)
-    in one line, by type: `skipped 30 files: 28 .jpg, 2 .heic (unsupported; -v lists them)`."""
+    in one line, by type: `skipped 30 files: 28 .mp4, 2 .mov (unsupported; -v lists them)`."""
     import re
     from collections import Counter
 
