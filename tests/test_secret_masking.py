@@ -65,7 +65,7 @@ def test_ask_and_search_never_show_a_secret(notes: ragstead.KnowledgeBase, quest
 
 
 def test_documents_and_status_count_masked_secrets(notes: ragstead.KnowledgeBase) -> None:
-    listed = json.dumps(notes.documents())
+    listed = json.dumps([d.to_dict() for d in notes.documents()])
     doc = next(d for d in notes.documents() if d["file_path"].endswith("passwords.txt"))
     passage = json.dumps(notes.read(doc["doc_id"]).to_dict())
     assert not any(value in listed or value in passage for value in VALUES)

@@ -29,7 +29,9 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _ENDS_CLAUSE = re.compile(r"[.!?:;]\s*$")
-_DIGIT = re.compile(r"\d")
+# A unit that holds a value stands alone however short: a number ("Severity 2."), or the place of a masked
+# secret ("Wifi password: ***", documents/secrets.py).
+_VALUE = re.compile(r"\d|\*\*\*")
 _ABBREVIATION = re.compile(r"\b(no|nr|mr|mrs|ms|dr|prof|st|vs|etc|e\.g|i\.e|approx|ca|incl|fig|pp?|vol|ch)\.$", re.I)
 
 # "Attendees: Marta (PM), Jonas (backend), me." and its kin: a label, a colon, then a list. Such a line frames
@@ -104,7 +106,7 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
         context = " ".join(part for part in (title_line if not title else "", context) if part)
         for sentence in _joined_fragments(_sentences(_LIST_ITEM.sub("", block, count=1))):
             words = len(sentence.split())
-            if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)):
+            if words < MIN_WORDS and not (words >= 2 and _VALUE.search(sentence)):
                 continue
             if len(sentence) > MAX_UNIT_CHARS:
                 sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
@@ -146,7 +148,7 @@ def _joined_fragments(sentences: list[str]) -> list[str]:
     for raw in sentences:
         sentence = " ".join(f"{pending} {raw}".split())
         words = len(sentence.split())
-        pending = sentence if words < MIN_WORDS and not (words >= 2 and _DIGIT.search(sentence)) else ""
+        pending = sentence if words < MIN_WORDS and not (words >= 2 and _VALUE.search(sentence)) else ""
         if not pending:
             out.append(sentence)
     if pending:

@@ -238,10 +238,13 @@ def reveal(text: str, original: str) -> str:
         return text
     for span in reversed(spans):  # the last first: the *** before a secret still match its context
         at = mask(original[: span.start], spans)  # the masked text before this secret
-        before = " ".join(at[-_REVEAL_CONTEXT:].split())
-        if not before:
-            continue
-        pattern = re.compile(r"\s+".join(re.escape(w) for w in before.split(" ")) + r"(\s*)" + re.escape(MASK))
+        words = at[-_REVEAL_CONTEXT:].split()
         value = original[span.start : span.end]
-        text = pattern.sub(lambda m, v=value: m.group(0)[: -len(MASK)] + v, text)
+        # The longest run of the words before it that the text quotes (an answer may quote one line of a file);
+        # two words at least, so a bare "key: ***" is not taken for another secret's place.
+        for count in range(len(words), min(2, len(words)) - 1, -1):
+            pattern = re.compile(r"\s+".join(re.escape(w) for w in words[-count:]) + r"(\s*)" + re.escape(MASK))
+            text, found = pattern.subn(lambda m, v=value: m.group(0)[: -len(MASK)] + v, text)
+            if found:
+                break
     return text
