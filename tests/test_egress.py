@@ -7,6 +7,7 @@ every request counts as a connection attempt, and each attempt must be in the lo
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -114,3 +115,41 @@ def test_a_default_index_query_and_ask_make_no_outside_request(project: Path, mo
         _WATCHING[0] = False
     assert _outside() == []
     assert "nothing has left" in runner.invoke(app, ["egress", "--root", str(project)]).output
+
+
+def test_serve_and_the_mcp_server_make_no_outside_request(project: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The doors, in-process as `serve` and `mcp` build them (the real model, the default answerer), with provider
+    keys in the environment: a health call, a query and an ask over HTTP; search and ask as MCP tools."""
+    import anyio
+    from fastapi.testclient import TestClient
+    from mcp import Client
+
+    from ragstead.api import ApiConfig, create_app
+    from ragstead.mcp_server import McpScope, build_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-test")
+
+    async def mcp_calls(kb: KnowledgeBase) -> list[bool]:
+        async with Client(build_server(kb, McpScope(kb.settings.owner_slug))) as client:
+            found = await client.call_tool("search", {"query": "weather in Lisbon"})
+            answer = await client.call_tool("ask", {"question": "what is the weather in Lisbon"})
+        return [found.is_error, answer.is_error]
+
+    _EVENTS.clear()
+    _WATCHING[0] = True
+    try:
+        socket.getaddrinfo("localhost", None)  # a loopback lookup the hook must see
+        assert CliRunner().invoke(app, ["index", "--root", str(project)]).exit_code == 0
+        with KnowledgeBase(load_settings(project)) as kb:
+            api = create_app(kb, ApiConfig(auth=False, as_user=kb.settings.owner_slug))
+            with TestClient(api, base_url="http://127.0.0.1:8000") as client:
+                statuses = [client.get("/healthz").status_code,
+                            client.post("/v1/query", json={"query": "weather in Lisbon"}).status_code,
+                            client.post("/v1/ask", json={"query": "what is the weather in Lisbon"}).status_code]
+            tool_errors = anyio.run(mcp_calls, kb)
+    finally:
+        _WATCHING[0] = False
+    assert statuses == [200, 200, 200] and tool_errors == [False, False]
+    assert ("socket.getaddrinfo", "localhost") in _EVENTS  # the hook was listening (its own loopback probe)
+    assert _outside() == []

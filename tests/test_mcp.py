@@ -282,6 +282,10 @@ def test_streamable_http(project):
             assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
             time.sleep(0.1)
         assert f"at http://127.0.0.1:{port}/mcp" in "".join(lines)
+        # A peer that sends half a request head and stalls is let go (the head timeout of `serve`, 10 s).
+        stalled = socket.create_connection(("127.0.0.1", port))
+        stalled.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        opened = time.monotonic()
 
         @asynccontextmanager
         async def session() -> AsyncIterator[ClientSession]:
@@ -299,9 +303,35 @@ def test_streamable_http(project):
         # A page on another origin cannot drive it (DNS rebinding): the Host header must be loopback.
         rebound = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example"}, json={})
         assert rebound.status_code in (403, 421)
+        stalled.settimeout(20)
+        assert stalled.recv(1024) == b"" and time.monotonic() - opened < 15  # closed, with no response
+        stalled.close()
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def test_http_refuses_a_rebinding_name_and_another_origin_as_serve_does(project):
+    from starlette.testclient import TestClient
+
+    from ragstead.mcp_server import McpScope, http_app
+
+    with KnowledgeBase(load_settings(project)) as kb, \
+            TestClient(http_app(kb, McpScope("alice"), "127.0.0.1"), base_url="http://127.0.0.1:8765") as client:
+        rebound = client.post("/mcp", headers={**MCP_HEADERS, "Host": "attacker.example"}, json=INITIALIZE)
+        assert rebound.status_code == 403 and rebound.json()["error"]["code"] == "forbidden_host"
+        for origin in ("https://attacker.example", "http://127.0.0.1:9"):  # another site; another local port
+            crossed = client.post("/mcp", headers={**MCP_HEADERS, "Origin": origin}, json=INITIALIZE)
+            assert crossed.status_code == 403 and crossed.json()["error"]["code"] == "cross_origin", origin
+        blind = client.post("/mcp", headers={**MCP_HEADERS, "Sec-Fetch-Site": "cross-site"}, json=INITIALIZE)
+        assert blind.status_code == 403  # a cross-site write without an Origin header
+        own = client.post("/mcp", headers={**MCP_HEADERS, "Origin": "http://127.0.0.1:8765"}, json=INITIALIZE)
+        assert own.status_code == 200 and '"serverInfo"' in own.text  # the server's own origin gets through
 
 
 def test_http_off_loopback_and_a_missing_index_are_one_error_line(tmp_path, project):

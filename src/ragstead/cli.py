@@ -1431,11 +1431,12 @@ def serve(
         try:
             import uvicorn
 
-            from ragstead.api import ApiConfig, connections, create_app
+            from ragstead.api import ApiConfig, create_app
             from ragstead.api import logging as api_logging
+            from ragstead.httpguard import connections
 
             kb = _open(root, config, db, store_spec, model=model, embed_cache_size=embed_cache)
-            # The name it listens on is one the server answers to (the Host check of api/origin.py).
+            # The name it listens on is one the server answers to (the Host check of httpguard/origin.py).
             kb.settings = kb.settings.with_overrides(allowed_hosts=(*kb.settings.allowed_hosts, host))
             import secrets
 
@@ -1545,12 +1546,15 @@ def mcp_cmd(
         return
     import uvicorn
 
+    from ragstead.httpguard import connections
+
     sock.listen(128)
     bound = sock.getsockname()[1]
     err.print(f"ragstead mcp: serving {scope.describe()} at http://{host}:{bound}/mcp (Ctrl+C stops)",
               markup=False, highlight=False)
-    server_config = uvicorn.Config(http_app(kb, scope, host), host=host, port=bound, log_level=log_level,
-                                   timeout_graceful_shutdown=5)
+    # The same slow-peer and idle-socket limits as `serve` (a held socket must not starve the agent's calls).
+    server_config = connections.server_config(http_app(kb, scope, host), host=host, port=bound, log_level=log_level,
+                                              timeout_graceful_shutdown=5)
     with kb:
         uvicorn.Server(server_config).run(sockets=[sock])
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstead import __version__
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError, RagsteadError
+from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.requests import (
     DEFAULT_K,
@@ -368,6 +369,9 @@ def run_stdio(kb: KnowledgeBase, scope: McpScope) -> None:
 
 
 def http_app(kb: KnowledgeBase, scope: McpScope, host: str) -> Any:
-    """The streamable HTTP app (a Starlette app at /mcp); on loopback the SDK checks Host and Origin headers
-    (no DNS rebinding from a web page)."""
-    return build_server(kb, scope).streamable_http_app(streamable_http_path="/mcp", host=host)
+    """The streamable HTTP app (a Starlette app at /mcp) behind the Host/Origin guard of `serve`: no DNS
+    rebinding and no cross-origin call from a web page (the SDK's own loopback check stays behind it)."""
+    app = build_server(kb, scope).streamable_http_app(streamable_http_path="/mcp", host=host)
+    # `host` is loopback, a name the guard answers to already; not added, so an Origin on another local port
+    # (another local web server's page) stays refused.
+    return HostOriginGuard(app, extra_hosts=kb.settings.allowed_hosts)

@@ -27,7 +27,6 @@ from ragstead import requests as library  # the request model; this module's Que
 from ragstead.answer.base import AnswerProvider
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
-from ragstead.api.origin import HostOriginGuard
 from ragstead.api.page import add_page, stream_lines
 from ragstead.api.ratelimit import RateLimiter
 from ragstead.errors import (
@@ -40,6 +39,7 @@ from ragstead.errors import (
     UnsupportedFileError,
 )
 from ragstead.filters import USER_SLUG
+from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.requests import (
     DATE_CHARS,

@@ -1,8 +1,8 @@
-"""How `serve` runs uvicorn so that idle or slow sockets cannot starve it: a connection must send a complete
-request head within `head_seconds` and its body within `body_seconds` (uvicorn's own keep-alive timeout only
-starts after a first response, and any byte resets it), at most `max_connections` sockets are open at once,
-and the 503 limit counts requests being handled, not open sockets (uvicorn's `limit_concurrency` counts both,
-so four idle sockets under a limit of four turned every request away)."""
+"""How the HTTP doors (`serve`, `mcp --http`) run uvicorn so that idle or slow sockets cannot starve them: a
+connection must send a complete request head within `head_seconds` and its body within `body_seconds` (uvicorn's
+own keep-alive timeout only starts after a first response, and any byte resets it), at most `max_connections`
+sockets are open at once, and the 503 limit counts requests being handled, not open sockets (uvicorn's
+`limit_concurrency` counts both, so four idle sockets under a limit of four turned every request away)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class InFlightLimit:
 def server_config(app: ASGIApp, *, host: str, port: int, head_seconds: float = HEAD_SECONDS,
                   body_seconds: float = BODY_SECONDS, max_requests: int = MAX_REQUESTS,
                   max_connections: int = MAX_CONNECTIONS, **options: Any) -> uvicorn.Config:
-    """The uvicorn.Config `serve` runs: `app` behind the in-flight limit, on the guarded h11 protocol."""
+    """The uvicorn.Config the HTTP doors run: `app` behind the in-flight limit, on the guarded h11 protocol."""
     protocol = type("GuardedH11Protocol", (GuardedH11Protocol,), {
         "head_seconds": head_seconds, "body_seconds": body_seconds, "max_connections": max_connections})
     return uvicorn.Config(InFlightLimit(app, max_requests), host=host, port=port, http=protocol,
