@@ -39,7 +39,7 @@ from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
 from ragstead.config import Settings, load_settings, provider_env
 from ragstead.embeddings.base import Embedder
-from ragstead.embeddings.catalog import DEFAULT_MODEL, cross_encoder_for
+from ragstead.embeddings.catalog import DEFAULT_MODEL
 from ragstead.errors import DocumentNotFoundError
 from ragstead.evaluation.runner import EvalSettings, format_table
 from ragstead.evaluation.service import Evaluation, is_server_or_chroma
@@ -55,7 +55,7 @@ from ragstead.project import TEAM_ROOTS, init, model_catalog, prompt_templates, 
 from ragstead.requests import MAX_QUERY_CHARS, MODES, AskRequest, Scope, SearchKnobs, SearchRequest
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
 from ragstead.retrieval.passages import Passage, read_passage
-from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
+from ragstead.retrieval.rerank import Reranker
 from ragstead.retrieval.search import SearchOptions, SearchResult, search
 from ragstead.runtime import OnRuntime, Runtime
 from ragstead.snapshots import Snapshots
@@ -88,7 +88,6 @@ class KnowledgeBase:
     _lock: OnRuntime[Any] = OnRuntime("lock")
     _providers: OnRuntime[list[AnswerProvider] | None] = OnRuntime("providers")
     _transport: OnRuntime[httpx.BaseTransport | None] = OnRuntime("transport")
-    _reranker: OnRuntime[Reranker | None] = OnRuntime("reranker")
     _unit_vectors: OnRuntime[UnitVectorCache | None] = OnRuntime("unit_vectors")
 
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
@@ -171,15 +170,7 @@ class KnowledgeBase:
 
     def reranker(self) -> Reranker:
         """What `rerank=True` uses: the `reranker` setting's cross-encoder, else sentence max-sim. Loaded once."""
-        with self._lock:
-            if self._reranker is None:
-                if self.settings.reranker:
-                    self._reranker = CrossEncoderReranker(
-                        cross_encoder_for(self.settings.reranker, allow_download=self.settings.allow_download))
-                else:
-                    self._reranker = SentenceMaxSimReranker(
-                        self.embedder, sentence_budget=self.settings.rerank_sentences or None)
-            return self._reranker
+        return self.runtime.load_reranker()
 
     def search(self, query: str | SearchRequest, *, filters: QueryFilters | None = None,
                options: SearchOptions | None = None, **fields: Any) -> SearchResult:
