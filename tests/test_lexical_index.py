@@ -161,9 +161,15 @@ def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_
     project.store = SqliteStore(project.settings.db_file)
 
 
-def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_project, tmp_path):
+def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_project, tmp_path, monkeypatch):
     """Deleted chunks count in tantivy's BM25 statistics until a rebuild: the store settles them."""
     import random
+
+    from ragstead.indexing import build
+
+    # Both builds commit in the same batches: with a small first batch the clean build has two segments and
+    # its scores differ from the settled (one-segment) index's (found at stop 33; open under #38).
+    monkeypatch.setattr(build, "FIRST_BATCH_CHUNKS", build.BATCH_CHUNKS)
 
     from ragstead import KnowledgeBase
     from ragstead.config import load_settings
