@@ -9,13 +9,13 @@ llama.cpp's server, LM Studio) is local and needs no consent. A document marked 
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Collection, Mapping
 from urllib.parse import urlsplit
 
 import pathspec
 
 from ragstead.documents.loaders import LOCAL_ONLY_TAG
+from ragstead.egress import is_local_host
 from ragstead.errors import ConfigError
 
 REMOTE_ANSWERERS = ("openai", "gemini")
@@ -32,13 +32,7 @@ def remote_names(names: Collection[str]) -> tuple[str, ...]:
 
 def is_loopback_url(url: str) -> bool:
     """Whether `url` points at this machine (localhost, 127.0.0.0/8, ::1): a local answerer."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_local_host(urlsplit(url).hostname or "")
 
 
 def consent_hint(env: Mapping[str, str], remote: Collection[str]) -> str | None:
