@@ -27,7 +27,7 @@ from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import QMARK
-from ragstead.stores.sqlite import SqliteStore, best_positions
+from ragstead.stores.sqlite import SqliteStore
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
 READ_BATCH = 1000
@@ -180,7 +180,6 @@ class ChromaVectors:
         self._name = f"ragstead-{store._meta('index_id')}"
         self._collection: Any = None
         self._checked: tuple[int, int] | None = None
-        self._counted: tuple[tuple[int, int], int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -315,7 +314,7 @@ class ChromaVectors:
         """Chroma missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
         if self._chroma_generation() != self._store._sqlite_generation():
             return True
-        return bool(self._store._meta("embed_model")) and self._open_collection().count() != self._chunk_count()
+        return bool(self._store._meta("embed_model")) and self._open_collection().count() != self._store.chunk_count()
 
     def _in_step(self) -> None:
         """Before a Chroma search: reconcile Chroma if it lags SQLite, as the lexical index is kept in step."""
@@ -330,13 +329,13 @@ class ChromaVectors:
         if self._store._meta("embed_model") is None:
             return []
         where, params = QMARK.where(filters)
-        limit = min(self.location.exact_scope_rows, self._chunk_count() // EXACT_SCOPE_FRACTION)
+        limit = min(self.location.exact_scope_rows, self._store.chunk_count() // EXACT_SCOPE_FRACTION)
         # Counting stops at limit + 1 rows, so a large scope costs no full count (~1 ms at 100k).
         in_scope = self._store._db.execute(
             f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
         ).fetchone()[0]
         if in_scope <= limit:
-            return self._exact_search(query, filters, k)
+            return self._store.exact_vector_search(query, filters, k)
         self._in_step()
         with self._chroma("search"):
             result = self._open_collection().query(
@@ -345,25 +344,7 @@ class ChromaVectors:
             )
         hits = [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
         # Short: the scope holds fewer than k rows (then reading them is cheap) or Chroma missed some.
-        return self._exact_search(query, filters, k) if len(hits) < k else hits
-
-    def _chunk_count(self) -> int:
-        """All chunks in the index, counted once per data version."""
-        version = self._store._version()
-        if self._counted is None or self._counted[0] != version:
-            self._counted = (version, self._store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
-        return self._counted[1]
-
-    def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
-        where, params = QMARK.where(filters)
-        rows = self._store._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
-        if not rows:
-            return []
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        scores = matrix @ query.astype(np.float32)
-        return [(int(ids[i]), float(scores[i])) for i in best_positions(scores, k)]
+        return self._store.exact_vector_search(query, filters, k) if len(hits) < k else hits
 
     # -- reporting --------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import QMARK
-from ragstead.stores.sqlite import SqliteStore, best_positions
+from ragstead.stores.sqlite import SqliteStore
 
 # Rows per SQLite IN-list read and per Milvus upsert or delete call.
 WRITE_BATCH = 1000
@@ -192,7 +192,6 @@ class MilvusVectors:
         self._loaded = False
         self._unflushed = False
         self._checked: tuple[int, int] | None = None
-        self._counted: tuple[tuple[int, int], int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -351,7 +350,7 @@ class MilvusVectors:
             return False
         if self._milvus_generation() != self._store._sqlite_generation():
             return True
-        return self._count() != self._chunk_count()
+        return self._count() != self._store.chunk_count()
 
     def _in_step(self) -> None:
         """Before a Milvus search: reconcile Milvus if it lags SQLite, as the lexical index is kept in step."""
@@ -366,16 +365,16 @@ class MilvusVectors:
         if self._store._meta("embed_model") is None:
             return []
         where, params = QMARK.where(filters)
-        limit = min(self.location.exact_scope_rows, self._chunk_count() // EXACT_SCOPE_FRACTION)
+        limit = min(self.location.exact_scope_rows, self._store.chunk_count() // EXACT_SCOPE_FRACTION)
         in_scope = self._store._db.execute(
             f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
         ).fetchone()[0]
         if in_scope <= limit:
-            return self._exact_search(query, filters, k)
+            return self._store.exact_vector_search(query, filters, k)
         self._in_step()
         with self._milvus("search"):
             if not self._exists():
-                return self._exact_search(query, filters, k)
+                return self._store.exact_vector_search(query, filters, k)
             if self._unflushed and self.location.lite_file is not None:
                 # Milvus Lite scans unsealed rows one by one (1 s a query at 10k rows, measured; 0.1 s once
                 # flushed): seal them once before the first search after a write. Lite serves one process, so
@@ -387,25 +386,7 @@ class MilvusVectors:
                                          limit=k, filter=milvus_filter(filters),
                                          search_params={"metric_type": "IP"}, output_fields=[])
         hits = [(int(hit["id"]), float(hit["distance"])) for hit in result[0]]
-        return self._exact_search(query, filters, k) if len(hits) < k else hits
-
-    def _chunk_count(self) -> int:
-        """All chunks in the index, counted once per data version."""
-        version = self._store._version()
-        if self._counted is None or self._counted[0] != version:
-            self._counted = (version, self._store._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
-        return self._counted[1]
-
-    def _exact_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory)."""
-        where, params = QMARK.where(filters)
-        rows = self._store._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
-        if not rows:
-            return []
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        scores = matrix @ query.astype(np.float32)
-        return [(int(ids[i]), float(scores[i])) for i in best_positions(scores, k)]
+        return self._store.exact_vector_search(query, filters, k) if len(hits) < k else hits
 
     # -- reporting --------------------------------------------------------------------------------
 

@@ -157,6 +157,7 @@ class SqliteStore:
         self._lexical = LexicalIndex(self.lexical_path)
         self._lexical_checked: tuple[int, int] | None = None
         self._generation = 0
+        self._counted: tuple[tuple[int, int], int] | None = None  # chunk_count() by data version
         try:
             self.vectors: VectorSide = (vectors or VectorFiles)(self)
         except BaseException:
@@ -462,6 +463,25 @@ class SqliteStore:
     def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """Cosine similarity over the rows the SQL filter admits, by the vector side."""
         return self.vectors.search(query, filters, k) if k > 0 else []
+
+    def chunk_count(self) -> int:
+        """All chunks in the index, counted once per data version (a server-side vector index asks often)."""
+        version = self._version()
+        if self._counted is None or self._counted[0] != version:
+            self._counted = (version, self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return self._counted[1]
+
+    def exact_vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory): what a
+        server-side vector index falls back to for a small scope, or when it returned fewer than k."""
+        where, params = QMARK.where(filters)
+        rows = self._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
+        if not rows:
+            return []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ query.astype(np.float32)
+        return [(int(ids[i]), float(scores[i])) for i in best_positions(scores, k)]
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """BM25 (tantivy) over the chunks the filters admit; the filters are clauses of the query itself."""
