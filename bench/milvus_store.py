@@ -16,31 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.common import write_results
-from bench.query_latency import DIM, build, measure_store
-from ragstead.filters import QueryFilters
+from bench.query_latency import build, measure_store, store_recall
 from ragstead.stores.factory import StoreSpec
 from ragstead.stores.migrate import copy_store
 from ragstead.stores.sqlite import SqliteStore
-
-
-def chunk_recall(store: Any, exact: SqliteStore, n: int = 50) -> dict[str, float]:
-    """Mean overlap of the store's vector top 10 with exact search's, compared by chunk id: a migrated store
-    numbers its rows anew (query_latency.store_recall compares row ids)."""
-    rng = np.random.default_rng(8)
-    out = {}
-    for scope, filters in (("no user filter", QueryFilters()), ("user filter (2 %)", QueryFilters(user_slug="u7"))):
-        overlaps = []
-        for _ in range(n):
-            q = rng.standard_normal(DIM).astype(np.float32)
-            q /= np.linalg.norm(q)
-            found, truth = ({row["chunk_id"] for row in s.fetch_chunks([i for i, _ in s.vector_search(q, filters, 10)],
-                                                                        filters).values()} for s in (store, exact))
-            overlaps.append(len(found & truth) / 10)
-        out[scope] = round(float(np.mean(overlaps)), 4)
-    return out
 
 
 def main(size: int, queries: int, workdir: Path | None = None) -> None:
@@ -60,7 +40,7 @@ def main(size: int, queries: int, workdir: Path | None = None) -> None:
     results: dict[str, Any] = {
         "size": size,
         "load_chunks_per_s": round(report.chunks / load_seconds),
-        "recall@10 vs exact": chunk_recall(target, embedded),
+        "recall@10 vs exact": store_recall(target, embedded, n=50, by_chunk_id=True),
         "embedded": measure_store(embedded, queries),
         "milvus (exact_rows=0)": measure_store(target, queries),
     }

@@ -175,17 +175,22 @@ def measure_store(store: Any, queries: int = 100) -> dict[str, Any]:
     return out
 
 
-def store_recall(store: SqliteStore, exact: SqliteStore, n: int = 100) -> dict[str, float]:
-    """Mean overlap of the store's vector top 10 with exact search's, per scope (random query vectors)."""
+def store_recall(store: Any, exact: SqliteStore, n: int = 100, by_chunk_id: bool = False) -> dict[str, float]:
+    """Mean overlap of the store's vector top 10 with exact search's, per scope (random query vectors). Hits
+    are compared by row id, or `by_chunk_id` for a store that numbers its rows anew (a migrated copy)."""
     rng = np.random.default_rng(8)
+
+    def top(s: Any, q: np.ndarray, filters: QueryFilters) -> set[Any]:
+        ids = [i for i, _ in s.vector_search(q, filters, 10)]
+        return {row["chunk_id"] for row in s.fetch_chunks(ids, filters).values()} if by_chunk_id else set(ids)
+
     out = {}
     for scope, filters in (("no user filter", QueryFilters()), ("user filter (2 %)", QueryFilters(user_slug="u7"))):
         overlaps = []
         for _ in range(n):
             q = rng.standard_normal(DIM).astype(np.float32)
             q /= np.linalg.norm(q)
-            found = {i for i, _ in store.vector_search(q, filters, 10)}
-            overlaps.append(len(found & {i for i, _ in exact.vector_search(q, filters, 10)}) / 10)
+            overlaps.append(len(top(store, q, filters) & top(exact, q, filters)) / 10)
         out[scope] = round(float(np.mean(overlaps)), 4)
     return out
 
