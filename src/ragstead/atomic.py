@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 # The modes of everything ragstead writes that holds private data (index, keys, memory): the owner only.
 PRIVATE_FILE_MODE = 0o600
@@ -18,17 +21,25 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: readers see the old file or the new one, never half of either.
+    """Replace `path` with `data`: readers see the old file or the new one, never half of either."""
+    with replacing_atomically(path) as handle:
+        handle.write(data)
+
+
+@contextmanager
+def replacing_atomically(path: Path) -> Iterator[BinaryIO]:
+    """A private file to write `path`'s new content into, streamed; it replaces `path` when the block ends
+    (readers see the old file or the new one, never half of either) and is removed if the block fails.
 
     The temporary file comes from `mkstemp` (a unique name, mode 0600 whatever the umask, hidden with a
-    leading dot so the indexer skips it), is fsynced before the rename, and is removed if anything fails.
-    The rename keeps its mode, so the file is always 0600.
+    leading dot so the indexer skips it), is fsynced before the rename, and the rename keeps its mode, so the
+    file is always 0600.
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, PRIVATE_FILE_MODE)  # mkstemp asks for 0600, but a umask such as 0o277 would take more away
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

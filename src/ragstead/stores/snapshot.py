@@ -22,7 +22,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import tempfile
 import time
 import zipfile
@@ -36,6 +35,7 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
+from ragstead.atomic import replacing_atomically
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
 
@@ -119,17 +119,8 @@ def write_snapshot(store: Store, path: Path, batch_size: int = 200) -> ExportRep
     if model is None:
         raise RagsteadError(f"the index {stats['path']} is empty: nothing to export")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask: the snapshot holds the documents' text
-        with os.fdopen(fd, "wb") as handle:
-            documents, chunks = _write_zip(store, handle, path.parent, model, dim, batch_size)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing_atomically(path) as handle:  # 0600 whatever the umask: the snapshot holds the documents' text
+        documents, chunks = _write_zip(store, handle, path.parent, model, dim, batch_size)
     return ExportReport(str(path), documents, chunks, path.stat().st_size, model, dim, time.perf_counter() - started)
 
 
