@@ -31,10 +31,9 @@ from ragstead.stores.sqlite import SqliteStore
 
 # Rows per SQLite IN-list when reading vectors for Chroma.
 READ_BATCH = 1000
-# A scope of at most 1/EXACT_SCOPE_FRACTION of the index and at most `exact_rows` rows is scored exactly from
-# SQLite, which beats Chroma's filtered search there (docs/design.md, "Chroma").
+# A scope of at most 1/5 of the index and at most `exact_rows` rows is scored exactly from
+# SQLite (SqliteStore.scope_is_small), which beats Chroma's filtered search there (docs/design.md, "Chroma").
 EXACT_SCOPE_ROWS = 50_000
-EXACT_SCOPE_FRACTION = 5
 
 
 
@@ -328,13 +327,7 @@ class ChromaVectors:
         and exactly again if Chroma comes back short."""
         if self._store._meta("embed_model") is None:
             return []
-        where, params = QMARK.where(filters)
-        limit = min(self.location.exact_scope_rows, self._store.chunk_count() // EXACT_SCOPE_FRACTION)
-        # Counting stops at limit + 1 rows, so a large scope costs no full count (~1 ms at 100k).
-        in_scope = self._store._db.execute(
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
-        ).fetchone()[0]
-        if in_scope <= limit:
+        if self._store.scope_is_small(filters, self.location.exact_scope_rows):
             return self._store.exact_vector_search(query, filters, k)
         self._in_step()
         with self._chroma("search"):

@@ -30,10 +30,9 @@ from ragstead.stores.sqlite import SqliteStore
 
 # Rows per SQLite IN-list read and per Milvus upsert or delete call.
 WRITE_BATCH = 1000
-# As for Chroma: a scope of at most 1/EXACT_SCOPE_FRACTION of the index and at most `exact_rows` rows is scored
+# As for Chroma (SqliteStore.scope_is_small): a scope of at most 1/5 of the index and `exact_rows` rows is scored
 # exactly from SQLite, which is faster than a round trip and never short.
 EXACT_SCOPE_ROWS = 50_000
-EXACT_SCOPE_FRACTION = 5
 # Most tags a chunk carries into Milvus (an ARRAY field needs a capacity); a longer list is cut, and a search
 # that comes back short for it is answered exactly from SQLite.
 MAX_TAGS = 256
@@ -364,12 +363,7 @@ class MilvusVectors:
         and exactly again if Milvus comes back short."""
         if self._store._meta("embed_model") is None:
             return []
-        where, params = QMARK.where(filters)
-        limit = min(self.location.exact_scope_rows, self._store.chunk_count() // EXACT_SCOPE_FRACTION)
-        in_scope = self._store._db.execute(
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
-        ).fetchone()[0]
-        if in_scope <= limit:
+        if self._store.scope_is_small(filters, self.location.exact_scope_rows):
             return self._store.exact_vector_search(query, filters, k)
         self._in_step()
         with self._milvus("search"):

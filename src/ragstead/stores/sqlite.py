@@ -125,6 +125,10 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
     return record
 
 
+# A scope of at most 1/EXACT_SCOPE_FRACTION of the index (and at most a vector index's `exact_scope_rows`) is
+# scored exactly from SQLite, which beats Chroma's or Milvus's filtered search there (docs/design.md, "Chroma").
+EXACT_SCOPE_FRACTION = 5
+
 class SqliteStore:
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
@@ -470,6 +474,17 @@ class SqliteStore:
         if self._counted is None or self._counted[0] != version:
             self._counted = (version, self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         return self._counted[1]
+
+    def scope_is_small(self, filters: QueryFilters, max_rows: int) -> bool:
+        """Whether the scope holds at most `max_rows` chunks and at most 1/EXACT_SCOPE_FRACTION of the index: then
+        exact search from SQLite beats a server-side vector index's filtered search. Counting stops at the
+        limit + 1st row, so a large scope costs no full count (~1 ms at 100k)."""
+        limit = min(max_rows, self.chunk_count() // EXACT_SCOPE_FRACTION)
+        where, params = QMARK.where(filters)
+        in_scope = self._db.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT ?)", [*params, limit + 1]
+        ).fetchone()[0]
+        return in_scope <= limit
 
     def exact_vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory): what a
