@@ -31,11 +31,14 @@ demo: install
 sanity: install
 	$(BIN)/ragstead sanity --sample $(SAMPLE) --out artifacts/sanity_output.json
 
+# One pytest worker per core (pytest-xdist); `make test TEST_JOBS=0` runs in one process. Work stealing, since a
+# few real-process tests (test_process, test_api_server) run far longer than the rest.
+TEST_JOBS ?= auto
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not slow"
 
 # Benchmarks (minutes to an hour; never part of `make test`). Needs ../shared/datasets/scifact.
 bench: install
