@@ -166,11 +166,13 @@ def _disagree(a: _Reading, b: _Reading) -> bool:
 
 
 def _modifier(tokens: list[str], subject: set[str], values: set[str]) -> str | None:
-    """The word right before the first subject word ("platform" of "platform team"), if it is a plain word."""
+    """The word right before the first subject word ("platform" of "platform team", "marta" of "Marta's team"),
+    if it is a plain word."""
     for i, token in enumerate(tokens):
         if token in subject:
-            before = tokens[i - 1] if i else None
-            return before if before and before.isalpha() and before not in subject | values else None
+            before = [t for t in tokens[:i] if len(t) > 1]  # the possessive's "s" is not a word
+            word = before[-1] if before else None
+            return word if word and word.isalpha() and word not in subject | values else None
     return None
 
 
