@@ -86,11 +86,11 @@ def test_the_document_day_is_the_day_part_of_created_at():
 
 
 def test_an_extractive_answer_labels_the_superseded_sentence():
-    text = "The team meets on Wednesdays. [1] The team meets on Mondays. [2]"
-    assert label_superseded(text, [(2, OLD_DAY)]) == (
-        "The team meets on Wednesdays. [1] Superseded (2024-03-04): The team meets on Mondays. [2]")
-    assert label_superseded("Mondays. [2] Wednesdays. [1]", [(2, OLD_DAY)]) == (
-        "Superseded (2024-03-04): Mondays. [2] Wednesdays. [1]")
+    text = "The team meets on Wednesdays. [1] Bring your laptop. [2] The team meets on Mondays. [2]"
+    assert label_superseded(text, [("The team meets on Mondays.", OLD_DAY)]) == (
+        "The team meets on Wednesdays. [1] Bring your laptop. [2] Superseded (2024-03-04): The team meets on "
+        "Mondays. [2]")
+    assert label_superseded(text, [("Not quoted.", OLD_DAY)]) == text
 
 
 def test_an_llm_reads_each_document_s_date_and_is_told_the_newer_wins():

@@ -465,7 +465,7 @@ def answer(
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []
         if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
-            text = label_superseded(text, [(d.older.key, d.older.date or "") for d in superseded])
+            text = label_superseded(text, [(d.older.text, d.older.date or "") for d in superseded])
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
                       fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
                       superseded=tuple(Superseded(d.older.key, d.older.source, d.older.date or "", d.older.text,

@@ -48,7 +48,6 @@ _PAST = re.compile(r"\b(did|was|were|had|used to|original|originally|first|last|
 _ASKING = stems_of("how much many long often day date time price cost amount number new current now latest today")
 _WEEKDAY_PLURAL = re.compile(r"^(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s$")
 _DAY_WORDS = re.compile(r"^(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun)", re.I)
-_MARKER = re.compile(r"\[\d{1,3}\]")
 _NAME = re.compile(r"(?<!^)(?<![.!?:]\s)\b[A-Z][a-zà-ÿ'’-]+\b")
 
 
@@ -79,9 +78,8 @@ def document_day(created_at: str | None) -> str | None:
 
 def disagreements(question: str, statements: Sequence[Statement]) -> list[Disagreement]:
     """Every pair of `statements` that disagree (see the module's rules), newer first in each, in input order."""
-    kind = answer_kind(question)
-    subject = question_stems(question) - _ASKING
-    if kind is None or not subject or _PAST.search(question):
+    kind, subject = _asked(question)
+    if kind is None:
         return []
     read = {s.key: _read(s, question, kind, subject) for s in statements}
     out = []
@@ -97,6 +95,8 @@ def superseded_in(question: str, cited: Sequence[tuple[Context, Sequence[Quote]]
     """Of an answer's citations (each context with the quotes the answer rests on), the statements a newer cited
     document says otherwise: one per superseded citation (its `key` is the citation's number), with the newest
     citation that supersedes it."""
+    if _asked(question)[0] is None:
+        return []  # nothing to compare: not worth reading the cited chunks' units
     statements = []
     for context, quotes in cited:
         if not context.date or not quotes:
@@ -114,18 +114,22 @@ def superseded_in(question: str, cited: Sequence[tuple[Context, Sequence[Quote]]
     return [d for d in newest.values() if d.newer.key not in newest]
 
 
-def label_superseded(text: str, older: Sequence[tuple[int, str]]) -> str:
-    """An extractive answer's text with "Superseded (date): " before the sentence each older citation `[n]` is
-    quoted for (its sentences stand whole between markers)."""
-    for n, date in older:
-        marker = re.search(rf"\[{n}\]", text)
-        if marker is None:
-            continue
-        before = [m.end() for m in _MARKER.finditer(text, 0, marker.start())]
-        start = before[-1] if before else 0
-        start += len(text[start:]) - len(text[start:].lstrip())
-        text = f"{text[:start]}Superseded ({date}): {text[start:]}"
+def label_superseded(text: str, older: Sequence[tuple[str, str]]) -> str:
+    """An extractive answer's text with "Superseded (date): " before each older statement (its sentence, as the
+    answer quotes it whole) of `older` (sentence, date)."""
+    for sentence, date in older:
+        at = text.find(sentence)
+        if at >= 0:
+            text = f"{text[:at]}Superseded ({date}): {text[at:]}"
     return text
+
+
+def _asked(question: str) -> tuple[str | None, set[str]]:
+    """The kind of value the question asks for and its subject words; kind None: no statement can supersede
+    another (no value asked for, no subject, or a question about the past)."""
+    kind = answer_kind(question)
+    subject = question_stems(question) - _ASKING
+    return (None, subject) if kind is None or not subject or _PAST.search(question) else (kind, subject)
 
 
 @dataclass(frozen=True)
