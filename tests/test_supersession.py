@@ -40,8 +40,10 @@ def test_two_dated_statements_of_one_thing_with_different_values_disagree_and_th
     ("How much is the rent?", "The rent is 900 € a month.", "The rent is 950 € a month from June."),
     ("How much does the gym cost?", "The gym costs 29 € a month.", "The gym costs 34 € a month now."),
     ("Where is the spare key?", "The spare key is in the garage.", "The spare key is under the doormat."),
+    ("Who is the landlord?", "The landlord is Mr Weber.", "The landlord is Anna Kraus since March."),
+    ("How many people are on the team?", "The team has 5 people.", "The team has 7 people."),
 ])
-def test_a_date_an_amount_or_a_place_can_be_superseded(question, older, newer):
+def test_a_date_an_amount_a_count_a_place_or_a_name_can_be_superseded(question, older, newer):
     found = disagreements(question, _statements((older, "a.md", OLD_DAY), (newer, "b.md", NEW_DAY)))
     assert [(d.newer.text, d.older.text) for d in found] == [(newer, older)]
 
@@ -60,6 +62,8 @@ def test_a_date_an_amount_or_a_place_can_be_superseded(question, older, newer):
      ("Jonas's team meets on Wednesdays.", "b.md", NEW_DAY)),
     ("Which day does the platform team meet?", ("The platform team meets on Mondays.", "a.md", OLD_DAY),
      ("The design team meets on Wednesdays.", "b.md", NEW_DAY)),
+    ("Who is the landlord?", ("The landlord of the flat is Mr Weber.", "a.md", OLD_DAY),
+     ("The landlord of the garage is Anna Kraus.", "b.md", NEW_DAY)),
     # two different things that hold a weekday
     (QUESTION, ("The team meets on Mondays.", "a.md", OLD_DAY),
      ("The bins are collected on Wednesdays.", "b.md", NEW_DAY)),

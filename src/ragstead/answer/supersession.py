@@ -147,8 +147,9 @@ def _read(statement: Statement, question: str, kind: str, subject: set[str]) -> 
     tokens = stem_sequence(statement.text)
     held = held_stems(f"{statement.context} {statement.text}", question, subject)
     asked = {w.lower() for w in re.findall(r"\w+", question)}
-    names = frozenset(n.lower() for n in _NAME.findall(statement.text)
-                      if n.lower() not in asked and not _DAY_WORDS.match(n) and stems_of(n).isdisjoint(subject))
+    # Names that are not the value asked for ("Who is the landlord?": the names are the values).
+    names = frozenset(n.lower() for n in _NAME.findall(statement.text) if n.lower() not in asked
+                      and not _DAY_WORDS.match(n) and stems_of(n).isdisjoint(subject | value_stems))
     modifiers = (_modifier(tokens, subject, value_stems),
                  _modifier(stem_sequence(statement.context), subject, value_stems))
     return _Reading(frozenset(values), frozenset(set(tokens) - value_stems),
