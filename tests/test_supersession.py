@@ -188,3 +188,27 @@ def test_the_cli_prints_the_superseded_line_and_the_json_carries_it(tmp_path, re
     data = json.loads(run_ragstead("ask", QUESTION, "--user", "me", "--extractive", "--json", "--root",
                                    str(tmp_path)).stdout)
     assert data["superseded"][0]["source"] == "notes/2024-03-04-team.md"
+
+
+class _Model:
+    """An LLM answerer stand-in: it cites the newer note first and the older as what came before."""
+
+    name = "fake-llm"
+
+    def answer(self, question, contexts, on_text=None):  # type: ignore[no-untyped-def]
+        self.dates = {c.source: c.date for c in contexts}
+        new = next(c.n for c in contexts if "Wednesdays" in c.text)
+        old = next(c.n for c in contexts if "Mondays" in c.text)
+        return f"The team meets on Wednesdays [{new}]. Before that, it met on Mondays in the small room [{old}]."
+
+
+def test_an_llm_answer_reads_the_dates_and_its_older_citation_is_marked_superseded(tmp_path, real_embedder):
+    _ask(tmp_path, real_embedder, {"2024-03-04-team.md": OLD_NOTE, "2025-05-12-team.md": NEW_NOTE})
+    model = _Model()
+    with ragstead.open(tmp_path, embedder=real_embedder) as kb:
+        answer = kb.ask(QUESTION, user="me", answerers=[model])
+    assert answer.provider == "fake-llm"
+    assert model.dates == {"notes/2024-03-04-team.md": OLD_DAY, "notes/2025-05-12-team.md": NEW_DAY}
+    assert "Superseded" not in answer.text  # an LLM's text is its own
+    old = next(c for c in answer.citations if c.source == "notes/2024-03-04-team.md")
+    assert [s.n for s in answer.superseded] == [old.n] and old.superseded_by is not None

@@ -103,7 +103,7 @@ def superseded_in(question: str, cited: Sequence[tuple[Context, Sequence[Quote]]
             continue
         for unit in split_units(context.text, line_structured(context.source)):
             span = find(unit.text, context.text)
-            if span and any(q.char_start <= span.char_start and span.char_end <= q.char_end for q in quotes):
+            if span and any(_covers(q, span) for q in quotes):
                 statements.append(Statement(context.n, unit.text, context.source, context.date, unit.context))
     newest: dict[int, Disagreement] = {}
     for found in disagreements(question, statements):
@@ -112,6 +112,12 @@ def superseded_in(question: str, cited: Sequence[tuple[Context, Sequence[Quote]]
             newest[found.older.key] = found
     # A citation that is itself superseded supersedes nothing: only the newest value leads.
     return [d for d in newest.values() if d.newer.key not in newest]
+
+
+def _covers(quote: Quote, unit: Quote) -> bool:
+    """Whether a quote holds most of a unit: an LLM's claim may be quoted without the unit's full stop."""
+    shared = min(quote.char_end, unit.char_end) - max(quote.char_start, unit.char_start)
+    return shared >= 0.8 * (unit.char_end - unit.char_start)
 
 
 def label_superseded(text: str, older: Sequence[tuple[str, str]]) -> str:
