@@ -212,3 +212,17 @@ def test_an_llm_answer_reads_the_dates_and_its_older_citation_is_marked_supersed
     assert "Superseded" not in answer.text  # an LLM's text is its own
     old = next(c for c in answer.citations if c.source == "notes/2024-03-04-team.md")
     assert [s.n for s in answer.superseded] == [old.n] and old.superseded_by is not None
+
+
+def test_the_api_returns_the_superseded_citation(tmp_path, real_embedder):
+    from fastapi.testclient import TestClient
+
+    from ragstead.api import ApiConfig, create_app
+
+    _ask(tmp_path, real_embedder, {"2024-03-04-team.md": OLD_NOTE, "2025-05-12-team.md": NEW_NOTE})
+    with ragstead.open(tmp_path, embedder=real_embedder) as kb, \
+            TestClient(create_app(kb, ApiConfig(auth=False, as_user="me"))) as client:
+        out = client.post("/v1/ask", json={"query": QUESTION, "extractive": True}).json()
+    assert out["answer"].startswith("The team meets on Wednesdays.")
+    assert [(s["source"], s["newer_source"]) for s in out["superseded"]] == [
+        ("notes/2024-03-04-team.md", "notes/2025-05-12-team.md")]
