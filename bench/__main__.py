@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | milvus.
+| title | snapshots | milvus | superseded.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,7 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots", "milvus"])
+                                           "snapshots", "milvus", "superseded"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -151,6 +151,10 @@ def main() -> None:
         from bench.title_field import main as title_main
 
         title_main()
+    if args.what == "superseded":  # not in `all`: false alarms of "the newer note wins" on the notes set (~1 min)
+        from bench.superseded import main as superseded_main
+
+        superseded_main()
     if args.what == "answers":  # not in `all`: ~15 min (every SciFact query twice, sentences embedded)
         from bench.answers import main as answers_main
 

@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstead.answer.ask import Answer, Citation, Relevance
+    from ragstead.answer.ask import Answer, Citation, Relevance, Superseded
     from ragstead.answer.base import AnswerProvider, Locator
     from ragstead.config import Settings
     from ragstead.embeddings.base import Embedder
@@ -45,6 +45,7 @@ _LAZY = {
     "Answer": "ragstead.answer.ask",
     "Citation": "ragstead.answer.ask",
     "Relevance": "ragstead.answer.ask",
+    "Superseded": "ragstead.answer.ask",
     "Locator": "ragstead.answer.base",
     "AppliedFilters": "ragstead.filters",
     "DocumentInfo": "ragstead.stores.base",
@@ -118,6 +119,7 @@ __all__ = [
     "SearchResult",
     "Settings",
     "Store",
+    "Superseded",
     "ToolError",
     "__version__",
     "init",

@@ -800,6 +800,9 @@ def ask(
         typer.echo(f"[{citation.n}] {citation.where}:")
         for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
             typer.echo(f"    “{' '.join(quoted.split())}”")
+    for older in result.superseded:  # the newer note wins: say which cited statement it replaced
+        typer.echo(f"superseded: [{older.n}] {older.source} ({older.date}), by [{older.superseded_by}] "
+                   f"{older.newer_source} ({older.newer_date})")
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:

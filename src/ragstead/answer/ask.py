@@ -34,6 +34,7 @@ from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.quotes import Quote, joined, quote_markers
 from ragstead.answer.screening import screen
+from ragstead.answer.supersession import document_day, label_superseded, superseded_in
 from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
 from ragstead.embeddings.base import Embedder
@@ -134,6 +135,7 @@ class Citation:
     similarity: float | None  # None: a tool's result (answer/tools.py), not a retrieved chunk
     quote: Quote | None = None  # the first sentence(s) it backs in the answer's order, adjacent ones joined
     quotes: tuple[Quote, ...] = ()  # every sentence of it the answer rests on, in the answer's order
+    superseded_by: int | None = None  # the citation of a newer document that says otherwise (Answer.superseded)
 
     @property
     def where(self) -> str:
@@ -158,8 +160,29 @@ class Citation:
 
     def to_dict(self) -> dict[str, Any]:
         quoted = self.quote.to_dict() if self.quote else {"quote": None, "char_start": None, "char_end": None}
-        return {"n": self.n, "source": self.source, "locator": dict(self.locator), "snippet": self.snippet,
+        data = {"n": self.n, "source": self.source, "locator": dict(self.locator), "snippet": self.snippet,
                 "similarity": self.similarity, **quoted, "quotes": [q.to_dict() for q in self.quotes]}
+        if self.superseded_by is not None:
+            data["superseded_by"] = self.superseded_by
+        return data
+
+
+@dataclass(frozen=True)
+class Superseded(Record):
+    """A cited statement a newer document replaces: citation `n` (its `source`, its document's `date`, the
+    sentence `quote`) says otherwise than citation `superseded_by` (`newer_source`, `newer_date`), which leads."""
+
+    n: int
+    source: str
+    date: str
+    quote: str
+    superseded_by: int
+    newer_source: str
+    newer_date: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "source": self.source, "date": self.date, "quote": self.quote,
+                "superseded_by": self.superseded_by, "newer_source": self.newer_source, "newer_date": self.newer_date}
 
 
 @dataclass(frozen=True)
@@ -179,6 +202,7 @@ class Answer:
     memory_write: dict[str, Any] | None = None  # set by `ask(..., remember=True)`
     withheld: tuple[str, ...] = ()  # local-only sources kept from the remote answerer that answered
     notes: tuple[str, ...] = ()  # what the citation check dropped ("citation [2] was dropped: ...")
+    superseded: tuple[Superseded, ...] = ()  # cited statements a newer document says otherwise (answer/supersession.py)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -192,6 +216,8 @@ class Answer:
             data["memory_write"] = self.memory_write
         if self.withheld:
             data["withheld"] = list(self.withheld)
+        if self.superseded:
+            data["superseded"] = [s.to_dict() for s in self.superseded]
         return data
 
 
@@ -318,7 +344,7 @@ def gather(
         budget -= hit.token_estimate
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
                                 screen(hit.text), tuple(float(x) for x in units) if units is not None else (),
-                                local_only(hit.file_path, hit.tags)))
+                                local_only(hit.file_path, hit.tags), document_day(hit.created_at)))
     if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
         missing = tuple(missing_names(found.question, [c.text for c in contexts]))
         contexts.relevance = replace(contexts.relevance, missing=missing)
@@ -430,13 +456,21 @@ def answer(
         if not cited:
             fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
             continue
+        # The newer note wins: a cited statement a newer cited document says otherwise is marked superseded.
+        superseded = superseded_in(question, [(sources[n - 1], quoted.quotes[n]) for n in cited])
+        newer = {d.older.key: d.newer.key for d in superseded}
         citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
-                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]))
+                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
                           for c in (sources[n - 1] for n in cited))
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []
+        if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
+            text = label_superseded(text, [(d.older.text, d.older.date or "") for d in superseded])
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes), **base)
+                      fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
+                      superseded=tuple(Superseded(d.older.key, d.older.source, d.older.date or "", d.older.text,
+                                                  d.newer.key, d.newer.source, d.newer.date or "")
+                                       for d in superseded), **base)
     return refusal(None)
 
 

@@ -66,11 +66,16 @@ class Context:
     # chunks whose sentences `ask` scored; () otherwise. Not part of what a model reads.
     unit_similarities: tuple[float, ...] = ()
     local_only: bool = False  # never handed to a remote answerer (answer/consent.py)
+    # Its document's day (YYYY-MM-DD: front matter date, else a date in its path, else its mtime); None unknown.
+    # Of two that disagree, the newer wins (answer/supersession.py).
+    date: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs."""
+        """The JSON shape the prompt passes to a model: the chunk as data, with its breadcrumbs (and its document's
+        `date` when known, so a model can prefer the newer of two documents that disagree)."""
         crumb = breadcrumb(self.source, self.locator.get("section_path"), self.locator.get("page"))
-        return {"n": self.n, "source": self.source, "breadcrumb": crumb, **self.locator,
+        dated = {"date": self.date} if self.date else {}
+        return {"n": self.n, "source": self.source, "breadcrumb": crumb, **dated, **self.locator,
                 "flagged_as_instructions": self.flags, "text": self.text}
 
 

@@ -238,13 +238,18 @@ def answer_kind(question: str) -> str | None:
     return None
 
 
+def kind_pattern(kind: str, question: str) -> re.Pattern[str]:
+    """What a value of `kind` looks like in a unit; for a quantity, the finer kind the question wants if it says."""
+    sub = quantity_type(question) if kind == "quantity" and FINER_QUANTITIES else None
+    return _QUANTITY_HAS[sub] if sub else _HAS[kind]
+
+
 def holds_kind(unit: str, kind: str | None, question: str) -> bool:
     """Whether `unit` holds something of `kind` that the question does not already say."""
     if kind is None:
         return False
     asked = {w.lower() for w in re.findall(r"\w+", question)}
-    sub = quantity_type(question) if kind == "quantity" and FINER_QUANTITIES else None
-    pattern = _QUANTITY_HAS[sub] if sub else _HAS[kind]
+    pattern = kind_pattern(kind, question)
     return any(m.group(0).strip().lower() not in asked and not set(re.findall(r"\w+", m.group(0).lower())) <= asked
                for m in pattern.finditer(unit))
 
@@ -263,6 +268,12 @@ def header_answers(unit: Unit, kind: str | None, question_stems: set[str], label
 @lru_cache(maxsize=1)
 def _analyzer() -> Any:
     return text_analyzer()
+
+
+def stem_sequence(text: str) -> list[str]:
+    """The stemmed content words of `text` in order (stop words dropped; each word once)."""
+    terms = query_terms(text)
+    return list(_analyzer().analyze(" ".join(terms))) if terms else []
 
 
 def stems_of(text: str) -> set[str]:

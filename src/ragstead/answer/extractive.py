@@ -6,7 +6,9 @@ its cosine to the question (`ask` embeds the sentences of the top chunks), the s
 holds weighted by rarity (a word only in its headings counts half), whether it holds what the question asks for
 (a date for "when", a number for "how much", a name for "who"), and its chunk's rank. The best unit leads; a
 header-like line ("Attendees: ...") or a note's title never leads unless it answers. Up to two more units follow,
-best first, when they score at least half as well.
+best first, when they score at least half as well. Of two plausible units that state the same thing with
+different values from documents of different dates (answer/supersession.py), the newer leads and the older closes
+the answer (`ask` labels it superseded).
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from ragstead.answer.base import Context
 from ragstead.answer.evidence import SentenceScorer, Unit, line_structured, split_units, unit_features
 from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
+from ragstead.answer.supersession import Statement, disagreements
 
 MAX_SENTENCES = 3
 SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at least this share of the lead's
 # ... and holds the kind of thing asked for, or at least this share of the question's (rarity-weighted) words;
 # 0 turns the bar off. A list question ("What are ...", "Which ... are", "List ...") may list.
 PADDING_BAR = 0.5
+SUPERSEDE_CANDIDATES = 8  # the best units read for a disagreement with the lead (each pair is compared)
+MAX_SUPERSEDED = 2  # older statements quoted after the answer, newest first
 _TOTAL = re.compile(r"\b(total|in sum|overall|altogether|grand total)\b", re.I)
 _LIST_QUESTION = re.compile(r"^(what|which) (are|were)\b|^which \w+s (are|were|do|did|should)\b|^(list|name)\b"
                             r"|\b(all|every|each)\b", re.I)
@@ -55,7 +60,7 @@ class ExtractiveAnswerer:
             return ""
         scores = (self._scorer or load_model().sentence).score(question, items, headings=True)
         order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
-        lead = order[0]
+        lead, older = _newer_lead(question, items, [contexts[rank] for rank, _, _ in items], scores, order)
         chosen = [lead]
         features = [row for row, _ in unit_features(question, items, headings=True)] if PADDING_BAR else []
         listing = bool(_LIST_QUESTION.search(question))
@@ -69,9 +74,29 @@ class ExtractiveAnswerer:
                 continue
             if total and not _TOTAL.search(items[j][1].text):
                 continue
+            if j in older:
+                continue  # quoted last, as superseded
             if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
                 chosen.append(j)
+        chosen += [j for j in older[:MAX_SUPERSEDED] if items[j][1].text not in {items[c][1].text for c in chosen}]
         text = " ".join(f"{items[j][1].text} [{numbers[j]}]" for j in chosen)
         if on_text:
             on_text(text)
         return text
+
+
+def _newer_lead(question: str, items: list[tuple[int, Unit, float]], owners: list[Context], scores: list[float],
+                order: list[int]) -> tuple[int, list[int]]:
+    """The unit that leads and the units it supersedes (newest first). The best unit leads unless a plausible
+    one (at least SUPPORT_RATIO of its score, among the best SUPERSEDE_CANDIDATES) from a newer document states
+    the same thing with another value: then the newest such unit leads."""
+    best = order[0]
+    plausible = [j for j in order[:SUPERSEDE_CANDIDATES] if scores[j] > 0 and scores[j] >= SUPPORT_RATIO * scores[best]]
+    statements = [Statement(j, items[j][1].text, owners[j].source, owners[j].date, items[j][1].context)
+                  for j in plausible]
+    found = disagreements(question, statements) if len(statements) > 1 else []
+    newer = [d.newer for d in found if d.older.key == best]
+    lead = max(newer, key=lambda s: (s.date or "", scores[s.key])).key if newer else best
+    older = sorted((d.older for d in found if d.newer.key == lead), key=lambda s: (s.date or "", scores[s.key]),
+                   reverse=True)
+    return lead, list(dict.fromkeys(s.key for s in older))
