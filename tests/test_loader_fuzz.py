@@ -231,3 +231,10 @@ def test_deeply_nested_files_are_refused_with_a_reason(tmp_path, kind):
         assert isinstance(outcome, Skip), (kind, number)
         assert "max_html_depth" in outcome.reason or "corrupt or unreadable DOCX" in outcome.reason \
             or "max_zip_ratio" in outcome.reason, outcome.reason
+
+
+@pytest.mark.parametrize("kind", ["epub", "pptx", "xlsx", "ods", "docx"])
+def test_a_zip_based_file_that_is_no_zip_names_its_own_format(tmp_path, kind):
+    outcome = run_one(tmp_path / f"broken.{kind}", b"PK\x03\x04 not really a zip" * 4)
+    assert isinstance(outcome, Skip) and f"corrupt or unreadable {kind.upper()} (not a zip" in outcome.reason
+    assert kind == "docx" or "DOCX" not in outcome.reason

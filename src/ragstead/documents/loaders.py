@@ -319,22 +319,22 @@ def load_html(data: bytes, budget: Budget) -> LoadedDocument:
 
 # -- DOCX ------------------------------------------------------------------------------------------------
 
-def check_zip(data: bytes, budget: Budget) -> None:
+def check_zip(data: bytes, budget: Budget, kind: str = "DOCX") -> None:
     """Refuse a zip bomb from the central directory alone, before anything is unpacked: the unpacked total,
     each large member's ratio and the whole archive's ratio, and compression methods other than the two
     Office writes (zipfile bounds what it unpacks by these declared sizes, so a lying header cannot get
-    more through)."""
+    more through). `kind` names the format in the message ("EPUB", "XLSX"...)."""
     limits, name = budget.limits, budget.name
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
-        raise LoadError(f"{name}: corrupt or unreadable DOCX (not a zip: {exc}), skipped") from exc
+        raise LoadError(f"{name}: corrupt or unreadable {kind} (not a zip: {exc}), skipped") from exc
     with archive:
         total = packed = 0
         for info in archive.infolist():
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 raise LoadError(f"{name}: zip member {info.filename!r} uses compression method "
-                                f"{info.compress_type}, which DOCX never does, skipped")
+                                f"{info.compress_type}, which {kind} never does, skipped")
             ratio = info.file_size / max(info.compress_size, 1)
             if info.file_size > _RATIO_FLOOR and ratio > limits.max_zip_ratio:
                 raise LoadError(f"{name}: zip member {info.filename!r} unpacks {ratio:.0f} times its size, over the "
@@ -403,12 +403,13 @@ class _Nested:
         return LexborHTMLParser(markup)
 
 
-def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False) -> Callable[[bytes, Budget],
-                                                                                             LoadedDocument]:
-    """A formats/ reader as a loader: zip limits checked first, parts joined, each part's label its citation."""
+def _parted(read: Callable[..., Parts], zipped: str | None = None,
+            text: bool = False) -> Callable[[bytes, Budget], LoadedDocument]:
+    """A formats/ reader as a loader: zip limits checked first (`zipped` names the zip-based format in its
+    messages), parts joined, each part's label its citation."""
     def load(data: bytes, budget: Budget) -> LoadedDocument:
         if zipped:
-            check_zip(data, budget)
+            check_zip(data, budget, zipped)
         found = read(_text_of(data, budget) if text else data, budget, _Nested(budget))
         starts, offset = [], 0
         for _, part in found.parts:
@@ -429,10 +430,10 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".html": load_html,
     ".htm": load_html,
     ".docx": load_docx,
-    ".epub": _parted(epub.read_epub, zipped=True),
-    ".pptx": _parted(slides.read_pptx, zipped=True),
-    ".xlsx": _parted(sheets.read_xlsx, zipped=True),
-    ".ods": _parted(sheets.read_ods, zipped=True),
+    ".epub": _parted(epub.read_epub, zipped="EPUB"),
+    ".pptx": _parted(slides.read_pptx, zipped="PPTX"),
+    ".xlsx": _parted(sheets.read_xlsx, zipped="XLSX"),
+    ".ods": _parted(sheets.read_ods, zipped="ODS"),
     ".csv": _parted(sheets.read_csv, text=True),
     ".eml": _parted(mail.read_eml),
     ".mbox": _parted(mail.read_mbox),
