@@ -24,6 +24,7 @@ from helpers.format_files import (
 )
 from helpers.pdf_writer import make_pdf
 from ragstead.cli import app
+from ragstead.documents.ids import file_of
 from ragstead.documents.loaders import load_document
 from ragstead.errors import LoadError
 
@@ -77,14 +78,24 @@ def hits(indexed, *args: str) -> list[dict]:
 def test_each_file_is_found_by_its_word_and_cited_by_its_part(indexed, name):
     _, word, section = FILES[name]
     found = hits(indexed, word)
-    assert found and found[0]["file_path"] == f"kept/{name}", found
+    # an mbox's messages are documents inside it: `kept/archive.mbox#msg-n2` (no Message-ID: by number)
+    assert found and file_of(found[0]["file_path"]) == f"kept/{name}", found
     assert found[0]["section_path"] == section and found[0]["page"] is None
 
 
-def test_an_attachment_is_indexed_with_a_link_to_its_message(indexed):
+def test_an_attachment_is_a_document_of_its_own_linked_to_its_message(indexed):
     found = hits(indexed, "capybarism")
-    assert found[0]["file_path"] == "kept/review.eml"
-    assert found[0]["section_path"] == "message: Quarterly review > attachment report.pdf"
+    assert found[0]["file_path"] == "kept/review.eml#att-1" and file_of(found[0]["file_path"]) == "kept/review.eml"
+    assert found[0]["section_path"] == "attachment report.pdf of message: Quarterly review"
+    assert found[0]["title"] == "report.pdf"
+    assert [h["file_path"] for h in hits(indexed, "axolotlian")] == ["kept/review.eml"]  # not in the attachment
+
+
+def test_each_message_of_an_mbox_is_a_document_dated_by_its_message(indexed):
+    assert [h["file_path"] for h in hits(indexed, "tapirology")] == ["kept/archive.mbox#msg-n2"]
+    assert [h["file_path"] for h in hits(indexed, "ibexology")] == ["kept/archive.mbox#msg-n1"]
+    assert hits(indexed, "ibexology", "--date-from", "2024-03-01") == []
+    assert [h["title"] for h in hits(indexed, "tapirology", "--date-from", "2024-03-01")] == ["Tapir trip"]
 
 
 def test_an_emails_date_filters(indexed):
@@ -238,3 +249,31 @@ def test_without_tesseract_an_image_is_skipped_naming_the_extra_not_failed(tmp_p
     outcome = prepare_file(candidate, IndexingOptions(root=tmp_path))
     assert isinstance(outcome, Skip) and not outcome.failed
     assert "pip install 'ragstead[ocr]'" in outcome.reason and "tesseract-ocr" in outcome.reason
+
+
+def test_a_message_gone_from_an_mbox_leaves_the_index_and_the_others_keep_their_paths(tmp_path):
+    messages = [make_message(subject, f"a body about {word}", "Mon, 01 Apr 2024 09:00:00 +0000")
+                for subject, word in (("One", "okapism"), ("Two", "dugongery"), ("Three", "kinkajoulish"))]
+    for number, message in enumerate(messages):
+        message["Message-ID"] = f"<m{number}@example.org>"
+    box = tmp_path / "kept" / "box.mbox"
+    box.parent.mkdir()
+    box.write_bytes(make_mbox(messages))
+    runner = CliRunner()
+    first = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert first.exit_code == 0, first.output
+    assert len(json.loads(first.output)["added"]) == 3
+    root = (tmp_path, "")
+    paths = {word: hits(root, word)[0]["file_path"] for word in ("okapism", "dugongery", "kinkajoulish")}
+    assert all(p.startswith("kept/box.mbox#msg-") and "-n" not in p for p in paths.values()), paths
+    box.write_bytes(make_mbox([messages[0], messages[2]]))
+    second = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert second.exit_code == 0, second.output
+    assert json.loads(second.output)["removed"] == [paths["dugongery"]]
+    assert hits(root, "dugongery") == []
+    assert hits(root, "okapism")[0]["file_path"] == paths["okapism"]
+    assert hits(root, "kinkajoulish")[0]["file_path"] == paths["kinkajoulish"]
+    box.unlink()
+    third = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert sorted(json.loads(third.output)["removed"]) == sorted([paths["okapism"], paths["kinkajoulish"]])
+    assert hits(root, "okapism") == []

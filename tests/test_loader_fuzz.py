@@ -143,25 +143,28 @@ def mutants(kind: str, count: int, seed: int) -> list[bytes]:
 OPTIONS = IndexingOptions(root=Path("."), path_rules=DEFAULT_PATH_RULES, file_seconds=20.0)
 
 
-def run_one(path: Path, data: bytes) -> DocumentWrite | Skip:
+def run_one(path: Path, data: bytes) -> list[DocumentWrite] | Skip:
     path.write_bytes(data)
     candidate = FileCandidate(rel_path=f"kb/{path.name}", root="kb", path=path, size=len(data), mtime=0.0,
                               file_hash=hashlib.sha256(data).hexdigest(), is_new=True)
     return prepare_file(candidate, OPTIONS)
 
 
-def check(outcome: DocumentWrite | Skip, data: bytes) -> str:
-    """The outcome is an indexable write or a one-line skip; returns a label for the summary."""
+def check(outcome: list[DocumentWrite] | Skip, data: bytes) -> str:
+    """The outcome is indexable writes (one per document of the file) or a one-line skip; returns a label for the
+    summary."""
     if isinstance(outcome, Skip):
         assert outcome.reason.strip() and "\n" not in outcome.reason, outcome
         assert "Traceback" not in outcome.reason
         return outcome.reason.split(":")[0][:60]
-    assert isinstance(outcome, DocumentWrite), outcome
-    assert outcome.chunks, "a write without chunks would have been skipped"
-    for chunk in outcome.chunks:
-        chunk.text.encode("utf-8")  # no lone surrogate
-        assert "\x00" not in chunk.text and 0 < len(chunk.text) <= OPTIONS.chunking.max_chunk_chars
-    (outcome.document.title or "").encode("utf-8")
+    assert outcome and len({write.document.file_path for write in outcome}) == len(outcome), outcome
+    for write in outcome:
+        assert isinstance(write, DocumentWrite), write
+        assert write.chunks, "a write without chunks would have been skipped"
+        for chunk in write.chunks:
+            chunk.text.encode("utf-8")  # no lone surrogate
+            assert "\x00" not in chunk.text and 0 < len(chunk.text) <= OPTIONS.chunking.max_chunk_chars
+        (write.document.title or "").encode("utf-8")
     return "indexed"
 
 

@@ -31,7 +31,7 @@ import httpx
 
 from ragstead import egress
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
-from ragstead.documents.ids import make_doc_id
+from ragstead.documents.ids import file_of, make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
@@ -168,7 +168,7 @@ class FreshnessRun:
         known = manifest or {}
         reasons = {item["path"]: item["reason"] for item in walk.skipped}
         for candidate in self.diff.todo:
-            entry = known.get(candidate.rel_path)
+            entry = known.get(candidate.rel_path) or next((known[p] for p in candidate.stored if p in known), None)
             if entry is None:
                 self.report.entries.append(PlanEntry(
                     "new", path=candidate.rel_path, new_checksum=candidate.file_hash,
@@ -176,11 +176,12 @@ class FreshnessRun:
             else:
                 self.report.entries.append(PlanEntry(
                     "changed", path=candidate.rel_path, old_checksum=entry.file_hash,
-                    new_checksum=candidate.file_hash, chunks=chunk_count(candidate.rel_path), doc_id=entry.doc_id))
+                    new_checksum=candidate.file_hash, doc_id=entry.doc_id,
+                    chunks=sum(chunk_count(p) for p in candidate.stored or (candidate.rel_path,))))
         for path in self.diff.removed:
             entry = known[path]
             # Still there but no longer readable (or now left out): its stale chunks go, with the reason.
-            reason = reasons.get(path)
+            reason = reasons.get(file_of(path))  # a message of an mbox: its file's reason
             self.report.entries.append(PlanEntry(
                 "changed" if reason else "deleted", path=path, old_checksum=entry.file_hash,
                 chunks=chunk_count(path), doc_id=entry.doc_id, reason=reason))

@@ -94,6 +94,9 @@ class LoadedDocument:
     # With `page_starts`: each part's citation label ("slide 3", "sheet Inventory, rows 2-9") instead of a page.
     part_labels: list[str] = field(default_factory=list)
     created_at: str | None = None  # the date the content carries (an e-mail's Date), over the file's mtime
+    # Documents of their own inside the file (an mbox's messages, an e-mail's attachments) by key (`msg-…`), each
+    # stored as `path#key` (documents.ids.part_path). A file with some and no text of its own is no document.
+    inside: list[tuple[str, LoadedDocument]] = field(default_factory=list)
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -403,6 +406,18 @@ class _Nested:
         return LexborHTMLParser(markup)
 
 
+def _joined(found: Parts) -> LoadedDocument:
+    """Parts as one text, each part's start kept (like a PDF page's) and its label its citation."""
+    starts, offset = [], 0
+    for _, part in found.parts:
+        starts.append(offset)
+        offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
+    return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title, page_starts=starts,
+                          part_labels=[label for label, _ in found.parts], tags=found.tags,
+                          created_at=found.created_at,
+                          inside=[(key, _joined(document)) for key, document in found.documents])
+
+
 def _parted(read: Callable[..., Parts], zipped: str | None = None,
             text: bool = False) -> Callable[[bytes, Budget], LoadedDocument]:
     """A formats/ reader as a loader: zip limits checked first (`zipped` names the zip-based format in its
@@ -410,14 +425,7 @@ def _parted(read: Callable[..., Parts], zipped: str | None = None,
     def load(data: bytes, budget: Budget) -> LoadedDocument:
         if zipped:
             check_zip(data, budget, zipped)
-        found = read(_text_of(data, budget) if text else data, budget, _Nested(budget))
-        starts, offset = [], 0
-        for _, part in found.parts:
-            starts.append(offset)
-            offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
-        return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title,
-                              page_starts=starts, part_labels=[label for label, _ in found.parts], tags=found.tags,
-                              created_at=found.created_at)
+        return _joined(read(_text_of(data, budget) if text else data, budget, _Nested(budget)))
     return load
 
 
@@ -502,7 +510,10 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
         raise LoadError(f"{name}: corrupt or unreadable {_KINDS.get(suffix, 'text')} ({one_line(exc)})") from exc
     finally:
         del data
-    loaded.text = _storable(loaded.text)
+    for document in (loaded, *(document for _, document in loaded.inside)):
+        document.text = _storable(document.text)
+        if document.title is not None:
+            document.title = _storable(document.title)[:500].strip() or None
     if loaded.source is None:  # an ingested file archived as fetched keeps its source in a sidecar
         loaded.source, tags, title = read_sidecar(path)
         loaded.tags = list(dict.fromkeys([*loaded.tags, *tags]))

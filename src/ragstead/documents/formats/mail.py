@@ -1,14 +1,17 @@
 """E-mail with the standard library: an .eml is one message, an .mbox a mailbox of them.
 
-A message is a part named "message: Subject" whose text starts with its From, To, Date and Subject lines;
-each attachment a loader reads (PDF, DOCX, a sheet...) is a part of its own, "message: Subject > attachment
-report.pdf", so a citation names the message it came with. The message's Date is the document's date (the
-newest message's in an mbox), which `--date-from`/`--date-to` filter on. docs/design.md, "Mail", says why an
-mbox stays one document.
+Every message is a document of its own: its subject the title, its Date the document's date (which
+`--date-from`/`--date-to` filter on), its text the From, To, Cc, Date and Subject lines and then the body, in a
+part named "message: Subject" ("message 2: Subject" in an mbox), so a citation names the message. An .eml's
+message is the file's document; an mbox's messages are documents inside it (`a.mbox#msg-…`, keyed by a hash of
+the Message-ID, else by their number). Each attachment a loader reads (PDF, DOCX, a sheet...) is a document of
+its own inside the same file (`#att-1`, `#msg-…-att-1`), cited "attachment report.pdf of message: Subject":
+its path and its citation both lead back to the message. docs/design.md, "Mail".
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC
 from email import policy
@@ -54,8 +57,12 @@ def _subject(message: EmailMessage) -> str:
     return " ".join(str(message["Subject"] or "").split())[:200]
 
 
-def _add_message(found: Parts, message: EmailMessage, label: str, budget: Meter, nested: Nested) -> None:
+def _message(message: EmailMessage, label: str, key: str, budget: Meter, nested: Nested) -> Parts:
+    """The message as a document, its readable attachments documents of their own under `key`-att-N (an .eml's
+    message has no key: its attachments are `att-N`)."""
+    subject, date = _subject(message), _date(message)
     headers = [f"{name}: {' '.join(str(message[name]).split())}" for name in _HEADERS if message[name] is not None]
+    found = Parts(title=subject or None, created_at=date)
     found.add(label, "\n".join([*headers, "", _body(message, nested)]), budget)
     for attachment in message.iter_attachments():
         budget.tick()
@@ -65,7 +72,12 @@ def _add_message(found: Parts, message: EmailMessage, label: str, budget: Meter,
             continue  # an attached message or a nameless part: nothing a loader is picked for
         text = nested(name, payload)
         if text:
-            found.add(f"{label} > attachment {' '.join(name.split())[:200]}", text, budget, counted=True)
+            shown = " ".join(name.split())[:200]
+            inside = Parts(title=shown, created_at=date)
+            inside.add(f"attachment {shown} of {label}", text, budget, counted=True)
+            number = len(found.documents) + 1
+            found.documents.append((f"{key}-att-{number}" if key else f"att-{number}", inside))
+    return found
 
 
 def _parse(data: bytes) -> EmailMessage:
@@ -75,29 +87,39 @@ def _parse(data: bytes) -> EmailMessage:
 
 
 def read_eml(data: bytes, budget: Meter, nested: Nested) -> Parts:
-    """One message: its subject is the title, its Date the document's date."""
+    """One message: the file's document, its attachments documents inside it."""
     message = _parse(data)
-    subject = _subject(message)
-    found = Parts(title=subject or None, created_at=_date(message))
-    _add_message(found, message, f"message: {subject or '(no subject)'}", budget, nested)
-    return found
+    return _message(message, f"message: {_subject(message) or '(no subject)'}", "", budget, nested)
+
+
+def _key(message: EmailMessage, number: int, used: set[str]) -> str:
+    """`msg-` and the Message-ID's hash, so a message keeps its path when others come or go; the message's
+    number when it has none or shares it with an earlier copy."""
+    message_id = " ".join(str(message["Message-ID"] or "").split())
+    key = f"msg-{hashlib.sha256(message_id.encode('utf-8', 'replace')).hexdigest()[:12]}" if message_id else ""
+    if not key or key in used:
+        key = f"msg-n{number}"
+    used.add(key)
+    return key
 
 
 def read_mbox(data: bytes, budget: Meter, nested: Nested) -> Parts:
-    """Every message of an mbox (split at its `From ` lines), numbered; a message that does not parse is left
-    out and the rest is indexed."""
+    """Every message of an mbox (split at its `From ` lines) as a document inside it, numbered; a message that
+    does not parse is left out and the rest is indexed. The mailbox itself has no text of its own."""
     raw = [chunk for chunk in _MBOX_SEPARATOR.split(data) if chunk.strip()]
     check_count(len(raw), "messages", budget)
     found = Parts()
-    dates = []
+    used: set[str] = set()
     for number, chunk in enumerate(raw, start=1):
         budget.tick()
         try:
             message = _parse(chunk)
-            label = f"message {number}: {_subject(message) or '(no subject)'}"
-            _add_message(found, message, label, budget, nested)
+            key = _key(message, number, used)
+            inside = _message(message, f"message {number}: {_subject(message) or '(no subject)'}", key, budget,
+                              nested)
         except (ValueError, TypeError, LookupError, AttributeError):
             continue
-        dates.append(_date(message))
-    found.created_at = max((d for d in dates if d), default=None)
+        found.documents.append((key, inside))
+        found.documents.extend(inside.documents)
+        inside.documents = []
     return found
