@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +16,7 @@ from helpers.format_files import (
     make_heic,
     make_mbox,
     make_message,
+    make_msg,
     make_ods,
     make_photo,
     make_png,
@@ -47,6 +49,9 @@ FILES = {
                                 make_message("Tapir trip", "second body about tapirology",
                                              "Mon, 01 Apr 2024 09:00:00 +0000")]),
                      "tapirology", "message 2: Tapir trip"),
+    "memo.msg": (make_msg("Outlook memo", "The memo speaks of gerenukery.", datetime(2024, 3, 7, 8, 30, tzinfo=UTC),
+                          {"plan.txt": b"The attached plan names okapiform."}),
+                 "gerenukery", "message: Outlook memo"),
     "whiteboard.png": (make_png("The whiteboard says quinoapocalypse"), "quinoapocalypse", "image"),
     "phone.heic": (make_heic("A phone photo of zanzibarite"), "zanzibarite", "image"),
 }
@@ -89,6 +94,35 @@ def test_an_attachment_is_a_document_of_its_own_linked_to_its_message(indexed):
     assert found[0]["section_path"] == "attachment report.pdf of message: Quarterly review"
     assert found[0]["title"] == "report.pdf"
     assert [h["file_path"] for h in hits(indexed, "axolotlian")] == ["kept/review.eml"]  # not in the attachment
+
+
+def test_an_outlook_message_is_dated_and_its_attachment_a_document_of_its_own(indexed):
+    assert [h["file_path"] for h in hits(indexed, "gerenukery", "--date-from", "2024-03-07")] == ["kept/memo.msg"]
+    assert hits(indexed, "gerenukery", "--date-from", "2024-03-08") == []
+    found = hits(indexed, "okapiform")
+    assert found[0]["file_path"] == "kept/memo.msg#att-1"
+    assert found[0]["section_path"] == "attachment plan.txt of message: Outlook memo"
+
+
+def test_an_outlook_message_carries_its_headers_and_an_html_body_reads_as_text(tmp_path):
+    path = tmp_path / "m.msg"
+    path.write_bytes(make_msg("Web memo", "Only <b>markup</b> here", datetime(2024, 1, 2, tzinfo=UTC), html=True))
+    doc = load_document(path)
+    assert doc.title == "Web memo" and doc.created_at == "2024-01-02T00:00:00+00:00"
+    assert "From: Dana <dana@example.org>" in doc.text and "To: Sam <sam@example.org>" in doc.text
+    assert "Only\nmarkup\nhere" in doc.text and "<b>" not in doc.text
+
+
+def test_without_extract_msg_an_outlook_message_is_skipped_naming_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from ragstead.errors import UnsupportedFileError
+
+    monkeypatch.setitem(sys.modules, "extract_msg", None)
+    path = tmp_path / "m.msg"
+    path.write_bytes(FILES["memo.msg"][0])
+    with pytest.raises(UnsupportedFileError, match=r"pip install 'ragstead\[mail\]'"):
+        load_document(path)
 
 
 def test_each_message_of_an_mbox_is_a_document_dated_by_its_message(indexed):

@@ -14,12 +14,22 @@ import random
 import re
 import zipfile
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docx
 import pytest
 
-from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_png, make_pptx, make_xlsx
+from helpers.format_files import (
+    make_epub,
+    make_mbox,
+    make_message,
+    make_msg,
+    make_ods,
+    make_png,
+    make_pptx,
+    make_xlsx,
+)
 from helpers.pdf_writer import make_pdf
 from ragstead.documents.metadata import DEFAULT_PATH_RULES
 from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
@@ -37,6 +47,9 @@ TOKENS = {
     "mail": [b"\nFrom: ", b"\nDate: ", b"Mon, 99 Foo 20245 25:61:00 +9999", b"\nContent-Type: multipart/mixed; "
              b"boundary=\"b\"\n", b"\n--b\n", b"\n--b--\n", b"=?utf-8?b?////?=", b"Content-Transfer-Encoding: "
              b"base64\n", b"\nFrom x\n", b"filename=\"a.pdf\"", b"\x00", b"\xff"],
+    # OLE (Outlook .msg): free/end-of-chain/FAT sector marks, sector numbers past the end, sizes, a stream name.
+    "ole": [b"\xff\xff\xff\xff", b"\xfe\xff\xff\xff", b"\xfd\xff\xff\xff", b"\xff\xff\xff\x7f", b"\x00\x10\x00\x00",
+            b"\x00\x00\x00\x00", b"\x01\x00\x00\x00", "__substg1.0_0037001F".encode("utf-16-le"), b"\xd0\xcf\x11\xe0"],
     "text": [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r\n", b"---\n", b"# ", b"tags: [a, b]\n", b"\x1b[31m",
              b"\xed\xa0\x80"],
 }
@@ -68,6 +81,8 @@ def seed_files() -> dict[str, bytes]:
                             {"r.csv": b"a,b\n1,2\n"}).as_bytes(),
         "mbox": make_mbox([make_message("one", "first", "Mon, 01 Jan 2024 09:00:00 +0000"),
                            make_message("two", "second", "Mon, 01 Apr 2024 09:00:00 +0000")]),
+        "msg": make_msg("Review", "Meet about the plan.", datetime(2024, 3, 5, 9, tzinfo=UTC),
+                        {"r.csv": b"a,b\n1,2\n"}),
         "png": make_png("Harbour notes"),  # read with OCR: each mutant that still decodes costs a Tesseract run
     }
 
@@ -129,7 +144,7 @@ def mutants(kind: str, count: int, seed: int) -> list[bytes]:
     rng = random.Random(f"{kind}-{seed}")
     base = seed_files()[kind]
     tokens = {"pdf": TOKENS["pdf"], "html": TOKENS["html"], "eml": TOKENS["mail"],
-              "mbox": TOKENS["mail"]}.get(kind, TOKENS["text"])
+              "mbox": TOKENS["mail"], "msg": TOKENS["ole"]}.get(kind, TOKENS["text"])
     zipped = kind in ZIPPED
     out = []
     for _ in range(count):
@@ -180,7 +195,7 @@ def fuzz(tmp_path: Path, kind: str, count: int, seed: int) -> Counter[str]:
     return seen
 
 
-KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "png"]
+KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "msg", "png"]
 
 
 def test_the_seeds_are_valid_and_indexed(tmp_path):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstead.documents.formats import epub, mail, notes, ocr, sheets, slides
+from ragstead.documents.formats import epub, mail, notes, ocr, outlook, sheets, slides
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
@@ -445,11 +445,12 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".csv": _parted(sheets.read_csv, text=True),
     ".eml": _parted(mail.read_eml),
     ".mbox": _parted(mail.read_mbox),
+    ".msg": _parted(outlook.read_msg),
     **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
 }
 _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
           ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
-          ".mbox": "mbox", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
+          ".mbox": "mbox", ".msg": "Outlook .msg", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
 
 
 def is_supported(path: Path) -> bool:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from ragstead.documents.formats.parts import Meter, Nested, Parts, check_count
 
@@ -26,14 +28,28 @@ _MBOX_SEPARATOR = re.compile(rb"^From [^\n]*\n", re.MULTILINE)
 
 
 def _date(message: EmailMessage) -> str | None:
-    """The Date header as an ISO timestamp in UTC (a date without a zone is taken as UTC); None if unreadable."""
+    """The Date header as an ISO timestamp in UTC; None if unreadable."""
     try:
         when = parsedate_to_datetime(str(message["Date"]))
     except (TypeError, ValueError, IndexError):
         return None
+    return utc_iso(when)
+
+
+def utc_iso(when: datetime) -> str:
+    """A moment as an ISO timestamp in UTC, to the second (a time without a zone is taken as UTC)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+def html_text(markup: str, nested: Nested) -> str:
+    """An HTML body's text, scripts and styles left out."""
+    tree = nested.html(markup)
+    for node in tree.css("script, style"):
+        node.decompose()
+    root = tree.body or tree.root
+    return root.text(separator="\n", strip=True) if root is not None else ""
 
 
 def _body(message: EmailMessage, nested: Nested) -> str:
@@ -44,40 +60,45 @@ def _body(message: EmailMessage, nested: Nested) -> str:
     content = part.get_content()
     if not isinstance(content, str):
         return ""
-    if part.get_content_subtype() == "html":
-        tree = nested.html(content)
-        for node in tree.css("script, style"):
-            node.decompose()
-        root = tree.body or tree.root
-        return root.text(separator="\n", strip=True) if root is not None else ""
-    return content
+    return html_text(content, nested) if part.get_content_subtype() == "html" else content
 
 
 def _subject(message: EmailMessage) -> str:
-    return " ".join(str(message["Subject"] or "").split())[:200]
+    return one_line(str(message["Subject"] or ""))
 
 
-def _message(message: EmailMessage, label: str, key: str, budget: Meter, nested: Nested) -> Parts:
-    """The message as a document, its readable attachments documents of their own under `key`-att-N (an .eml's
-    message has no key: its attachments are `att-N`)."""
-    subject, date = _subject(message), _date(message)
-    headers = [f"{name}: {' '.join(str(message[name]).split())}" for name in _HEADERS if message[name] is not None]
+def one_line(text: str) -> str:
+    """A header as one line of at most 200 characters."""
+    return " ".join(text.split())[:200]
+
+
+def message_document(headers: list[tuple[str, str | None]], body: str, attachments: Iterable[tuple[str | None, Any]],
+                     label: str, key: str, date: str | None, budget: Meter, nested: Nested) -> Parts:
+    """A message as a document: its header lines, then its body, in one part named `label`; each attachment
+    (name, bytes) a loader reads a document of its own under `key`-att-N (an .eml's message has no key: its
+    attachments are `att-N`), cited "attachment NAME of LABEL". Shared by .eml, .mbox and Outlook .msg."""
+    subject = next((one_line(value) for name, value in headers if name == "Subject" and value), "")
+    lines = [f"{name}: {' '.join(str(value).split())}" for name, value in headers if value]
     found = Parts(title=subject or None, created_at=date)
-    found.add(label, "\n".join([*headers, "", _body(message, nested)]), budget)
-    for attachment in message.iter_attachments():
+    found.add(label, "\n".join([*lines, "", body]), budget)
+    for name, payload in attachments:
         budget.tick()
-        name = attachment.get_filename()
-        payload = attachment.get_payload(decode=True)
         if not name or not isinstance(payload, bytes):
             continue  # an attached message or a nameless part: nothing a loader is picked for
         text = nested(name, payload)
         if text:
-            shown = " ".join(name.split())[:200]
+            shown = one_line(name)
             inside = Parts(title=shown, created_at=date)
             inside.add(f"attachment {shown} of {label}", text, budget, counted=True)
             number = len(found.documents) + 1
             found.documents.append((f"{key}-att-{number}" if key else f"att-{number}", inside))
     return found
+
+
+def _message(message: EmailMessage, label: str, key: str, budget: Meter, nested: Nested) -> Parts:
+    headers = [(name, None if message[name] is None else str(message[name])) for name in _HEADERS]
+    attachments = ((part.get_filename(), part.get_payload(decode=True)) for part in message.iter_attachments())
+    return message_document(headers, _body(message, nested), attachments, label, key, _date(message), budget, nested)
 
 
 def _parse(data: bytes) -> EmailMessage:
