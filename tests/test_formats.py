@@ -311,3 +311,20 @@ def test_a_message_gone_from_an_mbox_leaves_the_index_and_the_others_keep_their_
     third = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
     assert sorted(json.loads(third.output)["removed"]) == sorted([paths["okapism"], paths["kinkajoulish"]])
     assert hits(root, "okapism") == []
+
+
+def test_a_wikilink_reads_as_the_linked_notes_title_and_is_kept_as_a_link(tmp_path):
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "deep" / "er").mkdir(parents=True)
+    (vault / "Seed list.md").write_text("---\ntitle: Seeds to buy in spring\n---\n# Seed list\n")
+    (vault / "deep" / "er" / "Calendar.md").write_text("---\ntitle: 'The garden calendar'\n---\nMarch.\n")
+    (vault / "Untitled.md").write_text("No front matter here.\n")
+    (tmp_path / "Outside.md").write_text("---\ntitle: not to be read\n---\n")
+    note = vault / "deep" / "plan.md"
+    note.write_text("See [[Seed list]], [[Calendar#March]], [[Untitled]], [[Missing]], [[../Outside]] "
+                    "and [[Seed list|my seeds]].\n")
+    doc = load_document(note)
+    assert doc.text.strip() == ("See Seeds to buy in spring, The garden calendar > March, Untitled, Missing, "
+                                "Outside and my seeds.")
+    assert doc.links == ["Seed list", "Calendar", "Untitled", "Missing", "../Outside"]

@@ -61,6 +61,7 @@ class Budget:
         self.name = name
         self.deadline = time.monotonic() + limits.seconds
         self.chars = 0
+        self.path: Path | None = None  # the file read (load_document sets it): a vault note finds its links by it
 
     def tick(self) -> None:
         """Raise LoadError once the file's time budget is spent (called inside page/paragraph loops)."""
@@ -97,6 +98,7 @@ class LoadedDocument:
     # Documents of their own inside the file (an mbox's messages, an e-mail's attachments) by key (`msg-…`), each
     # stored as `path#key` (documents.ids.part_path). A file with some and no text of its own is no document.
     inside: list[tuple[str, LoadedDocument]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # a vault note's [[link]] targets, as written
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -215,14 +217,15 @@ def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as their names."""
     text = _text_of(data, budget)
     body, fields, tags = _front_matter(text)
-    note = notes.read_note(text, body, fields)
+    note = notes.read_note(text, body, fields, notes.Titles(budget.path, budget.tick) if budget.path else None)
     body, tags = note.body + (f"\n\nAliases: {', '.join(note.aliases)}" if note.aliases else ""), [*tags, *note.tags]
     if fields.get("local_only", "").lower() in ("true", "yes", "1"):
         tags = [*tags, LOCAL_ONLY_TAG]  # its text never goes into a remote LLM's prompt (answer/consent.py)
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
     return LoadedDocument(text=body, title=title, tags=list(dict.fromkeys(tags)), source=from_front_matter(fields),
-                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at)
+                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at,
+                          links=note.links)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -390,12 +393,15 @@ class _Nested:
         loader = LOADERS.get(Path(name).suffix.lower())
         if loader is None or len(data) > self.budget.limits.max_file_bytes:
             return None
+        path, self.budget.path = self.budget.path, None  # an attached note has no vault to find its links in
         try:
             return loader(data, self.budget).text
         except Exception:  # a malformed attachment: the message is still indexed...
             self.budget.tick()  # ...unless the outer file's own time or character budget is what ran out
             self.budget.check_chars(self.budget.chars)
             return None
+        finally:
+            self.budget.path = path
 
     def html(self, markup: str) -> Any:
         """Markup parsed as load_html parses it (any check load_html runs before parsing belongs here too)."""
@@ -502,6 +508,7 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
         raise UnsupportedFileError(f"{name}: unsupported file type {storable_path(path.suffix) or '(none)'!r}, "
                                    "skipped")
     budget = budget or Budget(limits or LoadLimits(), name)
+    budget.path = path
     data = _read(path, budget.limits, name)
     try:
         loaded = loader(data, budget)
