@@ -39,6 +39,7 @@ from ragstead.indexing.build import IndexingOptions, IndexReport, ProgressHook, 
 from ragstead.indexing.lock import index_lock
 from ragstead.ingest.archive import content_hash
 from ragstead.ingest.base import SourceError
+from ragstead.ingest.feeds import feed_entries
 from ragstead.ingest.fetch import FetchOptions, fetch, make_client
 from ragstead.ingest.pipeline import fetch_extracted
 from ragstead.ingest.service import IngestService
@@ -311,6 +312,17 @@ class UrlPlan:
     skipped: list[dict[str, str]] = field(default_factory=list)
     validators: dict[str, dict[str, str]] = field(default_factory=dict)
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)  # doc_id -> the document (for --apply)
+    feeds: dict[str, IngestedFeed] = field(default_factory=dict)  # a new entry's URL -> its feed (for --apply)
+
+
+@dataclass(frozen=True)
+class IngestedFeed:
+    """An RSS/Atom feed `ingest` took entries from, for one user: `--apply` ingests it again, with the tags all
+    of its entries share (the ones given to `ingest`, not one entry's own topics)."""
+
+    url: str
+    user: str | None
+    tags: tuple[str, ...]
 
 
 def ingested_remote(document: dict[str, Any]) -> bool:
@@ -348,6 +360,38 @@ def plan_urls(documents: Iterable[dict[str, Any]], client: httpx.Client, options
             plan.entries.append(PlanEntry("changed", url=url, old_checksum=old, new_checksum=fresh_hash,
                                           chunks=int(doc.get("chunks") or 0), doc_id=doc["doc_id"]))
     return plan
+
+
+def plan_feeds(documents: Iterable[dict[str, Any]], client: httpx.Client, options: FetchOptions, plan: UrlPlan) -> None:
+    """Fetch each feed ingested entries came from (`source.feed`) once per user, and plan every entry whose page
+    that user has not ingested (by the same dedup key `ingest` uses) as new. A feed that cannot be fetched or
+    read is skipped with its reason."""
+    have: dict[str | None, set[str]] = {}
+    feeds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for doc in documents:
+        source, user = doc.get("source") or {}, doc.get("user_slug") or None
+        have.setdefault(user, set()).add(str(source.get("key") or ""))
+        if source.get("feed"):
+            feeds.setdefault((source["feed"], user), []).append(doc)
+    for (url, user), docs in sorted(feeds.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        try:
+            links = feed_entries(fetch(client, url, options).data)
+        except SourceError as exc:
+            plan.skipped.append({"url": url, "reason": str(exc)})
+            continue
+        if links is None:
+            plan.skipped.append({"url": url, "reason": "no longer an RSS or Atom feed"})
+            continue
+        shared = set.intersection(*(set(d.get("tags") or ()) for d in docs))
+        ingested = IngestedFeed(url, user, tuple(sorted(shared)))
+        for link in links:
+            try:
+                key = parse_source(link).key
+            except SourceError:
+                continue  # a link ingest would refuse too
+            if key not in have.get(user, set()) and link not in plan.feeds:
+                plan.feeds[link] = ingested
+                plan.entries.append(PlanEntry("new", url=link))
 
 
 def _current_hash(url: str, source: dict[str, Any], client: httpx.Client, options: FetchOptions,
@@ -541,6 +585,7 @@ class FreshnessService:
         kept = read_validators(kept_file)
         with make_client(options, transport) as client:
             plan = plan_urls(pages, client, options, kept)
+            plan_feeds(pages, client, options, plan)
         if plan.validators:
             write_validators(kept_file, kept | plan.validators)
         return plan
@@ -552,7 +597,20 @@ class FreshnessService:
         done = []
         landing = self.ingester.landing
         embedded, reused = landing.chunks_embedded, landing.chunks_reused
+        from_feeds: dict[IngestedFeed, dict[str, Any]] = {}  # a feed ingested again: its entries' results by URL
         for entry in run.urls:
+            feed = pages.feeds.get(entry.url or "") if entry.status == "new" else None
+            if feed is not None:  # the feed again, so its new entries remember it; the old ones are duplicates
+                if feed not in from_feeds:
+                    report = self.ingester.ingest([feed.url], user=feed.user, tags=feed.tags, wait=wait,
+                                                  transport=transport)
+                    from_feeds[feed] = {url: r for r in report.results for url in (r.source, r.url) if url}
+                result = from_feeds[feed].get(entry.url)
+                done.append({"url": entry.url, "doc_id": result.doc_id if result else None,
+                             "status": result.status if result else "failed",
+                             "reason": result.reason if result else "no longer in its feed",
+                             "file_path": result.file_path if result else None})
+                continue
             doc = pages.documents[entry.doc_id or ""]
             result = self.ingester.ingest([entry.url or ""], refresh=True, user=doc.get("user_slug") or None,
                                           tags=doc.get("tags") or (), wait=wait, transport=transport).results[0]
