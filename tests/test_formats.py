@@ -328,3 +328,19 @@ def test_a_wikilink_reads_as_the_linked_notes_title_and_is_kept_as_a_link(tmp_pa
     assert doc.text.strip() == ("See Seeds to buy in spring, The garden calendar > March, Untitled, Missing, "
                                 "Outside and my seeds.")
     assert doc.links == ["Seed list", "Calendar", "Untitled", "Missing", "../Outside"]
+
+
+def test_an_mbox_indexed_whole_by_an_older_version_is_split_at_the_next_run(tmp_path, monkeypatch):
+    from ragstead.documents import loaders
+
+    box = tmp_path / "kept" / "box.mbox"
+    box.parent.mkdir()
+    box.write_bytes(FILES["archive.mbox"][0])
+    runner = CliRunner()
+    with monkeypatch.context() as old:
+        old.setitem(loaders.LOADERS, ".mbox", loaders.load_text)  # one document for the whole mailbox, as before
+        runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path)])
+    assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox"]
+    again = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert json.loads(again.output)["removed"] == ["kept/box.mbox"]
+    assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox#msg-n2"]

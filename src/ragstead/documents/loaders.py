@@ -459,6 +459,11 @@ _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md"
           ".mbox": "mbox", ".msg": "Outlook .msg", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
 
 
+# Files that are no document themselves, only the documents inside them (an mbox's messages): an index that holds
+# one as a document of its own was built before mail was split per message, and reads it again.
+CONTAINER_SUFFIXES = (".mbox",)
+
+
 def is_supported(path: Path) -> bool:
     """True when a loader exists for the file's extension."""
     return path.suffix.lower() in LOADERS

@@ -37,7 +37,15 @@ from ragstead.documents.ids import (
     sha256_text,
     storable_path,
 )
-from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
+from ragstead.documents.loaders import (
+    CONTAINER_SUFFIXES,
+    Budget,
+    LoadedDocument,
+    LoadLimits,
+    is_supported,
+    load_document,
+    one_line,
+)
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathMetadata, PathRule, derive_metadata
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.documents.sources import SIDECAR_SUFFIX
@@ -597,7 +605,9 @@ def _consider(
         return False
     indexed = files.get(shown)
     known = indexed.entry if indexed else None
-    if known and known.size == info.st_size and known.mtime == info.st_mtime:
+    # An mbox indexed whole (before each message was a document of its own) is read again, changed or not.
+    outdated = indexed is not None and shown in indexed.entries and path.suffix.lower() in CONTAINER_SUFFIXES
+    if known and not outdated and known.size == info.st_size and known.mtime == info.st_mtime:
         report.unchanged += 1
         return True
     try:
@@ -605,7 +615,7 @@ def _consider(
     except OSError as exc:
         report.skip(shown, f"cannot read: {exc.strerror or exc}", failed=True)
         return False
-    if indexed and known and known.file_hash == file_hash:
+    if indexed and known and not outdated and known.file_hash == file_hash:
         report.unchanged += 1
         touches.extend(_touch_record(entry, stored, info.st_size, info.st_mtime)
                        for stored, entry in indexed.entries.items())
