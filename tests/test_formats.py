@@ -344,3 +344,19 @@ def test_an_mbox_indexed_whole_by_an_older_version_is_split_at_the_next_run(tmp_
     again = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
     assert json.loads(again.output)["removed"] == ["kept/box.mbox"]
     assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox#msg-n2"]
+
+
+def test_deleting_a_message_inside_an_mbox_is_refused_and_the_mailbox_kept(tmp_path, fake_embedder):
+    import ragstead
+    from ragstead.errors import InvalidQueryError
+
+    (tmp_path / "kb").mkdir()
+    box = tmp_path / "kb" / "box.mbox"
+    box.write_bytes(FILES["archive.mbox"][0])
+    with ragstead.open(tmp_path, embedder=fake_embedder, auto_tags=False) as kb:
+        kb.index()
+        with pytest.raises(InvalidQueryError, match=r"inside kb/box.mbox"):
+            kb.delete("kb/box.mbox#msg-n1")
+        assert box.exists()
+        kb.add("kb/box.mbox#msg-n2")  # a message's path stands for its file: read again, nothing lost
+        assert kb.document(path="kb/box.mbox#msg-n1") is not None
