@@ -214,7 +214,8 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read, and what an
-    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as their names."""
+    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as the linked
+    notes' titles (else their names)."""
     text = _text_of(data, budget)
     body, fields, tags = _front_matter(text)
     note = notes.read_note(text, body, fields, notes.Titles(budget.path, budget.tick) if budget.path else None)
