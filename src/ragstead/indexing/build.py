@@ -646,8 +646,7 @@ def index_paths(
     started = time.perf_counter()
     report = IndexReport()
     resolved: list[tuple[str, Path, str]] = []
-    for rel in paths:
-        rel = file_of(rel)  # a message of an mbox: its file is what is read again
+    for rel in dict.fromkeys(file_of(p) for p in paths):  # a message of an mbox: its file is what is read again
         path = Path(os.path.realpath(fs_path(base, rel)))  # realpath: a symlink loop does not raise
         root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
