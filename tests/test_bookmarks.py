@@ -74,6 +74,34 @@ def test_a_feed_ingests_its_entries_and_later_only_the_new_ones(tmp_path, web, f
                                                              (f"{base}/article.html", "duplicate")]
 
 
+def test_freshness_urls_picks_up_a_feeds_new_entries_and_apply_ingests_them(tmp_path, web, fake_embedder):
+    base, routes = web
+    routes.pages["/feed.xml"] = ("application/rss+xml", rss([f"{base}/article.html"]))
+    (tmp_path / "kb").mkdir()
+    with ragstead.open(tmp_path, embedder=fake_embedder, owner="ana", auto_tags=False) as kb:
+        kb.ingest([f"{base}/feed.xml"], tags=["news"], user="ana")
+        [doc] = [d for d in kb.documents(user="ana") if (d.get("source") or {}).get("url")]
+        assert doc["source"]["feed"] == f"{base}/feed.xml"
+        assert kb.freshness(urls=True).outcome == "fresh"
+
+        routes.pages["/feed.xml"] = ("application/rss+xml", rss([f"{base}/paper.pdf", f"{base}/article.html"]))
+        stale = kb.freshness(urls=True)
+        assert stale.outcome == "planned" and [e.to_dict() for e in stale.entries] == [
+            {"url": f"{base}/paper.pdf", "status": "new", "old_checksum": None, "new_checksum": None, "chunks": 0,
+             "doc_id": None}]
+
+        applied = kb.freshness(urls=True, apply=True)
+        assert [(u["url"], u["status"]) for u in applied.applied["urls"]] == [(f"{base}/paper.pdf", "added")]
+        paper = kb.document(path=applied.applied["urls"][0]["file_path"])
+        assert paper["source"]["feed"] == f"{base}/feed.xml" and "news" in paper["tags"]
+        assert paper["user_slug"] == "ana"
+        assert kb.freshness(urls=True).outcome == "fresh"
+
+        del routes.pages["/feed.xml"]
+        gone = kb.freshness(urls=True)
+        assert {"url": f"{base}/feed.xml", "reason": "HTTP 404"} in gone.skipped
+
+
 def test_a_feed_looking_url_that_is_a_page_is_ingested_as_the_page(tmp_path, web, fake_embedder):
     base, routes = web
     routes.pages["/news/feed"] = routes.pages["/article.html"]

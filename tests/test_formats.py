@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +16,7 @@ from helpers.format_files import (
     make_heic,
     make_mbox,
     make_message,
+    make_msg,
     make_ods,
     make_photo,
     make_png,
@@ -24,6 +26,7 @@ from helpers.format_files import (
 )
 from helpers.pdf_writer import make_pdf
 from ragstead.cli import app
+from ragstead.documents.ids import file_of
 from ragstead.documents.loaders import load_document
 from ragstead.errors import LoadError
 
@@ -46,6 +49,9 @@ FILES = {
                                 make_message("Tapir trip", "second body about tapirology",
                                              "Mon, 01 Apr 2024 09:00:00 +0000")]),
                      "tapirology", "message 2: Tapir trip"),
+    "memo.msg": (make_msg("Outlook memo", "The memo speaks of gerenukery.", datetime(2024, 3, 7, 8, 30, tzinfo=UTC),
+                          {"plan.txt": b"The attached plan names okapiform."}),
+                 "gerenukery", "message: Outlook memo"),
     "whiteboard.png": (make_png("The whiteboard says quinoapocalypse"), "quinoapocalypse", "image"),
     "phone.heic": (make_heic("A phone photo of zanzibarite"), "zanzibarite", "image"),
 }
@@ -77,14 +83,53 @@ def hits(indexed, *args: str) -> list[dict]:
 def test_each_file_is_found_by_its_word_and_cited_by_its_part(indexed, name):
     _, word, section = FILES[name]
     found = hits(indexed, word)
-    assert found and found[0]["file_path"] == f"kept/{name}", found
+    # an mbox's messages are documents inside it: `kept/archive.mbox#msg-n2` (no Message-ID: by number)
+    assert found and file_of(found[0]["file_path"]) == f"kept/{name}", found
     assert found[0]["section_path"] == section and found[0]["page"] is None
 
 
-def test_an_attachment_is_indexed_with_a_link_to_its_message(indexed):
+def test_an_attachment_is_a_document_of_its_own_linked_to_its_message(indexed):
     found = hits(indexed, "capybarism")
-    assert found[0]["file_path"] == "kept/review.eml"
-    assert found[0]["section_path"] == "message: Quarterly review > attachment report.pdf"
+    assert found[0]["file_path"] == "kept/review.eml#att-1" and file_of(found[0]["file_path"]) == "kept/review.eml"
+    assert found[0]["section_path"] == "attachment report.pdf of message: Quarterly review"
+    assert found[0]["title"] == "report.pdf"
+    assert [h["file_path"] for h in hits(indexed, "axolotlian")] == ["kept/review.eml"]  # not in the attachment
+
+
+def test_an_outlook_message_is_dated_and_its_attachment_a_document_of_its_own(indexed):
+    assert [h["file_path"] for h in hits(indexed, "gerenukery", "--date-from", "2024-03-07")] == ["kept/memo.msg"]
+    assert hits(indexed, "gerenukery", "--date-from", "2024-03-08") == []
+    found = hits(indexed, "okapiform")
+    assert found[0]["file_path"] == "kept/memo.msg#att-1"
+    assert found[0]["section_path"] == "attachment plan.txt of message: Outlook memo"
+
+
+def test_an_outlook_message_carries_its_headers_and_an_html_body_reads_as_text(tmp_path):
+    path = tmp_path / "m.msg"
+    path.write_bytes(make_msg("Web memo", "Only <b>markup</b> here", datetime(2024, 1, 2, tzinfo=UTC), html=True))
+    doc = load_document(path)
+    assert doc.title == "Web memo" and doc.created_at == "2024-01-02T00:00:00+00:00"
+    assert "From: Dana <dana@example.org>" in doc.text and "To: Sam <sam@example.org>" in doc.text
+    assert "Only\nmarkup\nhere" in doc.text and "<b>" not in doc.text
+
+
+def test_without_extract_msg_an_outlook_message_is_skipped_naming_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from ragstead.errors import UnsupportedFileError
+
+    monkeypatch.setitem(sys.modules, "extract_msg", None)
+    path = tmp_path / "m.msg"
+    path.write_bytes(FILES["memo.msg"][0])
+    with pytest.raises(UnsupportedFileError, match=r"pip install 'ragstead\[mail\]'"):
+        load_document(path)
+
+
+def test_each_message_of_an_mbox_is_a_document_dated_by_its_message(indexed):
+    assert [h["file_path"] for h in hits(indexed, "tapirology")] == ["kept/archive.mbox#msg-n2"]
+    assert [h["file_path"] for h in hits(indexed, "ibexology")] == ["kept/archive.mbox#msg-n1"]
+    assert hits(indexed, "ibexology", "--date-from", "2024-03-01") == []
+    assert [h["title"] for h in hits(indexed, "tapirology", "--date-from", "2024-03-01")] == ["Tapir trip"]
 
 
 def test_an_emails_date_filters(indexed):
@@ -238,3 +283,80 @@ def test_without_tesseract_an_image_is_skipped_naming_the_extra_not_failed(tmp_p
     outcome = prepare_file(candidate, IndexingOptions(root=tmp_path))
     assert isinstance(outcome, Skip) and not outcome.failed
     assert "pip install 'ragstead[ocr]'" in outcome.reason and "tesseract-ocr" in outcome.reason
+
+
+def test_a_message_gone_from_an_mbox_leaves_the_index_and_the_others_keep_their_paths(tmp_path):
+    messages = [make_message(subject, f"a body about {word}", "Mon, 01 Apr 2024 09:00:00 +0000")
+                for subject, word in (("One", "okapism"), ("Two", "dugongery"), ("Three", "kinkajoulish"))]
+    for number, message in enumerate(messages):
+        message["Message-ID"] = f"<m{number}@example.org>"
+    box = tmp_path / "kept" / "box.mbox"
+    box.parent.mkdir()
+    box.write_bytes(make_mbox(messages))
+    runner = CliRunner()
+    first = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert first.exit_code == 0, first.output
+    assert len(json.loads(first.output)["added"]) == 3
+    root = (tmp_path, "")
+    paths = {word: hits(root, word)[0]["file_path"] for word in ("okapism", "dugongery", "kinkajoulish")}
+    assert all(p.startswith("kept/box.mbox#msg-") and "-n" not in p for p in paths.values()), paths
+    box.write_bytes(make_mbox([messages[0], messages[2]]))
+    second = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert second.exit_code == 0, second.output
+    assert json.loads(second.output)["removed"] == [paths["dugongery"]]
+    assert hits(root, "dugongery") == []
+    assert hits(root, "okapism")[0]["file_path"] == paths["okapism"]
+    assert hits(root, "kinkajoulish")[0]["file_path"] == paths["kinkajoulish"]
+    box.unlink()
+    third = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert sorted(json.loads(third.output)["removed"]) == sorted([paths["okapism"], paths["kinkajoulish"]])
+    assert hits(root, "okapism") == []
+
+
+def test_a_wikilink_reads_as_the_linked_notes_title_and_is_kept_as_a_link(tmp_path):
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "deep" / "er").mkdir(parents=True)
+    (vault / "Seed list.md").write_text("---\ntitle: Seeds to buy in spring\n---\n# Seed list\n")
+    (vault / "deep" / "er" / "Calendar.md").write_text("---\ntitle: 'The garden calendar'\n---\nMarch.\n")
+    (vault / "Untitled.md").write_text("No front matter here.\n")
+    (tmp_path / "Outside.md").write_text("---\ntitle: not to be read\n---\n")
+    note = vault / "deep" / "plan.md"
+    note.write_text("See [[Seed list]], [[Calendar#March]], [[Untitled]], [[Missing]], [[../Outside]] "
+                    "and [[Seed list|my seeds]].\n")
+    doc = load_document(note)
+    assert doc.text.strip() == ("See Seeds to buy in spring, The garden calendar > March, Untitled, Missing, "
+                                "Outside and my seeds.")
+    assert doc.links == ["Seed list", "Calendar", "Untitled", "Missing", "../Outside"]
+
+
+def test_an_mbox_indexed_whole_by_an_older_version_is_split_at_the_next_run(tmp_path, monkeypatch):
+    from ragstead.documents import loaders
+
+    box = tmp_path / "kept" / "box.mbox"
+    box.parent.mkdir()
+    box.write_bytes(FILES["archive.mbox"][0])
+    runner = CliRunner()
+    with monkeypatch.context() as old:
+        old.setitem(loaders.LOADERS, ".mbox", loaders.load_text)  # one document for the whole mailbox, as before
+        runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path)])
+    assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox"]
+    again = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])
+    assert json.loads(again.output)["removed"] == ["kept/box.mbox"]
+    assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox#msg-n2"]
+
+
+def test_deleting_a_message_inside_an_mbox_is_refused_and_the_mailbox_kept(tmp_path, fake_embedder):
+    import ragstead
+    from ragstead.errors import InvalidQueryError
+
+    (tmp_path / "kb").mkdir()
+    box = tmp_path / "kb" / "box.mbox"
+    box.write_bytes(FILES["archive.mbox"][0])
+    with ragstead.open(tmp_path, embedder=fake_embedder, auto_tags=False) as kb:
+        kb.index()
+        with pytest.raises(InvalidQueryError, match=r"inside kb/box.mbox"):
+            kb.delete("kb/box.mbox#msg-n1")
+        assert box.exists()
+        kb.add("kb/box.mbox#msg-n2")  # a message's path stands for its file: read again, nothing lost
+        assert kb.document(path="kb/box.mbox#msg-n1") is not None

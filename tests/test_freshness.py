@@ -448,3 +448,25 @@ def test_cron_runs_it_with_a_plain_environment(tmp_path, make_project):
                             timeout=300)
     assert result.returncode == 1, result.stderr  # stale (no index yet, every file planned), plan written
     assert (proj.root / "kb/rag/refresh_plan.jsonl").read_text().count('"status": "new"') == 5
+
+
+def test_an_mbox_is_planned_as_one_file_and_its_messages_go_with_it(tmp_path, embedder):
+    import ragstead
+    from helpers.format_files import make_mbox, make_message
+
+    messages = [make_message(f"S{n}", f"a body about topic{n}", "Mon, 01 Apr 2024 09:00:00 +0000") for n in range(3)]
+    box = tmp_path / "kb" / "a.mbox"
+    box.parent.mkdir()
+    box.write_bytes(make_mbox(messages))
+    with ragstead.open(tmp_path, embedder=embedder, auto_tags=False) as kb:
+        assert kb.index().added == ["kb/a.mbox#msg-n1", "kb/a.mbox#msg-n2", "kb/a.mbox#msg-n3"]
+        box.write_bytes(make_mbox(messages[:2]))
+        [entry] = kb.freshness().entries
+        assert (entry.path, entry.status, entry.chunks) == ("kb/a.mbox", "changed", 3)
+        applied = kb.freshness(apply=True).applied
+        assert applied["removed"] == ["kb/a.mbox#msg-n3"] and applied["chunks_embedded"] == 0
+        box.unlink()
+        assert [(e.path, e.status) for e in kb.freshness().entries] == [("kb/a.mbox#msg-n1", "deleted"),
+                                                                       ("kb/a.mbox#msg-n2", "deleted")]
+        assert kb.freshness(apply=True).applied["removed"] == ["kb/a.mbox#msg-n1", "kb/a.mbox#msg-n2"]
+        assert kb.documents() == []

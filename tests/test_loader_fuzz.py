@@ -14,12 +14,22 @@ import random
 import re
 import zipfile
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docx
 import pytest
 
-from helpers.format_files import make_epub, make_mbox, make_message, make_ods, make_png, make_pptx, make_xlsx
+from helpers.format_files import (
+    make_epub,
+    make_mbox,
+    make_message,
+    make_msg,
+    make_ods,
+    make_png,
+    make_pptx,
+    make_xlsx,
+)
 from helpers.pdf_writer import make_pdf
 from ragstead.documents.metadata import DEFAULT_PATH_RULES
 from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
@@ -37,6 +47,9 @@ TOKENS = {
     "mail": [b"\nFrom: ", b"\nDate: ", b"Mon, 99 Foo 20245 25:61:00 +9999", b"\nContent-Type: multipart/mixed; "
              b"boundary=\"b\"\n", b"\n--b\n", b"\n--b--\n", b"=?utf-8?b?////?=", b"Content-Transfer-Encoding: "
              b"base64\n", b"\nFrom x\n", b"filename=\"a.pdf\"", b"\x00", b"\xff"],
+    # OLE (Outlook .msg): free/end-of-chain/FAT sector marks, sector numbers past the end, sizes, a stream name.
+    "ole": [b"\xff\xff\xff\xff", b"\xfe\xff\xff\xff", b"\xfd\xff\xff\xff", b"\xff\xff\xff\x7f", b"\x00\x10\x00\x00",
+            b"\x00\x00\x00\x00", b"\x01\x00\x00\x00", "__substg1.0_0037001F".encode("utf-16-le"), b"\xd0\xcf\x11\xe0"],
     "text": [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r\n", b"---\n", b"# ", b"tags: [a, b]\n", b"\x1b[31m",
              b"\xed\xa0\x80"],
 }
@@ -68,6 +81,8 @@ def seed_files() -> dict[str, bytes]:
                             {"r.csv": b"a,b\n1,2\n"}).as_bytes(),
         "mbox": make_mbox([make_message("one", "first", "Mon, 01 Jan 2024 09:00:00 +0000"),
                            make_message("two", "second", "Mon, 01 Apr 2024 09:00:00 +0000")]),
+        "msg": make_msg("Review", "Meet about the plan.", datetime(2024, 3, 5, 9, tzinfo=UTC),
+                        {"r.csv": b"a,b\n1,2\n"}),
         "png": make_png("Harbour notes"),  # read with OCR: each mutant that still decodes costs a Tesseract run
     }
 
@@ -129,7 +144,7 @@ def mutants(kind: str, count: int, seed: int) -> list[bytes]:
     rng = random.Random(f"{kind}-{seed}")
     base = seed_files()[kind]
     tokens = {"pdf": TOKENS["pdf"], "html": TOKENS["html"], "eml": TOKENS["mail"],
-              "mbox": TOKENS["mail"]}.get(kind, TOKENS["text"])
+              "mbox": TOKENS["mail"], "msg": TOKENS["ole"]}.get(kind, TOKENS["text"])
     zipped = kind in ZIPPED
     out = []
     for _ in range(count):
@@ -143,25 +158,28 @@ def mutants(kind: str, count: int, seed: int) -> list[bytes]:
 OPTIONS = IndexingOptions(root=Path("."), path_rules=DEFAULT_PATH_RULES, file_seconds=20.0)
 
 
-def run_one(path: Path, data: bytes) -> DocumentWrite | Skip:
+def run_one(path: Path, data: bytes) -> list[DocumentWrite] | Skip:
     path.write_bytes(data)
     candidate = FileCandidate(rel_path=f"kb/{path.name}", root="kb", path=path, size=len(data), mtime=0.0,
                               file_hash=hashlib.sha256(data).hexdigest(), is_new=True)
     return prepare_file(candidate, OPTIONS)
 
 
-def check(outcome: DocumentWrite | Skip, data: bytes) -> str:
-    """The outcome is an indexable write or a one-line skip; returns a label for the summary."""
+def check(outcome: list[DocumentWrite] | Skip, data: bytes) -> str:
+    """The outcome is indexable writes (one per document of the file) or a one-line skip; returns a label for the
+    summary."""
     if isinstance(outcome, Skip):
         assert outcome.reason.strip() and "\n" not in outcome.reason, outcome
         assert "Traceback" not in outcome.reason
         return outcome.reason.split(":")[0][:60]
-    assert isinstance(outcome, DocumentWrite), outcome
-    assert outcome.chunks, "a write without chunks would have been skipped"
-    for chunk in outcome.chunks:
-        chunk.text.encode("utf-8")  # no lone surrogate
-        assert "\x00" not in chunk.text and 0 < len(chunk.text) <= OPTIONS.chunking.max_chunk_chars
-    (outcome.document.title or "").encode("utf-8")
+    assert outcome and len({write.document.file_path for write in outcome}) == len(outcome), outcome
+    for write in outcome:
+        assert isinstance(write, DocumentWrite), write
+        assert write.chunks, "a write without chunks would have been skipped"
+        for chunk in write.chunks:
+            chunk.text.encode("utf-8")  # no lone surrogate
+            assert "\x00" not in chunk.text and 0 < len(chunk.text) <= OPTIONS.chunking.max_chunk_chars
+        (write.document.title or "").encode("utf-8")
     return "indexed"
 
 
@@ -177,7 +195,7 @@ def fuzz(tmp_path: Path, kind: str, count: int, seed: int) -> Counter[str]:
     return seen
 
 
-KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "png"]
+KINDS = ["docx", "pdf", "html", "md", "txt", "epub", "pptx", "xlsx", "ods", "csv", "eml", "mbox", "msg", "png"]
 
 
 def test_the_seeds_are_valid_and_indexed(tmp_path):
@@ -231,3 +249,10 @@ def test_deeply_nested_files_are_refused_with_a_reason(tmp_path, kind):
         assert isinstance(outcome, Skip), (kind, number)
         assert "max_html_depth" in outcome.reason or "corrupt or unreadable DOCX" in outcome.reason \
             or "max_zip_ratio" in outcome.reason, outcome.reason
+
+
+@pytest.mark.parametrize("kind", ["epub", "pptx", "xlsx", "ods", "docx"])
+def test_a_zip_based_file_that_is_no_zip_names_its_own_format(tmp_path, kind):
+    outcome = run_one(tmp_path / f"broken.{kind}", b"PK\x03\x04 not really a zip" * 4)
+    assert isinstance(outcome, Skip) and f"corrupt or unreadable {kind.upper()} (not a zip" in outcome.reason
+    assert kind == "docx" or "DOCX" not in outcome.reason

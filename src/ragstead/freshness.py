@@ -31,7 +31,7 @@ import httpx
 
 from ragstead import egress
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
-from ragstead.documents.ids import make_doc_id
+from ragstead.documents.ids import file_of, make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
@@ -39,6 +39,7 @@ from ragstead.indexing.build import IndexingOptions, IndexReport, ProgressHook, 
 from ragstead.indexing.lock import index_lock
 from ragstead.ingest.archive import content_hash
 from ragstead.ingest.base import SourceError
+from ragstead.ingest.feeds import feed_entries
 from ragstead.ingest.fetch import FetchOptions, fetch, make_client
 from ragstead.ingest.pipeline import fetch_extracted
 from ragstead.ingest.service import IngestService
@@ -168,7 +169,7 @@ class FreshnessRun:
         known = manifest or {}
         reasons = {item["path"]: item["reason"] for item in walk.skipped}
         for candidate in self.diff.todo:
-            entry = known.get(candidate.rel_path)
+            entry = known.get(candidate.rel_path) or next((known[p] for p in candidate.stored if p in known), None)
             if entry is None:
                 self.report.entries.append(PlanEntry(
                     "new", path=candidate.rel_path, new_checksum=candidate.file_hash,
@@ -176,11 +177,12 @@ class FreshnessRun:
             else:
                 self.report.entries.append(PlanEntry(
                     "changed", path=candidate.rel_path, old_checksum=entry.file_hash,
-                    new_checksum=candidate.file_hash, chunks=chunk_count(candidate.rel_path), doc_id=entry.doc_id))
+                    new_checksum=candidate.file_hash, doc_id=entry.doc_id,
+                    chunks=sum(chunk_count(p) for p in candidate.stored or (candidate.rel_path,))))
         for path in self.diff.removed:
             entry = known[path]
             # Still there but no longer readable (or now left out): its stale chunks go, with the reason.
-            reason = reasons.get(path)
+            reason = reasons.get(file_of(path))  # a message of an mbox: its file's reason
             self.report.entries.append(PlanEntry(
                 "changed" if reason else "deleted", path=path, old_checksum=entry.file_hash,
                 chunks=chunk_count(path), doc_id=entry.doc_id, reason=reason))
@@ -310,6 +312,17 @@ class UrlPlan:
     skipped: list[dict[str, str]] = field(default_factory=list)
     validators: dict[str, dict[str, str]] = field(default_factory=dict)
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)  # doc_id -> the document (for --apply)
+    feeds: dict[str, IngestedFeed] = field(default_factory=dict)  # a new entry's URL -> its feed (for --apply)
+
+
+@dataclass(frozen=True)
+class IngestedFeed:
+    """An RSS/Atom feed `ingest` took entries from, for one user: `--apply` ingests it again, with the tags all
+    of its entries share (the ones given to `ingest`, not one entry's own topics)."""
+
+    url: str
+    user: str | None
+    tags: tuple[str, ...]
 
 
 def ingested_remote(document: dict[str, Any]) -> bool:
@@ -347,6 +360,38 @@ def plan_urls(documents: Iterable[dict[str, Any]], client: httpx.Client, options
             plan.entries.append(PlanEntry("changed", url=url, old_checksum=old, new_checksum=fresh_hash,
                                           chunks=int(doc.get("chunks") or 0), doc_id=doc["doc_id"]))
     return plan
+
+
+def plan_feeds(documents: Iterable[dict[str, Any]], client: httpx.Client, options: FetchOptions, plan: UrlPlan) -> None:
+    """Fetch each feed ingested entries came from (`source.feed`) once per user, and plan every entry whose page
+    that user has not ingested (by the same dedup key `ingest` uses) as new. A feed that cannot be fetched or
+    read is skipped with its reason."""
+    have: dict[str | None, set[str]] = {}
+    feeds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for doc in documents:
+        source, user = doc.get("source") or {}, doc.get("user_slug") or None
+        have.setdefault(user, set()).add(str(source.get("key") or ""))
+        if source.get("feed"):
+            feeds.setdefault((source["feed"], user), []).append(doc)
+    for (url, user), docs in sorted(feeds.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        try:
+            links = feed_entries(fetch(client, url, options).data)
+        except SourceError as exc:
+            plan.skipped.append({"url": url, "reason": str(exc)})
+            continue
+        if links is None:
+            plan.skipped.append({"url": url, "reason": "no longer an RSS or Atom feed"})
+            continue
+        shared = set.intersection(*(set(d.get("tags") or ()) for d in docs))
+        ingested = IngestedFeed(url, user, tuple(sorted(shared)))
+        for link in links:
+            try:
+                key = parse_source(link).key
+            except SourceError:
+                continue  # a link ingest would refuse too
+            if key not in have.get(user, set()) and link not in plan.feeds:
+                plan.feeds[link] = ingested
+                plan.entries.append(PlanEntry("new", url=link))
 
 
 def _current_hash(url: str, source: dict[str, Any], client: httpx.Client, options: FetchOptions,
@@ -540,6 +585,7 @@ class FreshnessService:
         kept = read_validators(kept_file)
         with make_client(options, transport) as client:
             plan = plan_urls(pages, client, options, kept)
+            plan_feeds(pages, client, options, plan)
         if plan.validators:
             write_validators(kept_file, kept | plan.validators)
         return plan
@@ -551,7 +597,20 @@ class FreshnessService:
         done = []
         landing = self.ingester.landing
         embedded, reused = landing.chunks_embedded, landing.chunks_reused
+        from_feeds: dict[IngestedFeed, dict[str, Any]] = {}  # a feed ingested again: its entries' results by URL
         for entry in run.urls:
+            feed = pages.feeds.get(entry.url or "") if entry.status == "new" else None
+            if feed is not None:  # the feed again, so its new entries remember it; the old ones are duplicates
+                if feed not in from_feeds:
+                    report = self.ingester.ingest([feed.url], user=feed.user, tags=feed.tags, wait=wait,
+                                                  transport=transport)
+                    from_feeds[feed] = {url: r for r in report.results for url in (r.source, r.url) if url}
+                result = from_feeds[feed].get(entry.url)
+                done.append({"url": entry.url, "doc_id": result.doc_id if result else None,
+                             "status": result.status if result else "failed",
+                             "reason": result.reason if result else "no longer in its feed",
+                             "file_path": result.file_path if result else None})
+                continue
             doc = pages.documents[entry.doc_id or ""]
             result = self.ingester.ingest([entry.url or ""], refresh=True, user=doc.get("user_slug") or None,
                                           tags=doc.get("tags") or (), wait=wait, transport=transport).results[0]

@@ -20,7 +20,7 @@ from typing import Any
 
 from ragstead.atomic import make_private_folder
 from ragstead.chunking import ChunkingOptions
-from ragstead.documents.ids import fs_path
+from ragstead.documents.ids import file_of, fs_path
 from ragstead.documents.loaders import LOADERS, is_supported
 from ragstead.documents.metadata import derive_metadata
 from ragstead.embeddings.base import Embedder
@@ -189,6 +189,9 @@ class Indexer:
         doc = rt.document(doc_id) if doc_id is not None else rt.document(path=rt.relative_path(path or ""))
         if doc is None or (user is not None and not self._owns(user, doc)):
             raise DocumentNotFoundError("no such document")
+        if file_of(doc["file_path"]) != doc["file_path"]:  # unlinking would take every other message with it
+            raise InvalidQueryError(f"{doc['file_path']} is a message or attachment inside "
+                                    f"{file_of(doc['file_path'])}: delete it there, or delete that file")
         fs_path(rt.root, doc["file_path"]).unlink(missing_ok=True)  # stored paths escape non-UTF-8 bytes
         self.index_files([doc["file_path"]], wait)
         return {"deleted": doc["doc_id"], "file_path": doc["file_path"]}

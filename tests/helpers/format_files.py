@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import datetime
 from email.message import EmailMessage
 
 
@@ -139,4 +140,54 @@ def make_photo() -> bytes:
     image = Image.linear_gradient("L").resize((320, 240)).convert("RGB")
     out = io.BytesIO()
     image.save(out, "JPEG")
+    return out.getvalue()
+
+
+def make_msg(subject: str, body: str, sent: datetime, attachments: dict[str, bytes] | None = None,
+             sender: tuple[str, str] = ("Dana", "dana@example.org"), to: tuple[str, str] = ("Sam", "sam@example.org"),
+             html: bool = False) -> bytes:
+    """An Outlook .msg (MS-OXMSG): an OLE compound file written with extract-msg's own OleWriter, holding the
+    message's string properties as `__substg1.0_<id>001F` streams, its times in `__properties_version1.0`, one
+    recipient and each attachment in a storage of its own. `html`: the body only as PidTagHtml."""
+    import struct
+
+    from extract_msg.ole_writer import OleWriter
+
+    def stamp(when: datetime) -> int:  # a FILETIME: 100 ns ticks since 1601
+        return int((when.timestamp() + 11644473600) * 10_000_000)
+
+    def properties(header: bytes, entries: list[tuple[int, int]]) -> bytes:
+        return header + b"".join(struct.pack("<IIQ", tag, 6, value) for tag, value in entries)
+
+    def strings(path: list[str], values: dict[int, str]) -> None:
+        for pid, text in values.items():
+            writer.addEntry([*path, f"__substg1.0_{pid:04X}001F"], text.encode("utf-16-le"))
+
+    writer = OleWriter()
+    writer.addEntry("__nameid_version1.0", storage=True)
+    for stream in ("__substg1.0_00020102", "__substg1.0_00030102", "__substg1.0_00040102"):
+        writer.addEntry(["__nameid_version1.0", stream], b"")
+    strings([], {0x001A: "IPM.Note", 0x0037: subject, 0x0C1A: sender[0], 0x0C1F: sender[1], 0x5D01: sender[1],
+                 0x0E04: to[0]})
+    if html:
+        writer.addEntry("__substg1.0_10130102", f"<html><body><p>{body}</p></body></html>".encode())
+    else:
+        strings([], {0x1000: body})
+    files = attachments or {}
+    header = b"\0" * 8 + struct.pack("<IIII", 1, len(files), 1, len(files)) + b"\0" * 8
+    writer.addEntry("__properties_version1.0", properties(header, [(0x00390040, stamp(sent)),
+                                                                   (0x0E060040, stamp(sent))]))
+    recipient = "__recip_version1.0_#00000000"
+    writer.addEntry(recipient, storage=True)
+    strings([recipient], {0x3001: to[0], 0x3003: to[1], 0x39FE: to[1]})
+    writer.addEntry([recipient, "__properties_version1.0"], properties(b"\0" * 8, [(0x0C150003, 1)]))
+    for number, (name, data) in enumerate(files.items()):
+        storage = f"__attach_version1.0_#{number:08X}"
+        writer.addEntry(storage, storage=True)
+        strings([storage], {0x3707: name, 0x3704: name})
+        writer.addEntry([storage, "__substg1.0_37010102"], data)
+        writer.addEntry([storage, "__properties_version1.0"], properties(b"\0" * 8, [(0x37050003, 1),
+                                                                                     (0x0E200003, len(data))]))
+    out = io.BytesIO()
+    writer.write(out)
     return out.getvalue()

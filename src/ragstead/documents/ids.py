@@ -69,3 +69,20 @@ def make_doc_id(canonical_path: str, file_hash: str) -> str:
 def make_chunk_id(doc_id: str, chunk_index: int, text_hash: str) -> str:
     """`chunk_id` = SHA-256 of doc_id, the chunk's index and the hash of its text."""
     return sha256_text(f"{doc_id}\x00{chunk_index}\x00{text_hash}")
+
+
+# A document inside a file (an mbox's message, an e-mail's attachment) is stored under the file's path and a
+# `#key`: `mail/a.mbox#msg-3f2a9c0d1e4b`, `mail/a.mbox#msg-3f2a9c0d1e4b-att-1`, `mail/b.eml#att-2`. A key holds
+# no dot and no slash, so such a path never names a file the walk indexes (its suffix would hold the `#`).
+_PART_PATH = re.compile(r"(.+)#((?:msg-[0-9a-z]+-)?att-\d+|msg-[0-9a-z]+)")
+
+
+def part_path(file_path: str, key: str) -> str:
+    """The stored path of the document `key` inside the file `file_path`."""
+    return f"{file_path}#{key}"
+
+
+def file_of(stored: str) -> str:
+    """The file a stored document path belongs to: the path itself, or the file a `#msg-…`/`#att-…` part is in."""
+    match = _PART_PATH.fullmatch(stored)
+    return match.group(1) if match else stored

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragstead.documents.formats import epub, mail, notes, ocr, sheets, slides
+from ragstead.documents.formats import epub, mail, notes, ocr, outlook, sheets, slides
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
@@ -61,6 +61,7 @@ class Budget:
         self.name = name
         self.deadline = time.monotonic() + limits.seconds
         self.chars = 0
+        self.path: Path | None = None  # the file read (load_document sets it): a vault note finds its links by it
 
     def tick(self) -> None:
         """Raise LoadError once the file's time budget is spent (called inside page/paragraph loops)."""
@@ -94,6 +95,10 @@ class LoadedDocument:
     # With `page_starts`: each part's citation label ("slide 3", "sheet Inventory, rows 2-9") instead of a page.
     part_labels: list[str] = field(default_factory=list)
     created_at: str | None = None  # the date the content carries (an e-mail's Date), over the file's mtime
+    # Documents of their own inside the file (an mbox's messages, an e-mail's attachments) by key (`msg-…`), each
+    # stored as `path#key` (documents.ids.part_path). A file with some and no text of its own is no document.
+    inside: list[tuple[str, LoadedDocument]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # a vault note's [[link]] targets, as written
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -209,17 +214,19 @@ def load_text(data: bytes, budget: Budget) -> LoadedDocument:
 
 def load_markdown(data: bytes, budget: Budget) -> LoadedDocument:
     """Markdown, kept as text (headings are used by the markdown chunker); front-matter tags read, and what an
-    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as their names."""
+    Obsidian/Logseq vault adds (formats/notes.py): inline #tags, aliases, the date, [[links]] as the linked
+    notes' titles (else their names)."""
     text = _text_of(data, budget)
     body, fields, tags = _front_matter(text)
-    note = notes.read_note(text, body, fields)
+    note = notes.read_note(text, body, fields, notes.Titles(budget.path, budget.tick) if budget.path else None)
     body, tags = note.body + (f"\n\nAliases: {', '.join(note.aliases)}" if note.aliases else ""), [*tags, *note.tags]
     if fields.get("local_only", "").lower() in ("true", "yes", "1"):
         tags = [*tags, LOCAL_ONLY_TAG]  # its text never goes into a remote LLM's prompt (answer/consent.py)
     title = fields.get("title") or next(
         (line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("# ")), None)
     return LoadedDocument(text=body, title=title, tags=list(dict.fromkeys(tags)), source=from_front_matter(fields),
-                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at)
+                          markdown=True, subject=fields.get("subject") or None, created_at=note.created_at,
+                          links=note.links)
 
 
 # -- PDF -------------------------------------------------------------------------------------------------
@@ -319,22 +326,22 @@ def load_html(data: bytes, budget: Budget) -> LoadedDocument:
 
 # -- DOCX ------------------------------------------------------------------------------------------------
 
-def check_zip(data: bytes, budget: Budget) -> None:
+def check_zip(data: bytes, budget: Budget, kind: str = "DOCX") -> None:
     """Refuse a zip bomb from the central directory alone, before anything is unpacked: the unpacked total,
     each large member's ratio and the whole archive's ratio, and compression methods other than the two
     Office writes (zipfile bounds what it unpacks by these declared sizes, so a lying header cannot get
-    more through)."""
+    more through). `kind` names the format in the message ("EPUB", "XLSX"...)."""
     limits, name = budget.limits, budget.name
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
-        raise LoadError(f"{name}: corrupt or unreadable DOCX (not a zip: {exc}), skipped") from exc
+        raise LoadError(f"{name}: corrupt or unreadable {kind} (not a zip: {exc}), skipped") from exc
     with archive:
         total = packed = 0
         for info in archive.infolist():
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 raise LoadError(f"{name}: zip member {info.filename!r} uses compression method "
-                                f"{info.compress_type}, which DOCX never does, skipped")
+                                f"{info.compress_type}, which {kind} never does, skipped")
             ratio = info.file_size / max(info.compress_size, 1)
             if info.file_size > _RATIO_FLOOR and ratio > limits.max_zip_ratio:
                 raise LoadError(f"{name}: zip member {info.filename!r} unpacks {ratio:.0f} times its size, over the "
@@ -387,12 +394,15 @@ class _Nested:
         loader = LOADERS.get(Path(name).suffix.lower())
         if loader is None or len(data) > self.budget.limits.max_file_bytes:
             return None
+        path, self.budget.path = self.budget.path, None  # an attached note has no vault to find its links in
         try:
             return loader(data, self.budget).text
         except Exception:  # a malformed attachment: the message is still indexed...
             self.budget.tick()  # ...unless the outer file's own time or character budget is what ran out
             self.budget.check_chars(self.budget.chars)
             return None
+        finally:
+            self.budget.path = path
 
     def html(self, markup: str) -> Any:
         """Markup parsed as load_html parses it (any check load_html runs before parsing belongs here too)."""
@@ -403,20 +413,26 @@ class _Nested:
         return LexborHTMLParser(markup)
 
 
-def _parted(read: Callable[..., Parts], zipped: bool = False, text: bool = False) -> Callable[[bytes, Budget],
-                                                                                             LoadedDocument]:
-    """A formats/ reader as a loader: zip limits checked first, parts joined, each part's label its citation."""
+def _joined(found: Parts) -> LoadedDocument:
+    """Parts as one text, each part's start kept (like a PDF page's) and its label its citation."""
+    starts, offset = [], 0
+    for _, part in found.parts:
+        starts.append(offset)
+        offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
+    return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title, page_starts=starts,
+                          part_labels=[label for label, _ in found.parts], tags=found.tags,
+                          created_at=found.created_at,
+                          inside=[(key, _joined(document)) for key, document in found.documents])
+
+
+def _parted(read: Callable[..., Parts], zipped: str | None = None,
+            text: bool = False) -> Callable[[bytes, Budget], LoadedDocument]:
+    """A formats/ reader as a loader: zip limits checked first (`zipped` names the zip-based format in its
+    messages), parts joined, each part's label its citation."""
     def load(data: bytes, budget: Budget) -> LoadedDocument:
         if zipped:
-            check_zip(data, budget)
-        found = read(_text_of(data, budget) if text else data, budget, _Nested(budget))
-        starts, offset = [], 0
-        for _, part in found.parts:
-            starts.append(offset)
-            offset += len(part) + 2  # the "\n\n" joiner, as for PDF pages
-        return LoadedDocument(text="\n\n".join(part for _, part in found.parts), title=found.title,
-                              page_starts=starts, part_labels=[label for label, _ in found.parts], tags=found.tags,
-                              created_at=found.created_at)
+            check_zip(data, budget, zipped)
+        return _joined(read(_text_of(data, budget) if text else data, budget, _Nested(budget)))
     return load
 
 
@@ -429,18 +445,24 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".html": load_html,
     ".htm": load_html,
     ".docx": load_docx,
-    ".epub": _parted(epub.read_epub, zipped=True),
-    ".pptx": _parted(slides.read_pptx, zipped=True),
-    ".xlsx": _parted(sheets.read_xlsx, zipped=True),
-    ".ods": _parted(sheets.read_ods, zipped=True),
+    ".epub": _parted(epub.read_epub, zipped="EPUB"),
+    ".pptx": _parted(slides.read_pptx, zipped="PPTX"),
+    ".xlsx": _parted(sheets.read_xlsx, zipped="XLSX"),
+    ".ods": _parted(sheets.read_ods, zipped="ODS"),
     ".csv": _parted(sheets.read_csv, text=True),
     ".eml": _parted(mail.read_eml),
     ".mbox": _parted(mail.read_mbox),
+    ".msg": _parted(outlook.read_msg),
     **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
 }
 _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
           ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
-          ".mbox": "mbox", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
+          ".mbox": "mbox", ".msg": "Outlook .msg", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
+
+
+# Files that are no document themselves, only the documents inside them (an mbox's messages): an index that holds
+# one as a document of its own was built before mail was split per message, and reads it again.
+CONTAINER_SUFFIXES = (".mbox",)
 
 
 def is_supported(path: Path) -> bool:
@@ -492,6 +514,7 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
         raise UnsupportedFileError(f"{name}: unsupported file type {storable_path(path.suffix) or '(none)'!r}, "
                                    "skipped")
     budget = budget or Budget(limits or LoadLimits(), name)
+    budget.path = path
     data = _read(path, budget.limits, name)
     try:
         loaded = loader(data, budget)
@@ -501,7 +524,10 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
         raise LoadError(f"{name}: corrupt or unreadable {_KINDS.get(suffix, 'text')} ({one_line(exc)})") from exc
     finally:
         del data
-    loaded.text = _storable(loaded.text)
+    for document in (loaded, *(document for _, document in loaded.inside)):
+        document.text = _storable(document.text)
+        if document.title is not None:
+            document.title = _storable(document.title)[:500].strip() or None
     if loaded.source is None:  # an ingested file archived as fetched keeps its source in a sidecar
         loaded.source, tags, title = read_sidecar(path)
         loaded.tags = list(dict.fromkeys([*loaded.tags, *tags]))

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 # The fields an index keeps per ingested document (front matter keys are these with a `source_` prefix where
 # they would be ambiguous: source_url, source_type, source_key, source_id).
 SOURCE_FIELDS = ("url", "type", "key", "id", "canonical_url", "fetched_at", "author", "published_at", "site_name",
-                 "content_hash")
+                 "content_hash", "feed")  # feed: the RSS/Atom feed an entry was ingested from (freshness --urls)
 SIDECAR_SUFFIX = ".source.json"
 _MAX_VALUE = 2000
 # A transcript section heading ("12:03", "1:02:03"), as the YouTube fetcher writes it: the chunk's start time.
@@ -25,7 +25,7 @@ _TIMESTAMP = re.compile(r"(?:(\d+):([0-5]\d)|(\d+):([0-5]\d):([0-5]\d))")
 _TIME_HEADING = re.compile(r"^#{2,6}[ \t]+(\d[\d:]*\d)[ \t]*$", re.MULTILINE)
 
 
-_LINK_FIELDS = ("url", "canonical_url")
+_LINK_FIELDS = ("url", "canonical_url", "feed")
 
 
 def web_url(value: Any) -> str | None:

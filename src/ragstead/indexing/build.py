@@ -27,9 +27,26 @@ import numpy as np
 
 from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
-from ragstead.documents.ids import file_sha256, fs_path, make_chunk_id, make_doc_id, sha256_text, storable_path
-from ragstead.documents.loaders import Budget, LoadedDocument, LoadLimits, is_supported, load_document, one_line
-from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, derive_metadata
+from ragstead.documents.ids import (
+    file_of,
+    file_sha256,
+    fs_path,
+    make_chunk_id,
+    make_doc_id,
+    part_path,
+    sha256_text,
+    storable_path,
+)
+from ragstead.documents.loaders import (
+    CONTAINER_SUFFIXES,
+    Budget,
+    LoadedDocument,
+    LoadLimits,
+    is_supported,
+    load_document,
+    one_line,
+)
+from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathMetadata, PathRule, derive_metadata
 from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
 from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
@@ -158,6 +175,7 @@ class FileCandidate:
     is_new: bool
     loaded: LoadedDocument | None = None  # in-memory records (eval corpora) skip the file loader
     id_path: str | None = None
+    stored: tuple[str, ...] = ()  # the paths of the file's documents in the index now (an mbox: its messages)
 
 
 @dataclass(frozen=True)
@@ -169,6 +187,30 @@ class Skip:
 
 
 ProgressHook = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """A file as the manifest knows it: its documents' entries by stored path (the file's own, or its messages
+    and attachments: `documents.ids.part_path`), which share the file's size, mtime and hash."""
+
+    entries: dict[str, ManifestEntry]
+
+    @property
+    def entry(self) -> ManifestEntry:
+        return next(iter(self.entries.values()))
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(sorted(self.entries))
+
+
+def indexed_files(manifest: dict[str, ManifestEntry]) -> dict[str, IndexedFile]:
+    """The manifest by file: the documents inside a file (`a.mbox#msg-…`) grouped under its path."""
+    grouped: dict[str, dict[str, ManifestEntry]] = {}
+    for path, entry in manifest.items():
+        grouped.setdefault(file_of(path), {})[path] = entry
+    return {file: IndexedFile(entries) for file, entries in grouped.items()}
 
 
 def _check_roots(options: IndexingOptions, roots: tuple[str, ...]) -> None:
@@ -224,6 +266,7 @@ class Within:
         return cls(frozenset(clean), frozenset(ancestors))
 
     def holds(self, rel: str) -> bool:
+        rel = file_of(rel)  # a message of an mbox is held with its file
         if "" in self.paths or rel in self.paths:
             return True
         parts = rel.split("/")
@@ -348,10 +391,11 @@ def _pieces(loaded: LoadedDocument, options: IndexingOptions, budget: Budget) ->
     return out
 
 
-def prepare_file(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrite | Skip:
+def prepare_file(candidate: FileCandidate, options: IndexingOptions) -> list[DocumentWrite] | Skip:
     """The per-file step of every index run: load, chunk and build the records of one file, within the
-    options' limits. Returns the write (vectors still empty) or a `Skip` with a one-line reason; nothing the
-    file holds can make it raise (KeyboardInterrupt and SystemExit still stop the run)."""
+    options' limits. Returns its writes (vectors still empty; one, or one per message and attachment of an mbox)
+    or a `Skip` with a one-line reason; nothing the file holds can make it raise (KeyboardInterrupt and
+    SystemExit still stop the run)."""
     try:
         return _prepare(candidate, options)
     except LoadError as exc:  # an UnsupportedFileError here is a kind read only with an optional part (OCR off)
@@ -366,11 +410,30 @@ def _reason(message: str, name: str) -> str:
     return " ".join(message.split())
 
 
-def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrite | Skip:
+def _prepare(candidate: FileCandidate, options: IndexingOptions) -> list[DocumentWrite] | Skip:
     budget = Budget(options.load_limits, storable_path(candidate.path))
     loaded = candidate.loaded or load_document(candidate.path, budget=budget)
     meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
-    doc_id = make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash)
+    id_path = candidate.id_path or candidate.rel_path
+    # The file's own document, and the documents inside it (an mbox's messages, attachments) under `path#key`.
+    documents = [(candidate.rel_path, id_path, loaded)] if loaded.text.strip() or not loaded.inside else []
+    documents += [(part_path(candidate.rel_path, key), part_path(id_path, key), inside)
+                  for key, inside in loaded.inside]
+    writes = []
+    for rel_path, doc_id_path, document in documents:
+        write = _document_write(candidate, rel_path, make_doc_id(doc_id_path, candidate.file_hash), document, meta,
+                                options, budget)
+        if write is not None:
+            writes.append(write)
+    budget.tick()
+    if not writes:
+        return Skip("no text to index (empty or image-only)", failed=False)
+    return writes
+
+
+def _document_write(candidate: FileCandidate, rel_path: str, doc_id: str, loaded: LoadedDocument, meta: PathMetadata,
+                    options: IndexingOptions, budget: Budget) -> DocumentWrite | None:
+    """The records of one document of the file (None when it has no text to index)."""
     chunks = []
     # Secrets are masked before a chunk is stored or embedded, so no door, export or prompt can show them.
     spans = find_secrets(loaded.text, PurePosixPath(candidate.rel_path).name)
@@ -392,12 +455,11 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> DocumentWrit
                 token_estimate=estimate_tokens(text),
             )
         )
-    budget.tick()
     if not chunks:
-        return Skip("no text to index (empty or image-only)", failed=False)
+        return None
     document = DocumentRecord(
         doc_id=doc_id,
-        file_path=candidate.rel_path,
+        file_path=rel_path,
         root=candidate.root,
         file_hash=candidate.file_hash,
         size=candidate.size,
@@ -504,6 +566,7 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
     walked: set[str] = set()
     todo: list[FileCandidate] = []
     touches: list[DocumentRecord] = []
+    files = indexed_files(manifest)
     for root, path, rel, info in _walk(options, roots, report, within):
         if rel in walked:  # the same file again through a nested root (`docs` and `docs/archive`): once is enough
             continue
@@ -512,10 +575,10 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
         if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
             report.skip(shown, "another file's name reads the same once escaped", failed=True)
             continue
-        if _consider(root, path, rel, info, manifest, report, todo, touches, options):
+        if _consider(root, path, rel, info, files, report, todo, touches, options):
             seen.add(shown)
     removed = sorted(p for p, entry in manifest.items()
-                     if entry.root in roots and p not in seen and (within is None or within.holds(p)))
+                     if entry.root in roots and file_of(p) not in seen and (within is None or within.holds(p)))
     return RootsDiff(todo, touches, removed)
 
 
@@ -524,7 +587,7 @@ def _consider(
     path: Path,
     rel: str,
     info: os.stat_result,
-    manifest: dict[str, ManifestEntry],
+    files: dict[str, IndexedFile],
     report: IndexReport,
     todo: list[FileCandidate],
     touches: list[DocumentRecord],
@@ -540,8 +603,11 @@ def _consider(
         report.skip(shown, f"{info.st_size / (1 << 20):.1f} MiB, over the {options.max_file_bytes / (1 << 20):g} "
                            "MiB file size limit (max_file_mb)", failed=True)
         return False
-    known = manifest.get(shown)
-    if known and known.size == info.st_size and known.mtime == info.st_mtime:
+    indexed = files.get(shown)
+    known = indexed.entry if indexed else None
+    # An mbox indexed whole (before each message was a document of its own) is read again, changed or not.
+    outdated = indexed is not None and shown in indexed.entries and path.suffix.lower() in CONTAINER_SUFFIXES
+    if known and not outdated and known.size == info.st_size and known.mtime == info.st_mtime:
         report.unchanged += 1
         return True
     try:
@@ -549,11 +615,13 @@ def _consider(
     except OSError as exc:
         report.skip(shown, f"cannot read: {exc.strerror or exc}", failed=True)
         return False
-    if known and known.file_hash == file_hash:
+    if indexed and known and not outdated and known.file_hash == file_hash:
         report.unchanged += 1
-        touches.append(_touch_record(known, shown, info.st_size, info.st_mtime))
+        touches.extend(_touch_record(entry, stored, info.st_size, info.st_mtime)
+                       for stored, entry in indexed.entries.items())
         return True
-    todo.append(FileCandidate(shown, root, path, info.st_size, info.st_mtime, file_hash, known is None, id_path=rel))
+    todo.append(FileCandidate(shown, root, path, info.st_size, info.st_mtime, file_hash, known is None, id_path=rel,
+                              stored=indexed.paths if indexed else ()))
     return True
 
 
@@ -578,7 +646,7 @@ def index_paths(
     started = time.perf_counter()
     report = IndexReport()
     resolved: list[tuple[str, Path, str]] = []
-    for rel in paths:
+    for rel in dict.fromkeys(file_of(p) for p in paths):  # a message of an mbox: its file is what is read again
         path = Path(os.path.realpath(fs_path(base, rel)))  # realpath: a symlink loop does not raise
         root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
         if root is None or not path.is_relative_to(base):
@@ -590,6 +658,7 @@ def index_paths(
     with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
+        files = indexed_files(manifest)
         todo: list[FileCandidate] = []
         touches: list[DocumentRecord] = []
         removed: list[str] = []
@@ -602,14 +671,14 @@ def index_paths(
             except OSError:
                 info = None
             if info is not None and stat.S_ISREG(info.st_mode) and is_supported(path):
-                if _consider(root, path, rel, info, manifest, report, todo, touches, options):
+                if _consider(root, path, rel, info, files, report, todo, touches, options):
                     continue
             elif info is not None and not stat.S_ISREG(info.st_mode):
                 report.skip(shown, "not a regular file", failed=True)
             elif info is not None:
                 report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
-            if shown in manifest:
-                removed.append(shown)
+            if shown in files:
+                removed.extend(files[shown].paths)
         _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
@@ -649,6 +718,7 @@ def _write(
     batch: list[DocumentWrite] = []
     removals: list[str] = []
     stale: list[str] = []
+    dropped: list[str] = []  # documents of a re-read file that it no longer holds
 
     # Progress is counted in chunks (what costs time), out of an estimate that scales the chunks prepared so
     # far by the bytes still to read; it is exact once every file is prepared.
@@ -685,17 +755,21 @@ def _write(
         if isinstance(outcome, Skip):
             report.skip(candidate.rel_path, outcome.reason, failed=outcome.failed)
             if not candidate.is_new:
-                stale.append(candidate.rel_path)  # stale content of a now-unreadable file goes
+                stale.extend(candidate.stored or [candidate.rel_path])  # stale content of a now-unreadable file goes
         else:
-            batch.append(outcome)
-            counts["chunks"] += len(outcome.chunks)
+            batch.extend(outcome)
+            written = {write.document.file_path for write in outcome}
+            gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
+            removals += gone_inside
+            dropped += gone_inside
+            counts["chunks"] += sum(len(write.chunks) for write in outcome)
         counts["bytes"] += candidate.size
         report_progress()
         if sum(len(w.chunks) for w in batch) >= limit:
             flush(final=False)
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
-    report.removed = sorted(set(removed) | set(stale))
+    report.removed = sorted(set(removed) | set(stale) | set(dropped))
     _record_secret_counts(options, report, fresh=not manifest)
 
 

@@ -150,9 +150,9 @@ def ingest_sources(
     fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
         client.event_hooks["request"].append(egress.hook)  # every fetch (each redirect hop) is logged
-        for given, folder_tags in _expanded(sources, root, not urls_only, client, fetch_options):
+        for given, folder_tags, feed in _expanded(sources, root, not urls_only, client, fetch_options):
             result = _one(given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
-                          None if urls_only else root, database, urls_only)
+                          None if urls_only else root, database, urls_only, feed)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -160,15 +160,16 @@ def ingest_sources(
 
 
 def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: httpx.Client,
-              options: FetchOptions) -> list[tuple[str, list[str]]]:
-    """Each source with its own tags: a bookmark export stands for its bookmarks, tagged with their folders
-    (only where local files may be read: never for a server's client), a feed for its entries' pages."""
-    out: list[tuple[str, list[str]]] = []
+              options: FetchOptions) -> list[tuple[str, list[str], str | None]]:
+    """Each source with its own tags and the feed it came from: a bookmark export stands for its bookmarks,
+    tagged with their folders (only where local files may be read: never for a server's client), a feed for
+    its entries' pages (each remembering the feed, so `freshness --urls` can look for new entries)."""
+    out: list[tuple[str, list[str], str | None]] = []
     for given in sources:
         export = bookmarks_file(given, root) if local else None
         links = read_bookmarks(export) if export is not None else []
         if links:  # a bookmark file without bookmarks (or not one after all) is ingested, or refused, as given
-            out.extend(links)
+            out.extend((link, tags, None) for link, tags in links)
             continue
         entries = None
         if looks_like_feed(given):
@@ -176,14 +177,14 @@ def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: ht
                 entries = feed_entries(fetch(client, given.strip(), options).data)
             except SourceError:
                 entries = None  # ingested as given below, where the failure is reported
-        out.extend([(link, []) for link in entries] if entries else [(given, [])])
+        out.extend([(link, [], given.strip()) for link in entries] if entries else [(given, [], None)])
     return out
 
 
 def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags: list[str], bad_tags: list[str],
          refresh: bool, options: FetchOptions, tagger: Callable[[str, list[str]], Tagging] | None,
          root: Path | None, database: Callable[[Source, SourceResult], None] | None,
-         urls_only: bool) -> SourceResult:
+         urls_only: bool, feed: str | None = None) -> SourceResult:
     # Shown as given, but with any password or token in it masked (a database URL, a URL with credentials).
     result = SourceResult(source=redact(given), status="failed")
     try:
@@ -214,6 +215,11 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
         return result
     result.title = extracted.title
     fields = source_fields(extracted, source.key)
+    # A feed entry ingested again on its own (`freshness --urls --apply`) keeps the feed it came from.
+    feed = feed or next((kept for docs in known.values() for doc in docs
+                         if (kept := (doc.get("source") or {}).get("feed"))), None)
+    if feed:
+        fields["feed"] = feed[:2000]
     new_hash = fields["content_hash"]  # hashed once, in source_fields
     tagging = None
     if tagger is not None:

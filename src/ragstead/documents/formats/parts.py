@@ -40,6 +40,9 @@ class Parts:
     title: str | None = None
     created_at: str | None = None  # ISO timestamp the content carries (an e-mail's Date)
     tags: list[str] = field(default_factory=list)
+    # Documents of their own inside the file (an mbox's messages, an e-mail's attachments), each under its key
+    # (`msg-3f2a9c0d1e4b`, `att-1`; documents.ids.part_path): indexed beside the file's own parts, if it has any.
+    documents: list[tuple[str, Parts]] = field(default_factory=list)
 
     def add(self, label: str, text: str, budget: Meter, counted: bool = False) -> None:
         """Keep a part with text (an empty slide or row is no part), counted against the character limit
