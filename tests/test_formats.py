@@ -138,6 +138,14 @@ def test_an_emails_date_filters(indexed):
     assert hits(indexed, "axolotlian", "--date-to", "2024-03-04") == []
 
 
+def test_an_emails_sender_and_recipients_filter_as_tags_and_its_attachment_carries_them(indexed):
+    from_dana = [h["file_path"] for h in hits(indexed, "axolotlian OR capybarism OR gerenukery OR okapiform",
+                                                "--tag", "from:dana@example.org")]
+    assert sorted(from_dana) == ["kept/memo.msg", "kept/memo.msg#att-1", "kept/review.eml", "kept/review.eml#att-1"]
+    assert [h["file_path"] for h in hits(indexed, "axolotlian", "--tag", "to:sam@example.org")] == ["kept/review.eml"]
+    assert hits(indexed, "axolotlian", "--tag", "to:dana@example.org") == []  # Dana sent it, she did not receive it
+
+
 def test_an_email_carries_its_headers_and_subject(tmp_path):
     path = tmp_path / "m.eml"
     path.write_bytes(FILES["review.eml"][0])

@@ -6,7 +6,9 @@ part named "message: Subject" ("message 2: Subject" in an mbox), so a citation n
 message is the file's document; an mbox's messages are documents inside it (`a.mbox#msg-…`, keyed by a hash of
 the Message-ID, else by their number). Each attachment a loader reads (PDF, DOCX, a sheet...) is a document of
 its own inside the same file (`#att-1`, `#msg-…-att-1`), cited "attachment report.pdf of message: Subject":
-its path and its citation both lead back to the message. docs/design.md, "Mail".
+its path and its citation both lead back to the message. The sender and the recipients are tags
+(`from:ana@example.org`, `to:bob@example.org` for To and Cc, lower-cased), so `--tag from:ana@example.org` filters
+inside the store like any tag. docs/design.md, "Mail".
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from email.utils import parsedate_to_datetime
+from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
 
 from ragstead.documents.formats.parts import Meter, Nested, Parts, check_count
@@ -72,6 +74,17 @@ def one_line(text: str) -> str:
     return " ".join(text.split())[:200]
 
 
+def address_tags(headers: list[tuple[str, str | None]]) -> list[str]:
+    """`from:ADDR` for the From header's addresses and `to:ADDR` for To and Cc, lower-cased, each once: the
+    message's people as tags, which every store already filters on (no new column in four stores)."""
+    tags: list[str] = []
+    for name, value in headers:
+        side = {"From": "from", "To": "to", "Cc": "to"}.get(name)
+        if side and value:
+            tags.extend(f"{side}:{address.lower()}" for _, address in getaddresses([value]) if "@" in address)
+    return list(dict.fromkeys(tags))
+
+
 def message_document(headers: list[tuple[str, str | None]], body: str, attachments: Iterable[tuple[str | None, Any]],
                      label: str, key: str, date: str | None, budget: Meter, nested: Nested) -> Parts:
     """A message as a document: its header lines, then its body, in one part named `label`; each attachment
@@ -79,7 +92,8 @@ def message_document(headers: list[tuple[str, str | None]], body: str, attachmen
     attachments are `att-N`), cited "attachment NAME of LABEL". Shared by .eml, .mbox and Outlook .msg."""
     subject = next((one_line(value) for name, value in headers if name == "Subject" and value), "")
     lines = [f"{name}: {' '.join(str(value).split())}" for name, value in headers if value]
-    found = Parts(title=subject or None, created_at=date)
+    people = address_tags(headers)
+    found = Parts(title=subject or None, created_at=date, tags=people)
     found.add(label, "\n".join([*lines, "", body]), budget)
     for name, payload in attachments:
         budget.tick()
@@ -88,7 +102,7 @@ def message_document(headers: list[tuple[str, str | None]], body: str, attachmen
         text = nested(name, payload)
         if text:
             shown = one_line(name)
-            inside = Parts(title=shown, created_at=date)
+            inside = Parts(title=shown, created_at=date, tags=list(people))
             inside.add(f"attachment {shown} of {label}", text, budget, counted=True)
             number = len(found.documents) + 1
             found.documents.append((f"{key}-att-{number}" if key else f"att-{number}", inside))
