@@ -10,6 +10,12 @@ outranked; the files under the roots that never made it into the index are liste
 index run gives (unsupported type, empty, a limit, unreadable). Each run is saved beside the index
 (`findability.json`, 0600), and the next one compares with it: a document findable then and not now is a
 regression.
+
+A scoped run (`filters`: what the HTTP API and the MCP server pass, a caller's scope) is the check of an index
+that held only the documents of that scope: they alone are read, counted, ranked against each other (so a
+near-duplicate outside the scope can neither shadow nor be named), and their words alone make the queries; a
+left-out file is listed only when its path falls in the scope. It neither reads nor writes the last run
+(that file holds the whole index), so it has no regressions.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,7 +100,10 @@ def words(text: str) -> list[str]:
 
 @dataclass
 class _Doc:
-    record: DocumentRecord
+    doc_id: str
+    path: str
+    title: str | None
+    scope: QueryFilters  # where its query runs: its owner's scope, or the caller's in a scoped run
     counts: Counter[str]
     headings: list[str]
     query: list[str] = field(default_factory=list)
@@ -109,19 +119,23 @@ class Findability:
     def last_run_file(self) -> Path:
         return self.runtime.settings.db_file.parent / LAST_RUN
 
-    def findability(self, *, top: int = TOP, save: bool = True) -> FindabilityReport:
+    def findability(self, *, top: int = TOP, save: bool = True,
+                    filters: QueryFilters | None = None) -> FindabilityReport:
         """Check that every indexed document is found in the top `top` by a query of its own distinctive
         words, in its owner's scope; list those that are not and the files left out of the index, each with
-        why, and the regressions since the last run (saved beside the index unless `save` is False)."""
+        why, and the regressions since the last run (saved beside the index unless `save` is False).
+
+        With `filters` (a caller's scope) only the documents and left-out files of that scope take part, and
+        the run is not compared with nor saved as the last run."""
         started = time.perf_counter()
         rt = self.runtime
         with rt.lock:
-            docs = self._read_documents()
+            docs = self._read_documents() if filters is None else self._read_scope(filters)
             ranked = self._rank(docs, top)
-            left_out = self._left_out()
-        not_findable = [u for u in (self._judge(doc, ranked[doc.record.doc_id], docs, top) for doc in docs.values())
+            left_out = self._left_out(filters)
+        not_findable = [u for u in (self._judge(doc, ranked[doc.doc_id], docs, top) for doc in docs.values())
                         if u is not None]
-        previous = self._load_last_run()
+        previous = self._load_last_run() if filters is None else None
         now_missing = {u.path for u in not_findable}
         regressions = [{"path": path, "reason": next(u.reason for u in not_findable if u.path == path)}
                        for path in sorted(now_missing)
@@ -131,7 +145,7 @@ class Findability:
                                    None if previous is None else {"generated_at": previous.get("generated_at"),
                                                                   "findable": previous.get("findable")},
                                    time.perf_counter() - started)
-        if save:
+        if save and filters is None:
             self._save(report, docs)
         return report
 
@@ -141,20 +155,28 @@ class Findability:
         """Every document with its word counts and headings (one pass over the store, in batches)."""
         docs: dict[str, _Doc] = {}
         for write in self.runtime.store.export_documents():
-            counts: Counter[str] = Counter()
-            headings: dict[str, None] = {}
-            for chunk in write.chunks:
-                counts.update(words(chunk.text))
-                for heading in (chunk.section_path or "").split(" > "):
-                    if heading.strip():
-                        headings.setdefault(heading.strip(), None)
-            docs[write.document.doc_id] = _Doc(write.document, counts, list(headings))
-        frequency: Counter[str] = Counter()
-        for doc in docs.values():
-            frequency.update(doc.counts.keys())
-        for doc in docs.values():
-            doc.query = _distinctive(doc, frequency)
-        return docs
+            record = write.document
+            docs[record.doc_id] = _doc(record.doc_id, record.file_path, record.title, _owner_scope(record),
+                                       ((chunk.text, chunk.section_path) for chunk in write.chunks))
+        return _with_queries(docs)
+
+    def _read_scope(self, filters: QueryFilters) -> dict[str, _Doc]:
+        """The documents `filters` admit, each with its chunks, read through the store's own filters (the
+        WHERE of every search) and checked against their paths as searches are; each ranks in `filters`."""
+        store, rules = self.runtime.store, self.runtime.settings.scope_rules
+        docs: dict[str, _Doc] = {}
+        offset = 0
+        while True:
+            page = store.list_documents(filters, FETCH_BATCH, offset)
+            for row in page:
+                if not filters.admits(row["file_path"], rules):
+                    continue  # stored metadata that disagrees with its path: left out, as a search leaves it
+                chunks = store.document_chunks(filters, doc_id=row["doc_id"])
+                docs[row["doc_id"]] = _doc(row["doc_id"], row["file_path"], row.get("title"), filters,
+                                           ((chunk["text"], chunk.get("section_path")) for chunk in chunks))
+            if len(page) < FETCH_BATCH:
+                return _with_queries(docs)
+            offset += FETCH_BATCH
 
     def _rank(self, docs: dict[str, _Doc], top: int) -> dict[str, list[str]]:
         """doc_id -> the doc ids its query finds, best first (up to `top` and beyond, as candidates allow).
@@ -165,9 +187,8 @@ class Findability:
         hits: dict[str, list[int]] = {}
         by_scope: dict[QueryFilters, list[str]] = {}
         for doc_id, doc in docs.items():
-            filters = _owner_scope(doc.record)
-            by_scope.setdefault(filters, []).append(doc_id)
-            hits[doc_id] = [rowid for rowid, _ in store.lexical_search(doc.query, filters, CANDIDATE_CHUNKS)] \
+            by_scope.setdefault(doc.scope, []).append(doc_id)
+            hits[doc_id] = [rowid for rowid, _ in store.lexical_search(doc.query, doc.scope, CANDIDATE_CHUNKS)] \
                 if doc.query else []
         ranked: dict[str, list[str]] = {}
         for filters, members in by_scope.items():
@@ -179,45 +200,53 @@ class Findability:
             for doc_id in members:
                 found: dict[str, None] = {}
                 for rowid in hits[doc_id]:
-                    if rowid in owner:
+                    if owner.get(rowid) in docs:  # only the documents read: nothing else can rank, shadow or be named
                         found.setdefault(owner[rowid], None)
                 ranked[doc_id] = list(found)
         return ranked
 
     def _judge(self, doc: _Doc, found: list[str], docs: dict[str, _Doc], top: int) -> Unfindable | None:
-        record, query = doc.record, " ".join(doc.query)
-        rank = found.index(record.doc_id) + 1 if record.doc_id in found else None
+        doc_id, path, query = doc.doc_id, doc.path, " ".join(doc.query)
+        rank = found.index(doc_id) + 1 if doc_id in found else None
         ahead = found[: (rank - 1) if rank else top]
         twin = next((other for other in ahead if _similar(doc.counts, docs[other].counts) >= NEAR_DUPLICATE), None)
         if rank is not None and rank <= top and twin is None:
             return None
-        path = record.file_path
         if not doc.counts:
-            return Unfindable(path, "empty", "empty after extraction: no words to search by", record.doc_id)
+            return Unfindable(path, "empty", "empty after extraction: no words to search by", doc_id)
         if twin is not None:
-            by = docs[twin].record.file_path
-            return Unfindable(path, "shadowed", f"shadowed by a near-duplicate: {by} ranks above it", record.doc_id,
+            by = docs[twin].path
+            return Unfindable(path, "shadowed", f"shadowed by a near-duplicate: {by} ranks above it", doc_id,
                               rank, query, by)
         total = sum(doc.counts.values())
         if total < MIN_WORDS:
-            return Unfindable(path, "too_short", f"too short: {total} words to search by", record.doc_id, rank, query)
+            return Unfindable(path, "too_short", f"too short: {total} words to search by", doc_id, rank, query)
         where = f"ranked {rank}" if rank else f"not in the first {len(found)} documents"
-        return Unfindable(path, "outranked", f"its own words find other documents first ({where})", record.doc_id,
+        return Unfindable(path, "outranked", f"its own words find other documents first ({where})", doc_id,
                           rank, query)
 
-    def _left_out(self) -> list[Unfindable]:
-        """Files under the configured roots that are not in the index, with the reason an index run gives."""
+    def _left_out(self, filters: QueryFilters | None = None) -> list[Unfindable]:
+        """Files under the configured roots that are not in the index, with the reason an index run gives;
+        with `filters`, only those whose path falls in that scope (whose they are, private or public, type)."""
         rt = self.runtime
         roots = tuple(r for r in rt.settings.roots if (rt.root / r).is_dir())
         if not roots:
             return []
         options = rt.settings.indexing(roots)
+        rules = rt.settings.scope_rules
+
+        def in_scope(path: str) -> bool:
+            return filters is None or filters.admits(path, rules)
+
         report = IndexReport()
         diff = diff_roots(options, roots, rt.store.manifest(), report)
-        out = [Unfindable(item["path"], _kind(item["reason"]), item["reason"]) for item in report.skipped]
+        out = [Unfindable(item["path"], _kind(item["reason"]), item["reason"]) for item in report.skipped
+               if in_scope(item["path"])]
         for candidate in diff.todo:
-            if not candidate.is_new:
-                continue  # changed since the last run: its older version is in the index and was checked
+            # Changed since the last run: its older version is in the index and was checked. Out of scope: not
+            # this caller's, and not even read.
+            if not candidate.is_new or not in_scope(candidate.rel_path):
+                continue
             prepared = prepare_file(candidate, options)
             if isinstance(prepared, Skip):
                 out.append(Unfindable(candidate.rel_path, _kind(prepared.reason), prepared.reason))
@@ -238,16 +267,39 @@ class Findability:
     def _save(self, report: FindabilityReport, docs: dict[str, _Doc]) -> None:
         missing = {u.path for u in report.not_findable}
         record = {"generated_at": report.generated_at, "findable": report.findable, "top": report.top,
-                  "documents": {d.record.file_path: d.record.file_path not in missing for d in docs.values()}}
+                  "documents": {d.path: d.path not in missing for d in docs.values()}}
         make_private_folder(self.last_run_file.parent)
         write_text_atomically(self.last_run_file, json.dumps(record, indent=1, sort_keys=True))
+
+
+def _doc(doc_id: str, path: str, title: str | None, scope: QueryFilters,
+         chunks: Iterable[tuple[str, str | None]]) -> _Doc:
+    """A document's word counts and headings from its chunks' (text, section path)."""
+    counts: Counter[str] = Counter()
+    headings: dict[str, None] = {}
+    for text, section_path in chunks:
+        counts.update(words(text))
+        for heading in (section_path or "").split(" > "):
+            if heading.strip():
+                headings.setdefault(heading.strip(), None)
+    return _Doc(doc_id, path, title, scope, counts, list(headings))
+
+
+def _with_queries(docs: dict[str, _Doc]) -> dict[str, _Doc]:
+    """Each document's query, by the rarity of its words among `docs` (and no other document)."""
+    frequency: Counter[str] = Counter()
+    for doc in docs.values():
+        frequency.update(doc.counts.keys())
+    for doc in docs.values():
+        doc.query = _distinctive(doc, frequency)
+    return docs
 
 
 def _distinctive(doc: _Doc, frequency: Counter[str]) -> list[str]:
     """The document's query: words of its title and headings first, then its rarest words (highest IDF,
     then most frequent in it), QUERY_TERMS at most."""
     chosen: dict[str, None] = {}
-    for text in (doc.record.title or "", *doc.headings):
+    for text in (doc.title or "", *doc.headings):
         for word in words(text):
             if len(chosen) < TITLE_TERMS and word in doc.counts:
                 chosen.setdefault(word, None)
