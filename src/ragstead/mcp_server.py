@@ -112,6 +112,10 @@ class StatusArgs(_Strict):
     pass
 
 
+class FindabilityArgs(_Strict):
+    pass
+
+
 class RememberArgs(_Strict):
     text: str = Field(min_length=1, max_length=2000, description="A lasting preference, fact or lesson to "
                                                                    "remember (never secrets or personal data).")
@@ -172,6 +176,11 @@ class RagsteadMcp:
                      "Page with offset and limit for long documents.", GetDocumentArgs, self._get_document),
             ToolSpec("status", "Where the index is and what it holds: documents, chunks, embedding model, last "
                      "index time, and the scope this server serves.", StatusArgs, self._status),
+            ToolSpec("findability", "Which documents in scope cannot be found by their own words (title, headings, "
+                     "rarest terms) in the top 5, and why: shadowed by a near-duplicate, empty, too short, "
+                     "outranked; and the files in scope left out of the index (unsupported, skipped, not indexed "
+                     "yet). Use it when the user asks why a file cannot be found.", FindabilityArgs,
+                     self._findability),
         ]
         if self.scope.allow_write:
             specs += [
@@ -231,6 +240,13 @@ class RagsteadMcp:
                 "model": self.kb.stats().get("embed_model"), "store": self.kb.location,
                 "last_indexed_at": self.kb.last_indexed(), "scope": self.scope.describe(),
                 "write_tools": self.scope.allow_write}
+
+    def _findability(self, args: FindabilityArgs) -> dict[str, Any]:
+        # The check of this scope alone: nothing outside it is counted, ranked or named (the library's scoped run).
+        filters = self.kb.scope(user=None if self.scope.public_only else self.scope.user,
+                                public_only=self.scope.public_only, include_archive=self.scope.include_archive,
+                                archive_allowed=self.scope.include_archive)
+        return self.kb.findability(filters=filters).to_dict()
 
     def _remember(self, args: RememberArgs) -> dict[str, Any]:
         return self.kb.remember(args.text, user=self.scope.user).to_dict()
@@ -349,7 +365,8 @@ def build_server(kb: KnowledgeBase, scope: McpScope) -> Server[Any]:
     return Server(
         "ragstead", version=__version__, title="ragstead knowledge base",
         instructions=(f"A private knowledge base ({scope.describe()}). Use `search` to find passages, `get_document` "
-                      "(or the ragstead://doc/{doc_id} resources) to read a document, `ask` for a cited answer. "
+                      "(or the ragstead://doc/{doc_id} resources) to read a document, `ask` for a cited answer, "
+                      "`findability` for why a document cannot be found. "
                       f"Cite what you use by its file path or URL.{write}"),
         on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool,
         on_list_resources=handlers.list_resources, on_list_resource_templates=handlers.list_resource_templates,

@@ -124,9 +124,8 @@ class QueryRequest(BaseModel):
 
     def request_fields(self, who: Caller) -> dict[str, Any]:
         """The library request's fields; the user always comes from the key."""
-        public = self.scope == "public"
-        scope = library.Scope(None if public else who.user_slug, public, tuple(self.doc_types), tuple(self.tags),
-                      self.date_from, self.date_to, self.include_archive)
+        scope = caller_scope(who, self.scope, doc_types=tuple(self.doc_types), tags=tuple(self.tags),
+                             date_from=self.date_from, date_to=self.date_to, include_archive=self.include_archive)
         knobs = {"mode": self.mode, "top_k_vector": self.top_k_vector, "top_k_lexical": self.top_k_lexical,
                  "rrf_k": self.rrf_k, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
                  "feedback_k": self.feedback_k, "feedback_weight": self.feedback_weight}
@@ -221,6 +220,13 @@ class Caller:
     user_slug: str
     scopes: tuple[str, ...]
     key_id: str
+
+
+def caller_scope(who: Caller, scope: str, **narrowing: Any) -> library.Scope:
+    """Whose documents a request reads, the one rule of every route: `private` is the key's user's private
+    documents, `public` the public ones; `narrowing` (doc_types, tags, dates, include_archive) only narrows."""
+    public = scope == "public"
+    return library.Scope(None if public else who.user_slug, public, **narrowing)
 
 
 # The request fields as the API spells them; the others share the library's names.
@@ -413,6 +419,21 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
 
 
 def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: ApiConfig) -> None:
+    @app.get("/v1/findability", tags=["documents"])
+    def findability(scope: Literal["private", "public"] = "private", include_archive: bool = False,
+                    who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
+        """Can each document in the caller's scope be found by its own words (title, headings, rarest terms) in
+        the top 5? The `doctor --findability --json` shape, computed as if the index held only this scope: no
+        other document is counted, ranked or named (not even as the near-duplicate that shadows one), and only
+        the left-out files under the caller's own folders (or public ones, with scope=public) are listed.
+        `regressions` is always [] and `previous` null: comparing with the last run is the CLI's."""
+        def run() -> dict[str, Any]:
+            filters = caller_scope(who, scope, include_archive=include_archive).filters()
+            return kb.findability(filters=filters).to_dict()
+
+        return run_library(run)
+
+
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
         limit: int = 100, offset: int = 0, who: Caller = Depends(need("query"))  # noqa: B008
