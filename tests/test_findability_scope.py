@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client, MCPError
 
+from helpers.project import STORE_KINDS, spec_for
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
@@ -50,12 +51,16 @@ def embedder(fake_embedder):  # type: ignore[no-untyped-def]
     return fake_embedder  # scope, not ranking quality: the check is lexical and loads no model
 
 
-@pytest.fixture
-def project(make_project):  # type: ignore[no-untyped-def]
-    project = make_project(FILES)
+def indexed(make_project, spec: str = ""):  # type: ignore[no-untyped-def]
+    project = make_project(FILES, store=spec)
     project.settings = project.settings.with_overrides(roots=("kb", "docs"))  # docs/ too: public left-out files
     project.index()
     return project
+
+
+@pytest.fixture
+def project(make_project):  # type: ignore[no-untyped-def]
+    return indexed(make_project)
 
 
 def kb_of(project) -> KnowledgeBase:  # type: ignore[no-untyped-def]
@@ -163,3 +168,19 @@ def test_the_mcp_tool_never_leaks_bobs_notes(project):
     public = anyio.run(call, McpScope("alice", public_only=True))
     assert_nothing_of_bobs(public)
     assert public["documents"] == 1 and all(path.startswith("docs/") for path in named(public))
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_every_store_reads_the_scoped_check_through_its_own_filters(kind, make_project, request):
+    """The library's scoped run, in each store: the documents come from the store's filtered listing and
+    chunks, the queries rank in the scope; the same report whichever store holds the index."""
+    project = indexed(make_project, spec_for(kind, request))
+    with kb_of(project) as kb:
+        report = kb.findability(filters=kb.scope(user="alice")).to_dict()
+        public = kb.findability(filters=kb.scope(public_only=True, include_archive=True)).to_dict()
+    assert_nothing_of_bobs(report)
+    assert report["documents"] == len(ALICE_TOPICS) + 1
+    assert [(item["kind"], item["path"][:15]) for item in report["not_findable"]] == [("shadowed", "kb/users/alice/")]
+    assert [item["path"] for item in report["left_out"]] == ["kb/users/alice/clip.mp4"]
+    assert_nothing_of_bobs(public)
+    assert public["documents"] == 2 and all(path.startswith("docs/") for path in named(public))

@@ -35,7 +35,7 @@ FILES = {
     "docs/archive/old.md": "# Old count\n\nArchived: the 2019 heron count at the north lake was twelve.",
     "docs/faq.md": "# FAQ\n\nPublic FAQ: the survey app installs with pip.",
 }
-READ_TOOLS = ["search", "ask", "list_documents", "get_document", "status"]
+READ_TOOLS = ["search", "ask", "list_documents", "get_document", "status", "findability"]
 ENV = {k: v for k, v in OFFLINE_ENV.items() if k in ("PATH", "HOME", "PYTHONPATH", "VIRTUAL_ENV")}
 
 
@@ -154,6 +154,13 @@ def test_a_client_cannot_read_another_users_chunks(alice, ids):
     assert sorted(r.name for r in resources) == ["kb/users/alice/notes.md", "kb/users/alice/plan.md"]
     archived = alice.data("search", {"query": "2019 heron count at the north lake", "k": 10})
     assert all(r["doc_type"] != "archive" for r in archived["results"])  # started without the archive
+
+
+def test_the_findability_check_is_of_the_servers_scope_alone(alice):
+    report = alice.data("findability", {})
+    assert report["documents"] == 2 and "bob" not in json.dumps(report) and "kestrel" not in json.dumps(report)
+    assert all(item["path"].startswith("kb/users/alice/") for item in report["not_findable"] + report["left_out"])
+    assert report["regressions"] == [] and report["previous"] is None  # no last-run state over MCP
 
 
 @pytest.mark.parametrize("arguments", [
