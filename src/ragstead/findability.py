@@ -161,22 +161,27 @@ class Findability:
         return _with_queries(docs)
 
     def _read_scope(self, filters: QueryFilters) -> dict[str, _Doc]:
-        """The documents `filters` admit, each with its chunks, read through the store's own filters (the
-        WHERE of every search) and checked against their paths as searches are; each ranks in `filters`."""
+        """The documents `filters` admit, by the store's own filters (the WHERE of every search) and checked
+        against their paths as searches are, each with its chunks; each ranks in `filters`."""
         store, rules = self.runtime.store, self.runtime.settings.scope_rules
-        docs: dict[str, _Doc] = {}
+        admitted: set[str] = set()
         offset = 0
         while True:
             page = store.list_documents(filters, FETCH_BATCH, offset)
-            for row in page:
-                if not filters.admits(row["file_path"], rules):
-                    continue  # stored metadata that disagrees with its path: left out, as a search leaves it
-                chunks = store.document_chunks(filters, doc_id=row["doc_id"])
-                docs[row["doc_id"]] = _doc(row["doc_id"], row["file_path"], row.get("title"), filters,
-                                           ((chunk["text"], chunk.get("section_path")) for chunk in chunks))
+            # A row whose stored metadata disagrees with its path is left out, as a search leaves it out.
+            admitted.update(row["doc_id"] for row in page if filters.admits(row["file_path"], rules))
             if len(page) < FETCH_BATCH:
-                return _with_queries(docs)
+                break
             offset += FETCH_BATCH
+        # The chunks in one batched pass, as the whole-index run reads them, skipping the documents outside the
+        # scope: one chunk query per document was 3x slower for 900 notes in SQLite.
+        docs: dict[str, _Doc] = {}
+        for write in store.export_documents():
+            record = write.document
+            if record.doc_id in admitted:
+                docs[record.doc_id] = _doc(record.doc_id, record.file_path, record.title, filters,
+                                           ((chunk.text, chunk.section_path) for chunk in write.chunks))
+        return _with_queries(docs)
 
     def _rank(self, docs: dict[str, _Doc], top: int) -> dict[str, list[str]]:
         """doc_id -> the doc ids its query finds, best first (up to `top` and beyond, as candidates allow).
