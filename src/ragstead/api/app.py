@@ -433,7 +433,6 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
 
         return run_library(run)
 
-
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
         limit: int = 100, offset: int = 0, who: Caller = Depends(need("query"))  # noqa: B008
