@@ -136,7 +136,8 @@ def test_list_and_count_questions_are_recognised_with_their_topic(question, kind
 
 
 @pytest.mark.parametrize("question", ["what is the tram to take in Lisbon", "list the steps to back up",
-                                      "how many eggs go in pancakes", "which notes?", "when did we fly to Lisbon"])
+                                      "how many eggs go in pancakes", "which notes?", "when did we fly to Lisbon",
+                                      "what page is the warranty on?", "what documents do I need for a visa?"])
 def test_other_questions_are_answered_as_before(question):
     assert list_question(question) is None
 

@@ -796,7 +796,7 @@ def ask(
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
-            hint = None if extractive else kb.consent_hint(request.llm)
+            hint = None if extractive or result.listing is not None else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 reveal = kb.revealer(c.source for c in result.citations)
                 result = replace(result, text=reveal(result.text), citations=tuple(replace(

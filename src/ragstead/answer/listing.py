@@ -46,8 +46,9 @@ MAX_GATE_CHECKS = 200
 FETCH_BATCH = 500  # chunk rows read per store call
 COUNT_PAGE = 1000  # documents a store without `count_documents` lists per call to count them
 
-_NOUNS = (r"notes?|files?|documents?|docs?|pages?|entries|entry|articles?|texts?|records?|journals?|"
-          r"journal entries|memos?|papers?|pdfs?|emails?|messages?|recipes?|posts?|bookmarks?|sources?")
+# Plural only: "what page is the warranty on?" asks for a fact, "what pages mention the warranty?" for a list.
+_NOUNS = (r"notes|files|documents|docs|pages|journal entries|entries|articles|memos|papers|pdfs|emails|messages|"
+          r"recipes|posts|bookmarks")
 _OWNER = r"(?:(?:all|every|any|each)\s+)?(?:(?:of\s+)?(?:the|my|our|your)\s+)?"
 _LIST_FORMS = (
     ("count", re.compile(rf"^\s*how\s+many\s+(?:of\s+)?{_OWNER}(?P<noun>{_NOUNS})\b(?P<rest>.*)$", re.I | re.S)),
@@ -65,6 +66,9 @@ _FRAME = re.compile(
     r"there|written|wrote|write|keep|kept|got|store[ds]?|saved|the|a|an|any|me|my|our)\b[\s,]*)+", re.I)
 
 
+_RELATION = re.compile(
+    r"\b(?:mention\w*|talk\w*|speak\w*|about|refer\w*|contain\w*|includ\w*|say\w*|said|discuss\w*|cover\w*|"
+    r"concern\w*|relate\w*|deal\w*|with|on|of|in|reference\w*|name\w*|have|has|had)\b", re.I)
 _STOP_TOPIC = frozenset({"mention", "mentions", "about", "list", "all", "every"})  # a topic of only these is none
 
 
@@ -90,8 +94,13 @@ def list_question(question: str) -> ListQuestion | None:
         found = form.match(question)
         if found is None:
             continue
-        topic = _FRAME.sub("", found.group("rest").strip()).strip().rstrip("?.! ").strip()
-        if topic and query_terms(topic) and any(t not in _STOP_TOPIC for t in query_terms(topic)):
+        rest = found.group("rest").strip()
+        frame = _FRAME.match(rest)
+        topic = rest[frame.end() if frame else 0:].strip().rstrip("?.! ").strip()
+        # The frame must relate the documents to the topic ("mention", "about", "with"): "what documents do I
+        # need for a visa?" asks for an answer, not for the notes that say "need" and "visa".
+        related = frame is not None and _RELATION.search(frame.group(0)) is not None
+        if related and query_terms(topic) and any(t not in _STOP_TOPIC for t in query_terms(topic)):
             return ListQuestion(question, kind, found.group("noun").lower(), topic)
         return None
     return None
