@@ -266,3 +266,13 @@ def test_mcp_ask_lists_only_the_servers_users_notes(project):
         page = client.data("ask", {"question": "which notes mention Lisbon?", "limit": 4, "offset": 4})
         assert [c["source"] for c in page["citations"]] == EXPECTED[4:] and page["offset"] == 4
         assert not any(c["source"] in OUT_OF_SCOPE for c in page["citations"])
+
+
+def test_the_same_list_on_postgresql(tmp_path, pg_url, real_embedder):
+    write_files(tmp_path, FILES)
+    settings = load_settings(tmp_path).with_overrides(store=pg_url)
+    with KnowledgeBase(settings, embedder=real_embedder, providers=[ExtractiveAnswerer()]) as kb:
+        kb.index()
+        data = kb.ask(_alice("which notes mention Lisbon?")).to_dict()
+        assert [c["source"] for c in data["citations"]] == EXPECTED and data["examined"] == NOTES
+        assert kb.ask(AskRequest("how many notes mention Lisbon", scope=Scope(user="bob"))).to_dict()["matched"] == 1
