@@ -142,12 +142,12 @@ def list_answer(
     documents = _candidates(ranked, store, filters, rules)
     wanted = question_stems(asked.topic)
     query_vector = embedder.embed_query(asked.topic)
-    matched: dict[str, tuple[_Document, bool]] = {}  # doc_id -> (document, decided by the gate)
+    matched: dict[str, _Document] = {}
     partial: list[tuple[str, _Document]] = []
     for doc_id, document in documents.items():
         held = set().union(*(held_stems(row["text"], asked.topic, wanted) for row in document.rows))
-        if held >= wanted:
-            matched[doc_id] = (document, False)
+        if held >= wanted:  # every word of the topic: it mentions it, no model needed
+            matched[doc_id] = document
         else:
             partial.append((doc_id, document))
     if len(partial) > MAX_GATE_CHECKS:
@@ -159,12 +159,13 @@ def list_answer(
                     for term in terms}
         for doc_id, document in partial:
             if _passes_gate(asked, document, store, query_vector, ceilings, options, cache):
-                matched[doc_id] = (document, True)
-    listed = sorted(matched.values(), key=lambda item: (item[0].rows[0]["file_path"], item[0].rows[0]["doc_id"]))
+                matched[doc_id] = document
+    listed = sorted(matched.values(), key=lambda document: (document.rows[0]["file_path"], document.rows[0]["doc_id"]))
     shown = listed[page.offset:page.offset + page.limit]
-    vectors = store.chunk_vectors([document.rows[0]["chunk_id"] for document, _ in shown])
-    citations = tuple(_citation(page.offset + i, document, asked, wanted, vectors, query_vector)
-                      for i, (document, _) in enumerate(shown, start=1))
+    evidence = [_evidence(document, asked, wanted) for document in shown]
+    vectors = store.chunk_vectors([row["chunk_id"] for row, _, _ in evidence])
+    citations = tuple(_citation(page.offset + i, row, score, quote, vectors.get(row["chunk_id"]), query_vector)
+                      for i, (row, score, quote) in enumerate(evidence, start=1))
     after = page.offset + len(shown)
     listing = Listing(asked.kind, asked.topic, examined, len(listed), complete, page.offset, page.limit,
                       after if after < len(listed) else None)
@@ -230,23 +231,29 @@ def _passes_gate(asked: ListQuestion, document: _Document, store: Store, query_v
     return model.probability(signals) >= threshold
 
 
-def _citation(n: int, document: _Document, asked: ListQuestion, wanted: set[str],
-              vectors: dict[str, np.ndarray], query_vector: np.ndarray) -> Citation:
-    """The document cited once: the chunk and sentence holding the most of the topic's words (the earliest of
-    equals, best chunk first), quoted with its offsets in the chunk's text."""
-    best: tuple[int, dict[str, Any], Quote | None] | None = None
-    for row in document.rows:
+def _evidence(document: _Document, asked: ListQuestion,
+              wanted: set[str]) -> tuple[dict[str, Any], float, Quote | None]:
+    """What a document is cited by: the chunk and sentence holding the most of the topic's words (the earliest of
+    equals, best chunk first), with the chunk's BM25 score and the sentence quoted where it stands in its text
+    (None when no sentence holds a word: a document the gate let in on meaning alone)."""
+    best: tuple[int, int, Quote] | None = None  # (words held, row position, quote)
+    for position, row in enumerate(document.rows):
         for unit in split_units(row["text"], line_structured(row["file_path"])):
             held = len(held_stems(unit.text, asked.topic, wanted))
             if held and (best is None or held > best[0]):
                 quote = find(unit.text, row["text"])
                 if quote is not None:
-                    best = (held, row, quote)
+                    best = (held, position, quote)
         if best is not None and best[0] == len(wanted):
             break
-    row, quote = (best[1], best[2]) if best is not None else (document.rows[0], None)
-    hit = Ranked(row, lexical_score=round(document.scores[document.rows.index(row)], 6)).to_hit(n)
-    vector = vectors.get(row["chunk_id"])
+    position = best[1] if best is not None else 0
+    return document.rows[position], document.scores[position], best[2] if best is not None else None
+
+
+def _citation(n: int, row: dict[str, Any], score: float, quote: Quote | None, vector: np.ndarray | None,
+              query_vector: np.ndarray) -> Citation:
+    """Citation n of a list: the chunk `row` with its quote, and its cosine to the topic (stored vector)."""
+    hit = Ranked(row, lexical_score=round(score, 6)).to_hit(n)
     similarity = round(float(vector @ query_vector), 4) if vector is not None else None
     return Citation(n, row["file_path"], hit_locator(hit), snippet(row["text"], CITATION_SNIPPET_CHARS), similarity,
                     quote, (quote,) if quote is not None else ())
