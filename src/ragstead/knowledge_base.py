@@ -233,12 +233,15 @@ class KnowledgeBase:
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
             if listed is not None:  # "which notes mention X": every matching document of the scope, not the top k
-                return list_answer(listed, self.store, self.embedder, filters, ask_options, self.settings.scope_rules,
-                                   ListPage(request.offset, request.limit), self._unit_vectors)
-            found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
-                                     self.settings.scope_rules, self._unit_vectors)
-        with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
-            result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
+                result = list_answer(listed, self.store, self.embedder, filters, ask_options,
+                                     self.settings.scope_rules, ListPage(request.offset, request.limit),
+                                     self._unit_vectors)
+            else:
+                found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
+                                         self.settings.scope_rules, self._unit_vectors)
+        if listed is None:
+            with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
+                result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if request.remember and request.scope.user:
             result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
         return result
