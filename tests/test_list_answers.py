@@ -22,6 +22,7 @@ from ragstead.answer.listing import list_question
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
 from ragstead.config import load_settings
+from ragstead.errors import InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.requests import AskRequest, Scope
 
@@ -124,7 +125,8 @@ def _alice(question: str, **fields) -> dict:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("question", "kind", "topic"), [
     ("which notes mention Lisbon?", "list", "Lisbon"),
-    ("Which of my notes talk about the Lisbon trip?", "list", "Lisbon trip"),
+    ("Which of my notes talk about the Lisbon trip?", "list", "the Lisbon trip"),
+    ("which notes have the word Lisbon in them?", "list", "Lisbon"),
     ("what files do I have about taxes", "list", "taxes"),
     ("list all documents that mention Alfama", "list", "Alfama"),
     ("How many notes mention Lisbon", "count", "Lisbon"),
@@ -227,6 +229,22 @@ def test_the_cli_prints_the_completeness_line_then_one_line_per_note_with_its_qu
     paged = json.loads(cli(_Root(project), "ask", "which notes mention Lisbon?", "--user", "alice", "--limit", "2",
                            "--offset", "6", "--json").stdout)
     assert [c["source"] for c in paged["citations"]] == EXPECTED[6:] and paged["next_offset"] is None
+
+
+def test_every_door_takes_the_same_page_limits():
+    from typer.testing import CliRunner
+
+    from ragstead import cli as cli_module
+    from ragstead.api.app import AskRequest as AskBody
+    from ragstead.mcp_server import AskArgs
+    from ragstead.requests import MAX_LIST_LIMIT, MAX_LIST_OFFSET
+
+    for schema in (AskBody.model_json_schema()["properties"], AskArgs.model_json_schema()["properties"]):
+        assert (schema["limit"]["maximum"], schema["offset"]["maximum"]) == (MAX_LIST_LIMIT, MAX_LIST_OFFSET)
+    assert f"1-{MAX_LIST_LIMIT}" in CliRunner().invoke(cli_module.app, ["ask", "--help"], env={"COLUMNS": "200"}).output
+    with pytest.raises(InvalidQueryError) as caught:
+        AskRequest("which notes mention Lisbon?", limit=MAX_LIST_LIMIT + 1)
+    assert caught.value.fields == ("limit",)
 
 
 class _Root:

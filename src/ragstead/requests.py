@@ -261,6 +261,5 @@ class AskRequest(SearchRequest):
 
 __all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_LIST_LIMIT", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",
            "MAX_CONTEXT_TOKENS", "MAX_DOC_TYPES", "MAX_FEEDBACK_K", "MAX_FEEDBACK_WEIGHT", "MAX_K", "MAX_LIST_LIMIT",
-           "MAX_LIST_OFFSET",
-           "MAX_QUERY_CHARS", "MAX_RERANK_TOP_N", "MAX_RRF_K", "MAX_TAGS", "MIN_CONTEXT_TOKENS", "MODES",
-           "AskRequest", "Scope", "SearchKnobs", "SearchRequest"]
+           "MAX_LIST_OFFSET", "MAX_QUERY_CHARS", "MAX_RERANK_TOP_N", "MAX_RRF_K", "MAX_TAGS", "MIN_CONTEXT_TOKENS",
+           "MODES", "AskRequest", "Scope", "SearchKnobs", "SearchRequest"]

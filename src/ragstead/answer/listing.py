@@ -63,7 +63,10 @@ _FRAME = re.compile(
     r"mention(?:s|ed|ing)?|talk(?:s|ed|ing)?|speak(?:s|ing)?|about|refer(?:s|red|ring)?|to|contain(?:s|ed|ing)?|"
     r"include(?:s|d)?|including|say(?:s|ing)?|said|anything|something|discuss(?:es|ed|ing)?|cover(?:s|ed|ing)?|"
     r"concern(?:s|ed|ing)?|relate(?:s|d)?|related|deal(?:s|ing)?|with|on|of|in|reference(?:s|d)?|name(?:s|d)?|"
-    r"there|written|wrote|write|keep|kept|got|store[ds]?|saved|the|a|an|any|me|my|our)\b[\s,]*)+", re.I)
+    r"there|written|wrote|write|keep|kept|got|store[ds]?|saved)\b[\s,]*)+", re.I)
+# "the word Lisbon in them": the topic is Lisbon. (An article stays: "mention the Lisbon trip" reads back whole.)
+_WORD_OF = re.compile(r"^(?:the\s+)?(?:words?|terms?|names?|phrases?)\s+(?=\S)", re.I)
+_IN_THEM = re.compile(r"\s+(?:in|inside)\s+(?:them|it)\s*$", re.I)
 
 
 _RELATION = re.compile(
@@ -96,7 +99,7 @@ def list_question(question: str) -> ListQuestion | None:
             continue
         rest = found.group("rest").strip()
         frame = _FRAME.match(rest)
-        topic = rest[frame.end() if frame else 0:].strip().rstrip("?.! ").strip()
+        topic = _IN_THEM.sub("", _WORD_OF.sub("", rest[frame.end() if frame else 0:].strip().rstrip("?.! "))).strip()
         # The frame must relate the documents to the topic ("mention", "about", "with"): "what documents do I
         # need for a visa?" asks for an answer, not for the notes that say "need" and "visa".
         related = frame is not None and _RELATION.search(frame.group(0)) is not None
