@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | milvus | superseded.
+| title | snapshots | lists | milvus | superseded.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,7 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots", "milvus", "superseded"])
+                                           "snapshots", "lists", "milvus", "superseded"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -131,6 +131,10 @@ def main() -> None:
         from bench.snapshots import main as snapshots_main
 
         snapshots_main()
+    if args.what in ("lists", "all"):
+        from bench.list_answers import main as lists_main
+
+        lists_main()
     if args.what in ("tagging", "all"):
         from bench.tagging_threshold import main as tagging_main
 

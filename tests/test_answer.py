@@ -408,7 +408,7 @@ def gather_contexts(project, question):
 def test_a_citation_says_where_it_is_for_people_never_by_chunk_id():
     from types import SimpleNamespace
 
-    from ragstead.answer.ask import Citation, _locator
+    from ragstead.answer.ask import Citation, hit_locator
 
     plain = {"page": None, "section_path": None, "heading": None, "chunk_id": "3f61ee97e83e", "title": None}
     assert Citation(1, "notes/todo.txt", plain, "", 0.5).where == "notes/todo.txt"
@@ -421,4 +421,4 @@ def test_a_citation_says_where_it_is_for_people_never_by_chunk_id():
     # A PDF whose editor titled it "Untitled" is cited by its file name, not by that placeholder.
     hit = SimpleNamespace(text="Lease text.", title="Untitled", page=1, section_path=None, chunk_id="c",
                           source_url=None)
-    assert _locator(hit)["title"] is None and _locator(hit)["heading"] is None  # type: ignore[arg-type]
+    assert hit_locator(hit)["title"] is None and hit_locator(hit)["heading"] is None  # type: ignore[arg-type]

@@ -113,6 +113,7 @@ def test_every_filter_is_enforced_by_both_searches_fetch_and_listing(project):
         everything = [h[0] for h in project.store.vector_search(probe, QueryFilters(), 100)]
         assert {r["file_path"] for r in project.store.fetch_chunks(everything, f).values()} <= expected
         assert {d["file_path"] for d in project.store.list_documents(f)} == expected, f
+        assert project.store.count_documents(f) == len(expected), f  # what a list answer says it examined
         checked += bool(expected)
     assert checked > 40  # the grid really selects rows, so agreement is not agreement on nothing
 
@@ -132,6 +133,7 @@ def test_tag_filter(make_project, store_spec):
         assert _paths(project, project.store.vector_search(vector[0], f, 10), f) == expected
         assert _paths(project, project.store.lexical_search(["rivers"], f, 10), f) == expected
         assert {d["file_path"] for d in project.store.list_documents(f)} == expected
+        assert project.store.count_documents(f) == len(expected)
 
 
 @pytest.mark.parametrize("mode", ["vector", "lexical", "hybrid"])

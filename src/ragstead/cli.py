@@ -32,7 +32,16 @@ from ragstead.answer.base import DEFAULT_MIN_SIMILARITY
 from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.errors import InvalidQueryError, RagsteadError, RagsteadWarning
 from ragstead.filters import split_values
-from ragstead.requests import DEFAULT_K, MAX_K, SCOPE_FIELDS, AskRequest, Scope, SearchRequest
+from ragstead.requests import (
+    DEFAULT_K,
+    DEFAULT_LIST_LIMIT,
+    MAX_K,
+    MAX_LIST_LIMIT,
+    SCOPE_FIELDS,
+    AskRequest,
+    Scope,
+    SearchRequest,
+)
 
 if TYPE_CHECKING:
     from ragstead.knowledge_base import KnowledgeBase
@@ -753,6 +762,12 @@ def ask(
     llm: Annotated[list[str] | None, typer.Option("--llm", help="Consent to a remote LLM answerer for this "
                                                                 "question: openai | gemini (default: config "
                                                                 "answerer; none: answered on this machine).")] = None,
+    list_questions: Annotated[bool, typer.Option(
+        "--list-questions/--no-list-questions", help="Answer \"which notes mention X\" and \"how many files ...\" "
+        "from the whole scope: every matching document once, with how many were examined.")] = True,
+    offset: Annotated[int, typer.Option(help="A list answer: the first matching document to show (paging).")] = 0,
+    limit: Annotated[int, typer.Option(help=f"A list answer: matching documents to show, 1-{MAX_LIST_LIMIT}.")
+                     ] = DEFAULT_LIST_LIMIT,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -764,7 +779,8 @@ def ask(
     db: DbOpt = None,
     store_spec: StoreOpt = None,
 ) -> None:
-    """Answer from your documents only, with citations, or say that nothing relevant was found."""
+    """Answer from your documents only, with citations, or say that nothing relevant was found. A list or count
+    question ("which notes mention Lisbon?") is answered from every document in scope."""
     with _library_errors():
         output = _output(output, as_json, "text", "json")
         if remember_it and not flags.user:
@@ -774,12 +790,13 @@ def ask(
         request = flags.ask_request(question, min_similarity=min_similarity, min_confidence=min_confidence,
                                 max_context_tokens=max_context_tokens, extractive=extractive, template=template,
                                 remember=remember_it, tools=tuple(tools) if tools else None,
-                                llm=tuple(split_values(llm)) if llm else None)
+                                llm=tuple(split_values(llm)) if llm else None, list_questions=list_questions,
+                                offset=offset, limit=limit)
         streaming = output == "text" and sys.stdout.isatty() and not reveal_secrets
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
-            hint = None if extractive else kb.consent_hint(request.llm)
+            hint = None if extractive or result.listing is not None else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 reveal = kb.revealer(c.source for c in result.citations)
                 result = replace(result, text=reveal(result.text), citations=tuple(replace(
@@ -794,6 +811,12 @@ def ask(
                   f"{after}", markup=True, highlight=False, soft_wrap=True)
     if output == "json":
         _echo_json(result.to_dict())
+        return
+    if result.listing is not None:  # the completeness line, then one line per document with its quote
+        typer.echo(result.text)
+        for citation in result.citations:
+            quoted = citation.quote.text if citation.quote else citation.snippet
+            typer.echo(f"[{citation.n}] {citation.where}: “{' '.join(quoted.split())}”")
         return
     typer.echo("" if streaming else result.text)
     for citation in result.citations:  # where it is, then the sentence(s) the answer rests on

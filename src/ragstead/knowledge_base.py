@@ -35,6 +35,7 @@ from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider
 from ragstead.answer.consent import consent_hint, remote_names
 from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.listing import ListPage, list_answer, list_question
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
 from ragstead.config import Settings, load_settings, provider_env
@@ -227,13 +228,20 @@ class KnowledgeBase:
                                  request.max_context_tokens, self.reranker() if request.rerank else None,
                                  request.min_confidence, local_only=self.settings.local_only)
         registry = self.tool_registry(request.tools)  # unknown tool names fail here, before any work
+        listed = list_question(request.query) if request.list_questions else None
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
-            found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
-                                     self.settings.scope_rules, self._unit_vectors)
-        with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
-            result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
+            if listed is not None:  # "which notes mention X": every matching document of the scope, not the top k
+                result = list_answer(listed, self.store, self.embedder, filters, ask_options,
+                                     self.settings.scope_rules, ListPage(request.offset, request.limit),
+                                     self._unit_vectors)
+            else:
+                found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
+                                         self.settings.scope_rules, self._unit_vectors)
+        if listed is None:
+            with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
+                result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
         if request.remember and request.scope.user:
             result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
         return result

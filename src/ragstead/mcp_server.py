@@ -33,8 +33,11 @@ from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.requests import (
     DEFAULT_K,
+    DEFAULT_LIST_LIMIT,
     MAX_DOC_TYPES,
     MAX_K,
+    MAX_LIST_LIMIT,
+    MAX_LIST_OFFSET,
     MAX_QUERY_CHARS,
     MAX_TAGS,
     AskRequest,
@@ -93,6 +96,11 @@ class AskArgs(_Filters):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question to answer.")
     k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages the answer may draw on.")
     extractive: bool = Field(default=False, description="Quote the best sentences instead of asking a model.")
+    offset: int = Field(default=0, ge=0, le=MAX_LIST_OFFSET, description="A list or count question ('which notes "
+                        "mention X', 'how many files ...'): the first matching document to cite (paging: pass the "
+                        "answer's next_offset).")
+    limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT, description="A list or count question: "
+                       "how many matching documents to cite.")
 
 
 class ListDocumentsArgs(_Strict):
@@ -168,7 +176,9 @@ class RagsteadMcp:
                      "point at passages, each with the sentence(s) it rests on (quote, char_start, char_end in the "
                      "passage's text); or the refusal sentence when nothing relevant is found. gate.confidence "
                      "'tentative' means the sources may not hold the answer: check the citations before relying "
-                     "on it.",
+                     "on it. A list or count question ('which notes mention X?', 'how many files ...?') is "
+                     "answered from the whole scope (kind 'list' or 'count'): every matching document cited once, "
+                     "with how many documents were examined and matched; page with offset and limit.",
                      AskArgs, self._ask, spelling={"query": "question"}),
             ToolSpec("list_documents", "List the documents in scope, by path: doc_id, type, title, tags, dates, "
                      "chunk count.", ListDocumentsArgs, self._list_documents),
@@ -211,7 +221,8 @@ class RagsteadMcp:
         return self.kb.search(request).to_dict(include_text=True)
 
     def _ask(self, args: AskArgs) -> dict[str, Any]:
-        request = AskRequest(args.question, k=args.k, extractive=args.extractive, scope=self._request_scope(args))
+        request = AskRequest(args.question, k=args.k, extractive=args.extractive, offset=args.offset,
+                             limit=args.limit, scope=self._request_scope(args))
         return self.kb.ask(request).to_dict()
 
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:

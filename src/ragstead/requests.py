@@ -33,6 +33,9 @@ DATE_CHARS = 10  # YYYY-MM-DD
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
 MIN_CONTEXT_TOKENS = 100
 MAX_CONTEXT_TOKENS = 32000
+DEFAULT_LIST_LIMIT = 50  # documents a page of a list answer names ("which notes mention ...")
+MAX_LIST_LIMIT = 500
+MAX_LIST_OFFSET = 10_000_000
 MODES = ("vector", "lexical", "hybrid")
 FUSIONS = ("convex", "rrf")
 
@@ -215,6 +218,9 @@ class AskRequest(SearchRequest):
     LLM prompt template (None: the configured one). `remember`: write a lasting fact the question states to the
     scope's user's memory. `tools`: the allow-listed tools an LLM answerer may call (None: the configured ones).
     `llm`: the remote answerers this question may use (consent; None: the `answerer` setting's).
+    `list_questions`: answer "which notes mention X" / "how many files ..." from the whole scope, every matching
+    document once (answer/listing.py); False: always the usual answer from the top k. `offset` and `limit`
+    page such a list (matched documents in path order).
     """
 
     min_similarity: float | None = None
@@ -225,15 +231,20 @@ class AskRequest(SearchRequest):
     remember: bool = False
     tools: tuple[str, ...] | None = None
     llm: tuple[str, ...] | None = None
+    list_questions: bool = True
+    offset: int = 0
+    limit: int = DEFAULT_LIST_LIMIT
 
     def validate(self) -> None:
         super().validate()
+        _check_int("offset", self.offset, 0, MAX_LIST_OFFSET)
+        _check_int("limit", self.limit, 1, MAX_LIST_LIMIT)
         if self.min_similarity is not None:
             _check_number("min_similarity", self.min_similarity, -1.0, 1.0)
         if self.min_confidence is not None:
             _check_number("min_confidence", self.min_confidence, 0.0, 1.0)
         _check_int("max_context_tokens", self.max_context_tokens, MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS)
-        for name in ("extractive", "remember"):
+        for name in ("extractive", "remember", "list_questions"):
             if not isinstance(getattr(self, name), bool):
                 raise _fail(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.remember and not self.scope.user:
@@ -248,7 +259,7 @@ class AskRequest(SearchRequest):
             object.__setattr__(self, "llm", tuple(split_values(list(self.llm))))
 
 
-__all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",
-           "MAX_CONTEXT_TOKENS", "MAX_DOC_TYPES", "MAX_FEEDBACK_K", "MAX_FEEDBACK_WEIGHT", "MAX_K",
-           "MAX_QUERY_CHARS", "MAX_RERANK_TOP_N", "MAX_RRF_K", "MAX_TAGS", "MIN_CONTEXT_TOKENS", "MODES",
-           "AskRequest", "Scope", "SearchKnobs", "SearchRequest"]
+__all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_LIST_LIMIT", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",
+           "MAX_CONTEXT_TOKENS", "MAX_DOC_TYPES", "MAX_FEEDBACK_K", "MAX_FEEDBACK_WEIGHT", "MAX_K", "MAX_LIST_LIMIT",
+           "MAX_LIST_OFFSET", "MAX_QUERY_CHARS", "MAX_RERANK_TOP_N", "MAX_RRF_K", "MAX_TAGS", "MIN_CONTEXT_TOKENS",
+           "MODES", "AskRequest", "Scope", "SearchKnobs", "SearchRequest"]

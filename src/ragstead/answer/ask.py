@@ -24,7 +24,15 @@ import numpy as np
 
 from ragstead import egress
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
-from ragstead.answer.base import REFUSAL, AnswerProvider, Context, Locator, ProviderError, ToolCallingProvider
+from ragstead.answer.base import (
+    REFUSAL,
+    AnswerProvider,
+    Context,
+    Listing,
+    Locator,
+    ProviderError,
+    ToolCallingProvider,
+)
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.evidence import line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
@@ -203,9 +211,16 @@ class Answer:
     withheld: tuple[str, ...] = ()  # local-only sources kept from the remote answerer that answered
     notes: tuple[str, ...] = ()  # what the citation check dropped ("citation [2] was dropped: ...")
     superseded: tuple[Superseded, ...] = ()  # cited statements a newer document says otherwise (answer/supersession.py)
+    listing: Listing | None = None  # a complete list or count answer (answer/listing.py); None: an answer from top k
+
+    @property
+    def kind(self) -> str:
+        """`answer` (from the top k), or `list` / `count` (every matching document of the scope)."""
+        return self.listing.kind if self.listing is not None else "answer"
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
+            "kind": self.kind, **(self.listing.to_dict() if self.listing is not None else {}),
             "question": self.question, "retrieval": self.retrieval,
             "gate": self.gate.to_dict() if self.gate is not None else None, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
@@ -228,7 +243,7 @@ _PLACEHOLDER_TITLE = re.compile(r"^\s*(untitled\b.*|document\s*\d*|microsoft (wo
                                 r"new document|slide \d+|\s*)$", re.I)
 
 
-def _locator(hit: Hit) -> Locator:
+def hit_locator(hit: Hit) -> Locator:
     """Where a cited chunk sits: its page (PDF), its section path (markdown chunker), and a heading a person
     recognises: the first markdown heading in the chunk, else the document's title (a placeholder title such as
     "Untitled" names nothing). An ingested document's citation also shows its URL (and the video time)."""
@@ -342,7 +357,7 @@ def gather(
             continue  # the same text again (a copy of a file) adds nothing; over budget: the next may fit
         seen.add(text)
         budget -= hit.token_estimate
-        contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, _locator(hit), round(similarities[i], 4),
+        contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, hit_locator(hit), round(similarities[i], 4),
                                 screen(hit.text), tuple(float(x) for x in units) if units is not None else (),
                                 local_only(hit.file_path, hit.tags), document_day(hit.created_at)))
     if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:

@@ -35,6 +35,28 @@ class Locator(Record):
             data |= {"url": self.url, "link": self.link, "video_time": self.video_time}
         return data
 
+@dataclass(frozen=True)
+class Listing(Record):
+    """What a complete answer to a list or count question (answer/listing.py) adds to the ask JSON: its `kind`
+    (`list` or `count`), the `topic` it matched, how many documents of the scope it `examined` and how many
+    `matched`, whether the whole scope was read (`complete`), and the page of matches it cites (`offset`,
+    `limit`, `next_offset`: None on the last page)."""
+
+    kind: str
+    topic: str
+    examined: int
+    matched: int
+    complete: bool
+    offset: int
+    limit: int
+    next_offset: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "topic": self.topic, "examined": self.examined, "matched": self.matched,
+                "complete": self.complete, "offset": self.offset, "limit": self.limit,
+                "next_offset": self.next_offset}
+
+
 REFUSAL = "I could not find relevant information in the uploaded documents."
 # The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
 # explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`). Kept here, in a

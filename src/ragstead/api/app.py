@@ -44,6 +44,7 @@ from ragstead.knowledge_base import KnowledgeBase
 from ragstead.requests import (
     DATE_CHARS,
     DEFAULT_K,
+    DEFAULT_LIST_LIMIT,
     DEFAULT_MAX_CONTEXT_TOKENS,
     MAX_CANDIDATES,
     MAX_CONTEXT_TOKENS,
@@ -51,6 +52,8 @@ from ragstead.requests import (
     MAX_FEEDBACK_K,
     MAX_FEEDBACK_WEIGHT,
     MAX_K,
+    MAX_LIST_LIMIT,
+    MAX_LIST_OFFSET,
     MAX_QUERY_CHARS,
     MAX_RRF_K,
     MAX_TAGS,
@@ -145,6 +148,12 @@ class AskRequest(QueryRequest):
                                          "(default: the fitted one)")
     max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
     extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
+    list_questions: bool = Field(default=True, description="answer 'which notes mention X' / 'how many files ...' "
+                                 "from the whole scope: every matching document once, with how many were examined")
+    offset: int = Field(default=0, ge=0, le=MAX_LIST_OFFSET, description="a list answer: the first matched "
+                        "document to cite (paging; the answer's next_offset)")
+    limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT, description="a list answer: how many "
+                       "matched documents to cite")
     stream: bool = Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
                                                     "written, then {type: answer, answer: <the ask JSON>} (or "
                                                     "{type: error, error})")
@@ -154,7 +163,8 @@ class AskRequest(QueryRequest):
             raise ApiError(422, "invalid_request", "max_tokens applies to /v1/query; ask takes max_context_tokens")
         return library.AskRequest(self.query, **self.request_fields(who), min_similarity=self.min_similarity,
                           min_confidence=self.min_confidence, max_context_tokens=self.max_context_tokens,
-                          extractive=self.extractive)
+                          extractive=self.extractive, list_questions=self.list_questions, offset=self.offset,
+                          limit=self.limit)
 
 
 class IngestRequest(BaseModel):

@@ -158,6 +158,10 @@ class Store(Protocol):
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
         ...
 
+    def count_documents(self, filters: QueryFilters) -> int:
+        """How many documents the filters admit, counted in the store (the scope is part of the query)."""
+        ...
+
     def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
         """One document's fields (as in list_documents) by id or by path, or None."""
         ...

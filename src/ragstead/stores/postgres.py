@@ -631,6 +631,11 @@ class PostgresStore:
         where, params = FORMAT.where(filters)
         return self._documents(FORMAT.documents_page(where), [*params, limit, offset])
 
+    def count_documents(self, filters: QueryFilters) -> int:
+        """How many documents the filters admit (the same WHERE as the searches)."""
+        where, params = FORMAT.where(filters)
+        return int(self._rows(FORMAT.document_count(where), params)[0][0])
+
     def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)

@@ -77,6 +77,10 @@ class Statements:
             raise ValueError(f"no document lookup by {column!r}")
         return self.documents(f"c.{column} = {self.mark}")
 
+    def document_count(self, where: str) -> str:
+        """How many documents a filter admits (what a complete list answer examined)."""
+        return f"SELECT COUNT(*) FROM documents c WHERE {where}"
+
     def tag_counts(self, where: str) -> str:
         return (f"SELECT t.tag, COUNT(*) AS n FROM doc_tags t JOIN documents c ON c.doc_id = t.doc_id WHERE {where} "
                 "GROUP BY t.tag ORDER BY n DESC, t.tag")

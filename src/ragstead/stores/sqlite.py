@@ -563,6 +563,11 @@ class SqliteStore:
         cursor = self._db.execute(QMARK.documents_page(where), [*params, limit, offset])
         return [_document_dict(cursor, row) for row in cursor]
 
+    def count_documents(self, filters: QueryFilters) -> int:
+        """How many documents the filters admit (the same WHERE as the searches)."""
+        where, params = QMARK.where(filters)
+        return int(self._db.execute(QMARK.document_count(where), params).fetchone()[0])
+
     def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
