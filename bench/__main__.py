@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | superseded.
+| title | snapshots | lists | milvus | milvus-scifact | superseded.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,7 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots", "lists", "milvus", "superseded"])
+                                           "snapshots", "lists", "milvus", "milvus-scifact", "superseded"])
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -123,6 +123,10 @@ def main() -> None:
         from bench.milvus_store import main as milvus_main
 
         milvus_main(args.size or 100_000, args.queries, args.workdir)
+    if args.what == "milvus-scifact":  # not in `all` either: Milvus Lite, and the whole SciFact corpus embedded
+        from bench.milvus_scifact import main as milvus_scifact_main
+
+        milvus_scifact_main(args.dataset, args.workdir)
     if args.what in ("ingest", "all"):
         from bench.ingest_throughput import main as ingest_main
 

@@ -8,10 +8,13 @@ import json
 
 import pytest
 
+from helpers.library import search
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
+from ragstead.retrieval.search import SearchOptions
 from ragstead.stores.factory import StoreSpec
 from ragstead.stores.milvus import milvus_filter, tag_key
+from ragstead.stores.sqlite import SqliteStore
 
 pytest.importorskip("pymilvus")
 
@@ -115,3 +118,55 @@ def test_cli_runs_on_milvus_lite(make_project, cli):
                      "milvus://root:hunter2pw@127.0.0.1:1"):
         bad = cli(project, "query", "x", "--store", bad_spec, expect=2)
         assert "error:" in bad.stderr and "Traceback" not in bad.stderr and "hunter2pw" not in bad.stderr, bad.stderr
+
+
+def test_lexical_milvus_runs_bm25_in_milvus_under_the_scope(make_project, monkeypatch):
+    """`lexical=milvus`: lexical search is Milvus's BM25 function over the collection's text, with the scope's
+    filter expression; the hits are the ones tantivy finds, alice's only, and follow deletes."""
+    from pymilvus import MilvusClient
+
+    calls: list[tuple[str, str]] = []
+    milvus_search = MilvusClient.search
+    monkeypatch.setattr(MilvusClient, "search", lambda self, *a, **kw: calls.append((kw["anns_field"], kw["filter"]))
+                        or milvus_search(self, *a, **kw))
+    project = make_project(FILES, store="milvus:kb/rag/milvus.db?exact_rows=0&lexical=milvus")
+    project.index()
+    store = project.store
+    vectors = store.vectors
+    fields = {f["name"] for f in vectors._client.describe_collection(vectors._name)["fields"]}
+    assert {"text", "sparse"} <= fields
+    alice = QueryFilters.build(user_slug="alice")
+    hits = store.lexical_search(["billing", "database"], alice, 5)
+    assert calls == [("sparse", milvus_filter(alice))]
+    assert [p["file_path"] for p in store.fetch_chunks([i for i, _ in hits], alice).values()] == [
+        "kb/users/alice/2025-01-10-billing.md"]
+    assert all(score > 0 for _, score in hits)
+    team = QueryFilters.build()
+    by_tantivy = {i for i, _ in SqliteStore.lexical_search(store, ["billing"], team, 10)}
+    assert {i for i, _ in store.lexical_search(["billing"], team, 10)} == by_tantivy and len(by_tantivy) == 2
+    assert store.lexical_search(["zeppelin"], alice, 5) == []
+    project.write({"kb/users/alice/2025-06-01-new.md": "Alice's new note on the zeppelin hangar lease."})
+    (project.root / "kb/users/alice/2025-01-10-billing.md").unlink()
+    project.index()
+    assert store.lexical_search(["billing", "database"], alice, 5) == []
+    found = store.lexical_search(["zeppelin"], alice, 5)
+    assert [p["file_path"] for p in store.fetch_chunks([i for i, _ in found], alice).values()] == [
+        "kb/users/alice/2025-06-01-new.md"]
+    assert store.integrity_check() == "ok"
+    results = search("zeppelin hangar", store, project.embedder, alice, SearchOptions(mode="hybrid", k=5))["results"]
+    assert results[0]["file_path"] == "kb/users/alice/2025-06-01-new.md"
+    assert {r["file_path"] for r in results} <= {*ALICE, "kb/users/alice/2025-06-01-new.md"}
+
+
+def test_switching_the_lexical_engine_rebuilds_the_collection_from_sqlite(make_project):
+    project = make_project(FILES, store="milvus:kb/rag/milvus.db?exact_rows=0")
+    project.index()
+    project.store.close()
+    spec = StoreSpec.parse("milvus:kb/rag/milvus.db?exact_rows=0&lexical=milvus", root=project.root,
+                           default_db=project.root / "kb/rag/ragstead.db")
+    assert "BM25 in Milvus" in spec.describe()
+    store = spec.open()
+    team = QueryFilters.build()
+    assert len(store.lexical_search(["billing"], team, 10)) == 2  # the text arrived with the rebuild
+    assert store.integrity_check() == "ok"
+    store.close()

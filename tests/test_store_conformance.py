@@ -1,5 +1,6 @@
 """One contract, every store: each test runs against the embedded store, a real PostgreSQL + pgvector, Chroma
-(embedded and a server) and Milvus Lite (`-k milvus`); the read tests also run on a PostgreSQL streaming replica
+(embedded and a server) and Milvus Lite (`-k milvus`: lexical in tantivy, and `milvus-bm25` with
+`lexical=milvus`); the read tests also run on a PostgreSQL streaming replica
 (`-k replica`, at the end of this file).
 
 (`store_spec` in conftest.py yields "" for SQLite and a fresh database URL on the session's server.)

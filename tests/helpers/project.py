@@ -82,7 +82,7 @@ def new_database(server) -> str:  # type: ignore[no-untyped-def]
     return server.create_database(f"t_{uuid.uuid4().hex[:12]}")
 
 
-STORE_KINDS = ["sqlite", "postgresql", "chroma", "chroma-http", "milvus"]
+STORE_KINDS = ["sqlite", "postgresql", "chroma", "chroma-http", "milvus", "milvus-bm25"]
 
 
 def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-untyped-def]
@@ -99,4 +99,6 @@ def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-u
         return request.getfixturevalue("chroma_server") + "?exact_rows=0" + (f"&db={side_db}" if side_db else "")
     if kind == "milvus":  # Milvus Lite, started by pymilvus in this process for the project's file
         return "milvus:kb/rag/milvus.db?exact_rows=0"
+    if kind == "milvus-bm25":  # the same, with lexical search by Milvus's BM25 function instead of tantivy
+        return "milvus:kb/rag/milvus.db?exact_rows=0&lexical=milvus"
     return ""

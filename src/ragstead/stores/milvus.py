@@ -2,8 +2,10 @@
 
 Milvus holds the dense vectors and the filter fields (one collection per index, the user slug its partition
 key); SQLite (+ tantivy) stays the source of truth and keeps the text and the lexical index, as for Chroma:
-the store is the embedded one with a Milvus collection as its vector side (docs/stores.md, "Milvus"). The same
-code serves Milvus Lite, Standalone and Distributed: pymilvus speaks one API to all three.
+the store is the embedded one with a Milvus collection as its vector side (docs/stores.md, "Milvus"). With
+`?lexical=milvus` the collection also holds the chunk text and Milvus's BM25 function, and lexical search runs
+in Milvus instead of tantivy. The same code serves Milvus Lite, Standalone and Distributed: pymilvus speaks one
+API to all three.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ USER_ENV = "RAGSTEAD_MILVUS_USER"
 PASSWORD_ENV = "RAGSTEAD_MILVUS_PASSWORD"
 GENERATION_KEY = "ragstead.generation"
 MODEL_KEY = "ragstead.model"
+# Which engine answers lexical search; a collection built for the other one is rebuilt from SQLite.
+LEXICAL_KEY = "ragstead.lexical"
+LEXICAL_ENGINES = ("tantivy", "milvus")
+# Milvus's VARCHAR limit, in bytes: a longer chunk's text is cut for Milvus's BM25 (SQLite keeps it whole).
+MAX_TEXT_BYTES = 65_535
+# Milvus Lite knows the "standard" and "jieba" tokenizers only (3.2.2: "unknown tokenizer type: 'english'"), so
+# the one analyzer both Lite and a server run is "standard": word split and lowercase, no stemming.
+BM25_ANALYZER = {"type": "standard"}
 
 
 @dataclass(frozen=True)
@@ -55,13 +65,19 @@ class MilvusLocation:
     user: str | None = None
     password: str | None = None
     exact_scope_rows: int = EXACT_SCOPE_ROWS
+    lexical: str = "tantivy"  # or "milvus": BM25 by Milvus's own function over the collection's text
+
+    @property
+    def lexical_in_milvus(self) -> bool:
+        return self.lexical == "milvus"
 
     @classmethod
     def parse(cls, spec: str, resolve: Any, default_db: Path) -> MilvusLocation:
         """From a store setting; `resolve` makes a relative path absolute against the project root.
 
         Options after `?`: `db=PATH` (the SQLite side), `exact_rows=N` (the most rows a scope scored exactly
-        from SQLite may have; 0 sends every vector query to Milvus).
+        from SQLite may have; 0 sends every vector query to Milvus), `lexical=milvus` (BM25 by Milvus's own
+        function instead of tantivy).
         """
         head, _, query = spec.partition("?")
         options = parse_qs(query)
@@ -69,6 +85,9 @@ class MilvusLocation:
             exact_rows = int(options.get("exact_rows", [EXACT_SCOPE_ROWS])[0])
         except ValueError:
             raise ConfigError(f"exact_rows in {redact(spec)!r} must be a whole number") from None
+        lexical = options.get("lexical", ["tantivy"])[0]
+        if lexical not in LEXICAL_ENGINES:
+            raise ConfigError(f"lexical in {redact(spec)!r} must be one of {', '.join(LEXICAL_ENGINES)}")
         side = options.get("db")
         if head.startswith("milvus:") and not head.startswith("milvus://"):
             file = head.removeprefix("milvus:").strip()
@@ -76,7 +95,7 @@ class MilvusLocation:
                 raise ConfigError("milvus:PATH needs a Milvus Lite file ending in .db, e.g. milvus:kb/rag/milvus.db")
             lite = Path(resolve(file))
             sqlite_file = Path(resolve(side[0])) if side else lite.with_suffix(".sqlite")
-            return cls(sqlite_file=sqlite_file, lite_file=lite, exact_scope_rows=exact_rows)
+            return cls(sqlite_file=sqlite_file, lite_file=lite, exact_scope_rows=exact_rows, lexical=lexical)
         try:
             parts = urlsplit(head)
             port = parts.port or 19530
@@ -88,14 +107,16 @@ class MilvusLocation:
         return cls(sqlite_file=Path(resolve(side[0])) if side else default_db,
                    uri=f"{scheme}://{parts.hostname}:{port}", database=parts.path.strip("/") or None,
                    user=unquote(parts.username) if parts.username else None,
-                   password=unquote(parts.password) if parts.password else None, exact_scope_rows=exact_rows)
+                   password=unquote(parts.password) if parts.password else None, exact_scope_rows=exact_rows,
+                   lexical=lexical)
 
     def describe(self) -> str:
         """Both halves, safe to print (never a credential)."""
+        bm25 = "BM25 in Milvus, text" if self.lexical_in_milvus else "text and BM25"
         if self.lite_file is not None:
-            return f"milvus:{self.lite_file} (Milvus Lite; text and BM25 in {self.sqlite_file})"
+            return f"milvus:{self.lite_file} (Milvus Lite; {bm25} in {self.sqlite_file})"
         database = f"/{self.database}" if self.database else ""
-        return f"milvus {self.uri}{database} (text and BM25 in {self.sqlite_file})"
+        return f"milvus {self.uri}{database} ({bm25} in {self.sqlite_file})"
 
     def client_arguments(self) -> dict[str, Any]:
         """pymilvus MilvusClient arguments: the Lite file, or the server with its credentials from the
@@ -160,15 +181,29 @@ def milvus_filter(filters: QueryFilters) -> str:
 
 def open_milvus_store(location: MilvusLocation, *, project_root: Path | None = None,
                       private_folders: Sequence[Path] = ()) -> SqliteStore:
-    """The `Store` whose vector search runs in Milvus: the embedded store, with a MilvusVectors vector side."""
+    """The `Store` whose vector search runs in Milvus: the embedded store, with a MilvusVectors vector side
+    (and with `lexical=milvus`, its lexical search too: MilvusTextStore)."""
     try:
         import pymilvus
     except ImportError as exc:
         raise RagsteadError(
             f"the Milvus store needs pymilvus ({exc.name} is missing): pip install 'ragstead[milvus]'"
         ) from exc
-    return SqliteStore(location.sqlite_file, project_root=project_root, private_folders=private_folders,
-                       vectors=lambda store: MilvusVectors(store, location, pymilvus))
+    kind = MilvusTextStore if location.lexical_in_milvus else SqliteStore
+    return kind(location.sqlite_file, project_root=project_root, private_folders=private_folders,
+                vectors=lambda store: MilvusVectors(store, location, pymilvus))
+
+
+class MilvusTextStore(SqliteStore):
+    """The Milvus store with `lexical=milvus`: lexical search is Milvus's BM25 over the collection's text, under
+    the same filter expression as the vector search; hybrid fuses the two sides as for every store. SQLite
+    still commits first and tantivy is still written (the source of truth, and `lexical=tantivy` needs no
+    rebuild of it)."""
+
+    vectors: MilvusVectors
+
+    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        return self.vectors.text_search(terms, filters, k) if terms and k > 0 else []
 
 
 class MilvusVectors:
@@ -249,6 +284,14 @@ class MilvusVectors:
         schema.add_field("tag_keys", data_type.ARRAY, element_type=data_type.INT64, max_capacity=MAX_TAGS)
         index = self._client.prepare_index_params()
         index.add_index("dense", index_type="AUTOINDEX", metric_type="IP")
+        if self.location.lexical_in_milvus:
+            # The chunk text goes through the analyzer into a sparse BM25 vector that Milvus computes itself.
+            schema.add_field("text", data_type.VARCHAR, max_length=MAX_TEXT_BYTES, enable_analyzer=True,
+                             analyzer_params=BM25_ANALYZER)
+            schema.add_field("sparse", data_type.SPARSE_FLOAT_VECTOR)
+            schema.add_function(self._pymilvus.Function(name="bm25", function_type=self._pymilvus.FunctionType.BM25,
+                                                        input_field_names=["text"], output_field_names=["sparse"]))
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         # Strong consistency: a search right after a write sees it, as SQLite's own readers do.
         self._client.create_collection(self._name, schema=schema, index_params=index, consistency_level="Strong")
         self._loaded = True
@@ -263,12 +306,15 @@ class MilvusVectors:
         properties = self._properties()
         if properties.get(MODEL_KEY) != (self._store._meta("embed_model") or ""):
             return None
+        if properties.get(LEXICAL_KEY, "tantivy") != self.location.lexical:  # built without (or with) the text
+            return None
         return int(properties[GENERATION_KEY]) if GENERATION_KEY in properties else None
 
     def _set_generation(self, generation: int) -> None:
         if self._exists():
             self._client.alter_collection_properties(self._name, properties={
-                GENERATION_KEY: str(generation), MODEL_KEY: self._store._meta("embed_model") or ""})
+                GENERATION_KEY: str(generation), MODEL_KEY: self._store._meta("embed_model") or "",
+                LEXICAL_KEY: self.location.lexical})
 
     def _drop(self) -> None:
         if self._client.has_collection(self._name):
@@ -326,7 +372,7 @@ class MilvusVectors:
         for start in range(0, len(rowids), WRITE_BATCH):
             part = rowids[start : start + WRITE_BATCH]
             rows = self._store._db.execute(
-                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags "
+                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags, c.text "
                 "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
                 f"WHERE c.id IN ({QMARK.marks(len(part))})",
                 part,
@@ -336,11 +382,15 @@ class MilvusVectors:
             matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
             if not self._exists():
                 self._create(matrix.shape[1])
-            self._client.upsert(self._name, [
+            entities = [
                 {"id": r[0], "dense": vector, "is_private": bool(r[2]), "doc_type": r[3], "user_slug": r[4] or "",
                  "created_day": day_number(r[5]), "tag_keys": [tag_key(t) for t in json.loads(r[6])][:MAX_TAGS]}
                 for r, vector in zip(rows, matrix, strict=True)
-            ])
+            ]
+            if self.location.lexical_in_milvus:
+                for entity, r in zip(entities, rows, strict=True):
+                    entity["text"] = r[7].encode()[:MAX_TEXT_BYTES].decode(errors="ignore")
+            self._client.upsert(self._name, entities)
             self._unflushed = True
 
     def _milvus_lags(self) -> bool:
@@ -369,18 +419,38 @@ class MilvusVectors:
         with self._milvus("search"):
             if not self._exists():
                 return self._store.exact_vector_search(query, filters, k)
-            if self._unflushed and self.location.lite_file is not None:
-                # Milvus Lite scans unsealed rows one by one (1 s a query at 10k rows, measured; 0.1 s once
-                # flushed): seal them once before the first search after a write. Lite serves one process, so
-                # only this one can have written. A server seals and indexes on its own.
-                self._client.flush(self._name)
-                self._unflushed = False
-                self._tighten()
+            self._sealed()
             result = self._client.search(self._name, data=[query.astype(np.float32).tolist()], anns_field="dense",
                                          limit=k, filter=milvus_filter(filters),
                                          search_params={"metric_type": "IP"}, output_fields=[])
         hits = [(int(hit["id"]), float(hit["distance"])) for hit in result[0]]
         return self._store.exact_vector_search(query, filters, k) if len(hits) < k else hits
+
+    def text_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """BM25 by Milvus's own function (`lexical=milvus`) over the chunks the filter expression admits: the
+        question's terms as the query text, which Milvus runs through the collection's analyzer."""
+        if self._store._meta("embed_model") is None:
+            return []
+        self._in_step()
+        with self._milvus("search"):
+            if not self._exists():
+                return []
+            self._sealed()
+            result = self._client.search(self._name, data=[" ".join(terms)], anns_field="sparse", limit=k,
+                                         filter=milvus_filter(filters), search_params={"metric_type": "BM25"},
+                                         output_fields=[])
+        # A BM25 score is never negative; Milvus Lite 3.2.2 reports it negated (its distances are "smaller is
+        # closer"), a server as is: the magnitude is the score either way, and the order is Milvus's.
+        return [(int(hit["id"]), abs(float(hit["distance"]))) for hit in result[0]]
+
+    def _sealed(self) -> None:
+        """Milvus Lite scans unsealed rows one by one (1 s a query at 10k rows, measured; 0.1 s once flushed):
+        seal them once before the first search after a write. Lite serves one process, so only this one can
+        have written. A server seals and indexes on its own."""
+        if self._unflushed and self.location.lite_file is not None:
+            self._client.flush(self._name)
+            self._unflushed = False
+            self._tighten()
 
     # -- reporting --------------------------------------------------------------------------------
 
