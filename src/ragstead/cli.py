@@ -1223,15 +1223,19 @@ def _ls_table(docs: list[Any], width: int) -> Table:
         fixed["user"] = [row["user_slug"] or "-" for row in rows]
     fixed_widths = {name: max(len(name), *(len(cell) for cell in cells)) for name, cells in fixed.items()}
     gutter = 2  # rich's padding between two columns
-    room = width - sum(fixed_widths.values()) - gutter * (len(fixed) + 1)
+    room = width - sum(fixed_widths.values()) - gutter * len(fixed)  # the path's, and the title's with its gutter
     titles = [row.get("title") or "" for row in rows]
     widest_path = max(len(row["file_path"]) for row in rows)
     widest_title = max((len(title) for title in titles), default=0)
-    path_width = max(min(widest_path, room - min(widest_title, room // 2)), min(room, 12))
-    title_width = room - path_width
+    title_share = min(widest_title, 24)  # a title wraps: it needs less than a path, which is cut instead
+    path_width = max(min(widest_path, room - gutter - title_share), 12)
+    title_width = room - gutter - path_width
+    show_title = widest_title > 0 and title_width >= 8
+    if not show_title:
+        path_width = min(widest_path, room)
+    path_width = max(path_width, 5)
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("file", no_wrap=True, width=path_width)
-    show_title = widest_title > 0 and title_width >= 8
     if show_title:
         table.add_column("title", overflow="fold", width=min(title_width, widest_title))
     for name, column_width in fixed_widths.items():
@@ -1240,7 +1244,7 @@ def _ls_table(docs: list[Any], width: int) -> Table:
         cells = [Text(_shorten_middle(row["file_path"], path_width), style="cyan")]
         if show_title:
             cells.append(Text(titles[i]))
-        table.add_row(*cells, *(Text(cells_[i]) for cells_ in fixed.values()))
+        table.add_row(*cells, *(Text(column[i]) for column in fixed.values()))
     return table
 
 
