@@ -114,3 +114,11 @@ def test_outside_any_project_ask_and_query_say_how_to_make_one(tmp_path):
                                  "`ragstead init FOLDER` then `ragstead index`, or pass --root\n")
     given = run_ragstead("query", "notes", "--root", str(tmp_path), env=env)
     assert given.stderr.startswith("error: no index at ")  # a root given is a project: its index is missing
+
+
+def test_a_streamed_answer_wraps_at_words_whatever_its_pieces(capsys):
+    wrapper = ragstead_cli._WordWrapper(20)
+    for piece in ("The ferry lea", "ves the harbour at se", "ven.\n\n- bikes\n  - ", "tent and stove", ""):
+        wrapper.feed(piece)
+    wrapper.close()
+    assert capsys.readouterr().out == "The ferry leaves the\nharbour at seven.\n\n- bikes\n  - tent and stove\n"

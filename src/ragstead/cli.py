@@ -898,16 +898,20 @@ class _WordWrapper:
         if not token:
             return
         if token.isspace():
-            for _ in range(token.count("\n")):
-                typer.echo("")
-                self.column, self.space = 0, False
-            self.space = self.space or "\n" not in token
+            if "\n" not in token:
+                self.space = True
+                return
+            typer.echo("\n" * (token.count("\n") - 1))
+            indent = token.rsplit("\n", 1)[1]  # a list item's indentation on its new line stays
+            typer.echo(indent, nl=False)
+            self.column, self.space = len(indent), False
             return
-        if self.column and self.column + self.space + len(token) > self.width:
+        gap = 1 if self.space and self.column else 0
+        if self.column and self.column + gap + len(token) > self.width:
             typer.echo("")
-            self.column, self.space = 0, False
-        typer.echo((" " if self.space and self.column else "") + token, nl=False)
-        self.column += len(token) + (1 if self.space and self.column else 0)
+            self.column, gap = 0, 0
+        typer.echo(" " * gap + token, nl=False)
+        self.column += gap + len(token)
         self.space = False
 
 
