@@ -505,7 +505,10 @@ def test_a_wrong_method_names_the_one_the_route_takes(api):
 @pytest.mark.parametrize(("body", "hint"), [({"query": "x", "k": 5}, "k: Extra inputs are not permitted (did you mean "
                                              "`top_k`?)"),
                                             ({"query": "x", "doc_type": ["note"]}, "(did you mean `doc_types`?)"),
-                                            ({"query": "x", "modes": "lexical"}, "(did you mean `mode`?)")])
+                                            ({"query": "x", "modes": "lexical"}, "(did you mean `mode`?)"),
+                                            ({"query": "x", "date-from": "2025-01-01"}, "(did you mean "
+                                             "`date_from`?)"),
+                                            ({"query": "x", "public_only": True}, "(did you mean `scope`?)")])
 def test_an_unknown_field_suggests_this_doors_name_for_it(api, body, hint):
     _, tokens, _, client = api
     with client() as c:

@@ -332,10 +332,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 # The JSON bodies by route: an unknown field is checked against the body's own field names for a did-you-mean.
 _BODY_MODELS: dict[str, type[BaseModel]] = {"/v1/query": QueryRequest, "/v1/ask": AskRequest,
                                             "/v1/ingest": IngestRequest}
-# What other doors call a body field (the CLI's --k, the library's k): this door's name for it.
-_OTHER_SPELLINGS = {"k": "top_k", "limit_k": "top_k", "q": "query", "question": "query", "type": "doc_types",
-                    "types": "doc_types", "tag": "tags", "since": "date_from", "until": "date_to",
-                    "archive": "include_archive", "urls": "sources", "url": "sources", "source": "sources"}
+# What the library and the CLI call a body field (`k`, `--k`), and a URL's habits (`?q=`): this door's name for
+# it. The rest (`--doc-type`, `--tag`, typos) is close enough in spelling for difflib.
+_OTHER_SPELLINGS = {**API_SPELLING, "q": "query", "question": "query", "url": "sources", "urls": "sources"}
 
 
 def _problem(error: Mapping[str, Any], body_model: type[BaseModel] | None) -> str:
@@ -352,10 +351,11 @@ def _problem(error: Mapping[str, Any], body_model: type[BaseModel] | None) -> st
 
 def _did_you_mean(field: str, body_model: type[BaseModel]) -> str | None:
     known = list(body_model.model_fields)
-    spelled = _OTHER_SPELLINGS.get(field.lower())
+    name = field.lower().lstrip("-").replace("-", "_")  # a CLI flag's spelling: --date-from
+    spelled = _OTHER_SPELLINGS.get(name)
     if spelled in known:
         return spelled
-    close = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return close[0] if close else None
 
 
