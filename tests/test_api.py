@@ -488,3 +488,37 @@ def test_only_http_source_links_reach_a_client(make_project):
     good = next(r for r in results if r["file_path"].endswith("good.md"))
     assert good["source_url"] == good["link"] == "https://example.org/pelicans"
     assert next(r for r in results if r["file_path"].endswith("evil.md"))["source_url"] is None
+
+
+def test_a_wrong_method_names_the_one_the_route_takes(api):
+    _, tokens, _, client = api
+    with client() as c:
+        query = c.get("/v1/query", params={"q": "billing"}, headers=auth(tokens["alice"]))
+        chunk = c.post("/v1/chunks/abc", headers=auth(tokens["alice"]))
+    assert_error(query, 405, "method_not_allowed")
+    assert query.json()["error"]["message"] == 'use POST /v1/query with a JSON body {"query": …}; see /docs'
+    assert query.headers["allow"] == "POST"
+    assert_error(chunk, 405, "method_not_allowed")
+    assert chunk.json()["error"]["message"] == "use GET /v1/chunks/abc; see /docs"
+
+
+@pytest.mark.parametrize(("body", "hint"), [({"query": "x", "k": 5}, "k: Extra inputs are not permitted (did you mean "
+                                             "`top_k`?)"),
+                                            ({"query": "x", "doc_type": ["note"]}, "(did you mean `doc_types`?)"),
+                                            ({"query": "x", "modes": "lexical"}, "(did you mean `mode`?)"),
+                                            ({"query": "x", "date-from": "2025-01-01"}, "(did you mean "
+                                             "`date_from`?)"),
+                                            ({"query": "x", "public_only": True}, "(did you mean `scope`?)")])
+def test_an_unknown_field_suggests_this_doors_name_for_it(api, body, hint):
+    _, tokens, _, client = api
+    with client() as c:
+        response = c.post("/v1/query", json=body, headers=auth(tokens["alice"]))
+    assert_error(response, 422, "invalid_request")
+    assert hint in response.json()["error"]["message"]
+
+
+def test_an_unknown_field_like_nothing_gets_no_suggestion(api):
+    _, tokens, _, client = api
+    with client() as c:
+        response = c.post("/v1/query", json={"query": "x", "zzzz": 1}, headers=auth(tokens["alice"]))
+    assert response.json()["error"]["message"] == "zzzz: Extra inputs are not permitted"

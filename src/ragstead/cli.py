@@ -10,7 +10,7 @@ import re
 import sys
 import typing
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
@@ -371,9 +371,14 @@ def _format_opt(*allowed: str) -> Any:
     return typer.Option("--format", help=" | ".join(allowed))
 
 
+def _on_terminal() -> bool:
+    """Whether stdout is a person's terminal (human layout, wrapped to its width) rather than a pipe or file."""
+    return sys.stdout.isatty()
+
+
 def _stdout() -> Console:
     """Human output: colored on a terminal, plain and wide (nothing folded for grep) in a pipe."""
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    return Console(soft_wrap=False, width=None if _on_terminal() else 200)
 
 
 def _echo_json(data: Any) -> None:
@@ -602,11 +607,18 @@ def _relevant(row: dict[str, Any], floor: float) -> bool:
     return row.get("vector_score") is None or row["vector_score"] >= floor or row.get("lexical_score") is not None
 
 
-def _hit_location(row: dict[str, Any]) -> str:
-    return f"p.{row['page']}" if row.get("page") else (row.get("section_path") or f"chunk {row['chunk_index']}")
+def _hit_location(row: dict[str, Any], lines: tuple[int, int] | None = None) -> str:
+    """Where a hit sits, as a person finds it again: its page, its lines (a plain-text file), its section, else
+    nothing (a chunk number means nothing to a reader)."""
+    if row.get("page"):
+        return f"p.{row['page']}"
+    if lines:
+        return f"line {lines[0]}" if lines[0] == lines[1] else f"lines {lines[0]}-{lines[1]}"
+    return row.get("section_path") or ""
 
 
-def _print_table(payload: dict[str, Any], show_all: bool = False) -> None:
+def _print_table(payload: dict[str, Any], show_all: bool = False,
+                 lines: Mapping[str, tuple[int, int]] | None = None) -> None:
     """`query` for people: the relevant hits (the first always), and how many less relevant ones were hidden. On
     a terminal, one block per hit (the path whole, the snippet wrapped at words); in a pipe, TSV with a header."""
     from ragstead.answer.ask import CONTEXT_FLOOR
@@ -614,18 +626,20 @@ def _print_table(payload: dict[str, Any], show_all: bool = False) -> None:
     results = payload["results"]
     shown = [row for i, row in enumerate(results) if show_all or i == 0 or _relevant(row, CONTEXT_FLOOR)]
     hidden = len(results) - len(shown)
-    if sys.stdout.isatty():
+    if _on_terminal():
         console = _stdout()
         console.print(Text(f"{payload['mode']}: {payload['question']}", style="bold"), soft_wrap=True)
         for row in shown:
+            where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
             head = Text.assemble((f"{row['final_rank']:>2}  ", "bold"), (row["file_path"], "cyan"),
-                                 f"  {_hit_location(row)}  ", (f"{row['score']:.4f}", "dim"))
+                                 f"  {where}  " if where else "  ", (f"{row['score']:.4f}", "dim"))
             console.print(head, soft_wrap=True)  # a path is never broken: the terminal wraps the line whole
             console.print(Padding(Text(" ".join(row["snippet"].split())), (0, 0, 0, 4)))
     else:
         typer.echo("\t".join(("rank", "file", "loc", "score", "snippet")))
         for row in shown:
-            typer.echo("\t".join((str(row["final_rank"]), row["file_path"], _hit_location(row), f"{row['score']:.4f}",
+            where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
+            typer.echo("\t".join((str(row["final_rank"]), row["file_path"], where, f"{row['score']:.4f}",
                                   " ".join(row["snippet"].split()))))
     if hidden:
         err.print(f"{_count(hidden, 'less relevant hit')} hidden (--all shows them; --json has every hit)",
@@ -693,8 +707,9 @@ def query(
             payload = kb.search(request).to_dict()
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 payload = _revealed(payload, kb.revealer(r["file_path"] for r in payload["results"]))
+            lines = kb.line_spans(payload["results"]) if output == "table" else {}
     if output == "table":
-        _print_table(payload, show_all)
+        _print_table(payload, show_all, lines)
     elif output == "json":
         _echo_json(payload)
     else:
@@ -792,10 +807,11 @@ def ask(
                                 remember=remember_it, tools=tuple(tools) if tools else None,
                                 llm=tuple(split_values(llm)) if llm else None, list_questions=list_questions,
                                 offset=offset, limit=limit)
-        streaming = output == "text" and sys.stdout.isatty() and not reveal_secrets
+        streaming = output == "text" and _on_terminal() and not reveal_secrets
+        stream = _WordWrapper(_stdout().width) if streaming else None
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
-            result = kb.ask(request, on_text=(lambda piece: typer.echo(piece, nl=False)) if streaming else None)
+            result = kb.ask(request, on_text=stream.feed if stream else None)
             hint = None if extractive or result.listing is not None else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 reveal = kb.revealer(c.source for c in result.citations)
@@ -812,20 +828,24 @@ def ask(
     if output == "json":
         _echo_json(result.to_dict())
         return
+    show = _AnswerLines()
     if result.listing is not None:  # the completeness line, then one line per document with its quote
-        typer.echo(result.text)
+        show.line(result.text)
         for citation in result.citations:
             quoted = citation.quote.text if citation.quote else citation.snippet
-            typer.echo(f"[{citation.n}] {citation.where}: “{' '.join(quoted.split())}”")
+            show.line(f"[{citation.n}] {citation.where}: “{' '.join(quoted.split())}”", indent=4)
         return
-    typer.echo("" if streaming else result.text)
+    if stream:
+        stream.close()
+    else:
+        show.line(result.text)
     for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
-        typer.echo(f"[{citation.n}] {citation.where}:")
+        show.line(f"[{citation.n}] {citation.where}:", indent=4)
         for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
-            typer.echo(f"    “{' '.join(quoted.split())}”")
+            show.line(f"    “{' '.join(quoted.split())}”", indent=4)
     for older in result.superseded:  # the newer note wins: say which cited statement it replaced
-        typer.echo(f"superseded: [{older.n}] {older.source} ({older.date}), by [{older.superseded_by}] "
-                   f"{older.newer_source} ({older.newer_date})")
+        show.line(f"superseded: [{older.n}] {older.source} ({older.date}), by [{older.superseded_by}] "
+                  f"{older.newer_source} ({older.newer_date})", indent=4)
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
@@ -834,6 +854,65 @@ def ask(
         err.print(f"withheld from {result.provider} (local-only): {', '.join(result.withheld)}", markup=False,
                   highlight=False, soft_wrap=True)
     _say(_ask_trailer(result), dim=True)
+
+
+class _AnswerLines:
+    """`ask`'s lines for people: wrapped at words to the terminal's width (a long line's rest indented by
+    `indent`), as `query` wraps its snippets; in a pipe, each line whole, for grep."""
+
+    def __init__(self) -> None:
+        self.width = _stdout().width if _on_terminal() else None
+
+    def line(self, text: str, indent: int = 0) -> None:
+        if self.width is None:
+            typer.echo(text)
+            return
+        import textwrap
+
+        for paragraph in text.split("\n"):
+            typer.echo(textwrap.fill(paragraph, self.width, subsequent_indent=" " * indent, break_long_words=False,
+                                     break_on_hyphens=False, drop_whitespace=True) if paragraph.strip() else "")
+
+
+class _WordWrapper:
+    """A streamed answer on a terminal, wrapped at words as it arrives: a word is written once it is whole, on a
+    new line when it would pass `width` (a word longer than the line stays whole)."""
+
+    def __init__(self, width: int) -> None:
+        self.width, self.column, self.pending, self.space = width, 0, "", False
+
+    def feed(self, piece: str) -> None:
+        import re
+
+        tokens = re.split(r"(\s+)", self.pending + piece)
+        self.pending = tokens.pop() if tokens and tokens[-1] and not tokens[-1].isspace() else ""
+        for token in tokens:
+            self._put(token)
+
+    def close(self) -> None:
+        self._put(self.pending)
+        self.pending = ""
+        typer.echo("")
+
+    def _put(self, token: str) -> None:
+        if not token:
+            return
+        if token.isspace():
+            if "\n" not in token:
+                self.space = True
+                return
+            typer.echo("\n" * (token.count("\n") - 1))
+            indent = token.rsplit("\n", 1)[1]  # a list item's indentation on its new line stays
+            typer.echo(indent, nl=False)
+            self.column, self.space = len(indent), False
+            return
+        gap = 1 if self.space and self.column else 0
+        if self.column and self.column + gap + len(token) > self.width:
+            typer.echo("")
+            self.column, gap = 0, 0
+        typer.echo(" " * gap + token, nl=False)
+        self.column += gap + len(token)
+        self.space = False
 
 
 @app.command(epilog="""Examples:
@@ -1124,23 +1203,61 @@ def ls(
     more = f"; more: --offset {offset + limit}" if len(docs) == limit else ""
     other = "" if public_only else "; --public-only lists public ones"
     summary = f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})"
-    if not sys.stdout.isatty():  # a pipe: TSV for cut and awk, the summary a `#` comment line after it
+    if not _on_terminal():  # a pipe: TSV for cut and awk, the summary a `#` comment line after it
         for row in [columns, *rows] if rows else []:
             typer.echo("\t".join(row))
         typer.echo(f"# {summary}")
         return
     console = _stdout()
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in columns:
-        # A path is never folded mid-word: it keeps its width and the other columns give way.
-        widest = max((len(row[0]) for row in rows), default=4) if column == "file" else len(column)
-        table.add_column(column, justify="right" if column == "chunks" else "left", no_wrap=True,
-                         overflow="fold" if column == "file" else "ellipsis", min_width=widest)
-    for row in rows:
-        table.add_row(Text(row[0], style="cyan"), *(Text(cell) for cell in row[1:]))
     if docs:
-        console.print(table)
+        console.print(_ls_table(docs, console.width))
     console.print(Text(summary, style="dim"), soft_wrap=True)
+
+
+def _ls_table(docs: list[Any], width: int) -> Table:
+    """`ls` on a terminal: path, title, type and date (the user too when there are several) in `width` columns.
+    The type and date keep their width; a long path is shortened in the middle (its folder and file name stay
+    readable) and a title wraps at words. chunks, privacy and the indexing time are in --json and the pipe."""
+    rows = [doc.to_dict() for doc in docs]
+    users = {row["user_slug"] or "-" for row in rows}
+    fixed: dict[str, list[str]] = {"type": [row["doc_type"] for row in rows],
+                                   "date": [str(row.get("created_at") or row.get("indexed_at") or "-")[:10]
+                                            for row in rows]}
+    if len(users) > 1:
+        fixed["user"] = [row["user_slug"] or "-" for row in rows]
+    fixed_widths = {name: max(len(name), *(len(cell) for cell in cells)) for name, cells in fixed.items()}
+    gutter = 2  # rich's padding between two columns
+    room = width - sum(fixed_widths.values()) - gutter * len(fixed)  # the path's, and the title's with its gutter
+    titles = [row.get("title") or "" for row in rows]
+    widest_path = max(len(row["file_path"]) for row in rows)
+    widest_title = max((len(title) for title in titles), default=0)
+    title_share = min(widest_title, 24)  # a title wraps: it needs less than a path, which is cut instead
+    path_width = max(min(widest_path, room - gutter - title_share), 12)
+    title_width = room - gutter - path_width
+    show_title = widest_title > 0 and title_width >= 8
+    if not show_title:
+        path_width = min(widest_path, room)
+    path_width = max(path_width, 5)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("file", no_wrap=True, width=path_width)
+    if show_title:
+        table.add_column("title", overflow="fold", width=min(title_width, widest_title))
+    for name, column_width in fixed_widths.items():
+        table.add_column(name, no_wrap=True, min_width=column_width)
+    for i, row in enumerate(rows):
+        cells = [Text(_shorten_middle(row["file_path"], path_width), style="cyan")]
+        if show_title:
+            cells.append(Text(titles[i]))
+        table.add_row(*cells, *(Text(column[i]) for column in fixed.values()))
+    return table
+
+
+def _shorten_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, an ellipsis in the middle: `work/team…2025-02-11.md`."""
+    if len(text) <= width or width < 5:
+        return text
+    tail = (width - 1) // 2
+    return f"{text[:width - 1 - tail]}…{text[-tail:]}"
 
 
 def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
@@ -1888,7 +2005,7 @@ def keys_list(as_json: JsonOpt = False, root: RootOpt = None, config: ConfigOpt 
         typer.echo("no keys yet; create one: ragstead keys add --user SLUG")
         return
     columns = ("id", "user", "scopes", "label", "created", "state")
-    if not sys.stdout.isatty():  # a pipe: TSV, as `query` and `ls` print it there
+    if not _on_terminal():  # a pipe: TSV, as `query` and `ls` print it there
         typer.echo("\t".join(columns))
         for r in records:
             typer.echo("\t".join((r["key_id"], r["user_slug"], ",".join(r["scopes"]), " ".join(r["label"].split()),

@@ -118,6 +118,9 @@ class Settings:
     auto_tags: bool = True  # tag ingested sources (an LLM provider if configured, else local keyphrases)
     # Other knowledge bases `ingest --targets` writes to: `[targets.NAME]` tables with `root` and `store`.
     targets: tuple[Target, ...] = ()
+    # Not a config key: whether `root` is a project (given, or a ragstead.toml or an index found at or above the
+    # current folder). False: nothing was found and the root is just where the command ran.
+    project_found: bool = True
 
     @property
     def owner_slug(self) -> str:
@@ -210,7 +213,7 @@ class Settings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
-_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules", "targets")}
+_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules", "targets", "project_found")}
 _TARGET_NAME = USER_SLUG
 
 
@@ -259,10 +262,11 @@ def find_project(start: Path) -> Path:
     """The nearest folder at or above `start` with a `ragstead.toml` or an index (as git finds its
     repository), else `start` itself."""
     start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file() or (folder / Settings.db_path).is_file():
-            return folder
-    return start
+    return next((folder for folder in (start, *start.parents) if _is_project(folder)), start)
+
+
+def _is_project(folder: Path) -> bool:
+    return (folder / CONFIG_FILE).is_file() or (folder / Settings.db_path).is_file()
 
 
 def load_settings(root: Path | None = None, config_file: Path | None = None) -> Settings:
@@ -302,7 +306,7 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
         env = os.environ.get(f"RAGSTEAD_{name.upper()}")
         if env is not None:
             values[name] = _coerce(name, env)
-    settings = Settings(root=root, path_rules=rules, **values)
+    settings = Settings(root=root, path_rules=rules, project_found=bool(given) or _is_project(root), **values)
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
     if not set(settings.answerers) <= set(ANSWERERS):

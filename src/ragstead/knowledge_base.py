@@ -118,6 +118,7 @@ class KnowledgeBase:
     relative_path = _to("runtime", Runtime.relative_path)
     document = _to("runtime", Runtime.document)
     revealer = _to("runtime", Runtime.revealer)
+    line_spans = _to("runtime", Runtime.line_spans)
     egress_log = _to("runtime", Runtime.egress_log)
 
     # -- writing: index runs, files, uploads, ingest, memory, migration ----------------------------------

@@ -10,7 +10,7 @@ what it needs from here. Nothing here keeps state for one call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -21,7 +21,8 @@ from ragstead import egress
 from ragstead.answer.ask import UnitVectorCache
 from ragstead.answer.base import AnswerProvider
 from ragstead.config import Settings
-from ragstead.documents.loaders import load_document
+from ragstead.documents.ids import file_sha256
+from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES, load_document
 from ragstead.documents.secrets import reveal as reveal_secrets
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import QueryVectorCache
@@ -101,6 +102,33 @@ class Runtime:
 
         return reveal
 
+    def line_spans(self, hits: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+        """For hits in plain-text files (their units are lines): chunk_id → (first line, last line), 1-based,
+        counted in the file read again from disk, and only while it is the indexed one (its hash): a chunk's
+        char offsets point into that version. Other hits are left out."""
+        spans: dict[str, tuple[int, int]] = {}
+        texts: dict[str, str | None] = {}
+        for hit in hits:
+            source = hit["file_path"]
+            if Path(source).suffix.lower() not in PLAIN_TEXT_SUFFIXES:
+                continue
+            if source not in texts:
+                texts[source] = self._indexed_text(source, hit["file_hash"])
+            text = texts[source]
+            if text is not None:
+                start, end = hit["char_start"], max(hit["char_end"] - 1, hit["char_start"])
+                spans[hit["chunk_id"]] = (text.count("\n", 0, start) + 1, text.count("\n", 0, end) + 1)
+        return spans
+
+    def _indexed_text(self, source: str, file_hash: str) -> str | None:
+        path = self.root / source
+        try:
+            if not path.resolve().is_relative_to(self.root.resolve()) or file_sha256(path) != file_hash:
+                return None
+            return load_document(path).text
+        except (LoadError, OSError):
+            return None
+
     def exists(self) -> bool:
         """Whether the index is there already (a server store is taken to exist)."""
         return self.given_store is not None or self.spec.exists()
@@ -110,8 +138,17 @@ class Runtime:
         """The read store, opened on first use; a missing index is an error that says to run `index`."""
         with self.lock:
             if self._store is None:
+                self._check_project()
                 self._store = self.spec.open(must_exist=True)
             return self._store
+
+    def _check_project(self) -> None:
+        """Run outside any project (no ragstead.toml or index at or above the folder, no --root, --db or --store):
+        say so, rather than name a missing index file in a folder that was never meant to hold one."""
+        default_place = self.settings.db_path == Settings.db_path and not self.settings.store
+        if not self.settings.project_found and default_place and self.given_store is None and not self.spec.exists():
+            raise RagsteadError(f"no ragstead project here or above ({self.root}): run `ragstead init FOLDER` then "
+                                "`ragstead index`, or pass --root")
 
     @property
     def embedder(self) -> Embedder:

@@ -151,7 +151,9 @@ class Citation:
         section or heading, the page, and an ingested page's URL (a video's at its time):
         `notes/lease.pdf (Dates › p. 2)`, `Sourdough basics (https://example.org/sourdough)`."""
         loc = self.locator
-        heading = loc.get("heading") if loc.get("heading") != loc.get("title") else None
+        # An ingested page is labelled by its title: its heading would say it twice. A file is labelled by its
+        # path, so its title (an HTML page's <title>, a PDF's) is what the parentheses add.
+        heading = loc.get("heading") if not loc.get("url") or loc.get("heading") != loc.get("title") else None
         places = [s.strip() for s in (loc.get("section_path") or "").split(">") if s.strip()] or (
             [heading] if heading else [])
         if loc.get("page"):

@@ -7,10 +7,11 @@ error is JSON `{"error": {"code", "message"}}`, never a stack trace.
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -310,21 +311,63 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
-            for e in exc.errors()[:5]
-        )
+        body_model = _BODY_MODELS.get(request.url.path)
+        problems = "; ".join(_problem(e, body_model) for e in exc.errors()[:5])
         return _error(422, "invalid_request", problems or "the request is not valid")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, code, str(exc.detail))
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            message = _method_hint(request.url.path, (exc.headers or {}).get("Allow", ""))
+        return _error(exc.status_code, code, message, exc.headers)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)  # the trace stays here
         return _error(500, "internal_error", "the server failed to handle this request; see its log")
+
+
+# The JSON bodies by route: an unknown field is checked against the body's own field names for a did-you-mean.
+_BODY_MODELS: dict[str, type[BaseModel]] = {"/v1/query": QueryRequest, "/v1/ask": AskRequest,
+                                            "/v1/ingest": IngestRequest}
+# What the library and the CLI call a body field (`k`, `--k`), and a URL's habits (`?q=`): this door's name for
+# it. The rest (`--doc-type`, `--tag`, typos) is close enough in spelling for difflib.
+_OTHER_SPELLINGS = {**API_SPELLING, "q": "query", "question": "query", "url": "sources", "urls": "sources"}
+
+
+def _problem(error: Mapping[str, Any], body_model: type[BaseModel] | None) -> str:
+    """One validation error as `field: message`; an unknown field names the field this body has for it."""
+    where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+    problem = f"{where}: {error.get('msg')}"
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "extra_forbidden" and body_model is not None and len(loc) == 2 and loc[0] == "body":
+        guess = _did_you_mean(str(loc[1]), body_model)
+        if guess:
+            problem += f" (did you mean `{guess}`?)"
+    return problem
+
+
+def _did_you_mean(field: str, body_model: type[BaseModel]) -> str | None:
+    known = list(body_model.model_fields)
+    name = field.lower().lstrip("-").replace("-", "_")  # a CLI flag's spelling: --date-from
+    spelled = _OTHER_SPELLINGS.get(name)
+    if spelled in known:
+        return spelled
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _method_hint(path: str, allowed: str) -> str:
+    """A 405's message: the method this route takes (and, for a JSON body, its shape) instead of a bare status."""
+    methods = [m.strip() for m in allowed.split(",") if m.strip() not in ("", "HEAD")]
+    if not methods:
+        return "Method Not Allowed; see /docs"
+    if "POST" in methods and path in _BODY_MODELS:
+        shape = ' {"query": …}' if "query" in _BODY_MODELS[path].model_fields else ""
+        return f"use POST {path} with a JSON body{shape}; see /docs"
+    return f"use {' or '.join(f'{method} {path}' for method in methods)}; see /docs"
 
 
 class _Gate:

@@ -455,6 +455,8 @@ LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
     ".msg": _parted(outlook.read_msg),
     **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
 }
+# The files whose text is the file's own decoded text, line for line: a chunk's place in one is a line range.
+PLAIN_TEXT_SUFFIXES = frozenset(suffix for suffix, loader in LOADERS.items() if loader is load_text)
 _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
           ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
           ".mbox": "mbox", ".msg": "Outlook .msg", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
