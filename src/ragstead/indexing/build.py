@@ -43,8 +43,10 @@ from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Man
 BATCH_CHUNKS = 256
 # A batch is also bounded by time: the first holds FIRST_BATCH_CHUNKS chunks, each later one what the embedder
 # did in about BATCH_SECONDS on the one before, so the first commit comes within seconds (Ctrl-C keeps it).
+# A commit costs ~0.5 s on a busy machine (a tantivy segment and fsyncs): 10 s batches made a loaded run commit
+# 4x as often as an idle one (docs/benchmarks.md, "Indexing a notes folder"); an idle one still fills 256 first.
 FIRST_BATCH_CHUNKS = 32
-BATCH_SECONDS = 10.0
+BATCH_SECONDS = 30.0
 
 # `follow_symlinks`: "scope" follows a symlink only to a target under the same root with the same user and
 # privacy (path rules); "project" follows it anywhere inside the project root.
