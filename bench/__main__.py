@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | milvus-scifact | superseded.
+| title | snapshots | lists | milvus | milvus-scifact | superseded | notes.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,8 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots", "lists", "milvus", "milvus-scifact", "superseded"])
+                                           "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes"])
+    parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
@@ -80,6 +81,10 @@ def main() -> None:
         from bench.index_throughput import main as index_main
 
         index_main(args.dataset, args.limit, args.skip_chroma)
+    if args.what in ("notes", "all"):
+        from bench.notes_throughput import main as notes_main
+
+        notes_main(args.size or 1000, args.profile)
     if args.what in ("latency", "all"):
         from bench.query_latency import main as latency_main
 

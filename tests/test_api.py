@@ -522,3 +522,27 @@ def test_an_unknown_field_like_nothing_gets_no_suggestion(api):
     with client() as c:
         response = c.post("/v1/query", json={"query": "x", "zzzz": 1}, headers=auth(tokens["alice"]))
     assert response.json()["error"]["message"] == "zzzz: Extra inputs are not permitted"
+
+
+def test_a_key_whose_user_owns_nothing_is_told_so_without_a_word_about_others(api):
+    _, tokens, keys, client = api
+    carol = keys.add("carol")[0]
+    with client() as c:
+        for body in ({"query": "billing database"}, {"query": "Bob salary", "mode": "lexical"}):
+            out = c.post("/v1/query", json=body, headers=auth(carol))
+            assert out.status_code == 200 and out.json()["results"] == []
+            note = out.json()["note"]
+            assert note == "no documents are visible to user carol; index kb/users/carol/ (or upload a file) or ask " \
+                           "the owner"
+        listed = c.get("/v1/documents", headers=auth(carol)).json()
+        assert listed["documents"] == [] and listed["note"] == note
+        asked = c.post("/v1/ask", json={"query": "billing database", "extractive": True}, headers=auth(carol)).json()
+        assert asked["refused"] and note in asked["notes"]
+        # Nothing about anyone else: no other user, no count, and the same note whatever the others own.
+        assert not any(word in note for word in ("alice", "bob", "team")) and not any(ch.isdigit() for ch in note)
+        # A public search is everyone's, and a user who owns documents gets no note even for an empty result.
+        public = c.post("/v1/query", json={"query": "billing", "scope": "public"}, headers=auth(carol)).json()
+        assert public["results"] and "note" not in public
+        empty = c.post("/v1/query", json={"query": "zyxwvut", "mode": "lexical"}, headers=auth(tokens["alice"]))
+        assert empty.json()["results"] == [] and "note" not in empty.json()
+        assert "note" not in c.get("/v1/documents", headers=auth(tokens["alice"])).json()

@@ -119,3 +119,38 @@ def test_cli_ask_prints_the_opt_in_hint(project: Path, monkeypatch) -> None:  # 
     assert "--llm openai" in result.output
     assert _non_loopback() == []
 
+
+
+def test_one_answerers_list_orders_the_chain_and_consents_only_where_the_user_wrote_it(
+        project: Path, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from helpers.project import LLM_ENV
+
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    config = project / "ragstead.toml"
+    # Written in the project's config: the order, and consent to the remote names in it.
+    config.write_text('[ragstead]\nanswerers = ["gemini", "extractive"]\n', encoding="utf-8")
+    with ragstead.open(project, embedder=embedder) as kb:
+        assert [p.name.split(":")[0] for p in kb.providers()] == ["gemini", "extractive"]
+        assert kb.consent_hint() is None
+        # --llm consents for one question, and an answerer the order leaves out is tried first.
+        assert [p.name.split(":")[0] for p in kb.providers(llm=["openai"])] == ["openai-compatible", "extractive"]
+    # The same keys in the environment only order the chain: no consent, nothing remote.
+    config.unlink()
+    monkeypatch.setenv("RAGSTEAD_ANSWERERS", "gemini,openai,extractive")
+    monkeypatch.setenv("RAGSTEAD_ANSWERER", "openai")
+    with ragstead.open(project, embedder=embedder) as kb:
+        assert [p.name for p in kb.providers()] == ["extractive"] and kb.consent_hint()
+    monkeypatch.delenv("RAGSTEAD_ANSWERERS")
+    monkeypatch.delenv("RAGSTEAD_ANSWERER")
+    # The older `answerer = "x"`: x first, then the defaults; consent to x only.
+    config.write_text('[ragstead]\nanswerer = "gemini"\n', encoding="utf-8")
+    with ragstead.open(project, embedder=embedder) as kb:
+        assert kb.settings.answer_order == ("gemini", "openai", "extractive")
+        assert [p.name.split(":")[0] for p in kb.providers()] == ["gemini", "extractive"]
+    # A library caller writes them too: consent, like the config file.
+    config.unlink()
+    with ragstead.open(project, embedder=embedder, answerers=("openai", "extractive")) as kb:
+        assert [p.name.split(":")[0] for p in kb.providers()] == ["openai-compatible", "extractive"]

@@ -353,6 +353,17 @@ def test_the_endpoints_the_page_uses(served):
         assert missing.status_code == 404 and missing.json()["error"]["message"] == "no such document"
 
 
+def test_a_key_whose_user_owns_nothing_is_told_what_to_index(page, served):
+    carol = KeyFile(served.kb.api_keys_file).add("carol")[0]
+    sign_in(page, served.base, carol)
+    expect(page.locator("#notice")).to_have_text(re.compile(r"^no documents are visible to user carol; index "
+                                                            r"kb/users/carol/"))
+    run_query(page, "kestrel budget euros")
+    expect(page.locator("#results-list")).to_contain_text("Nothing found: no documents are visible to user carol")
+    sign_in(page, served.base, served.keys["alice"])
+    expect(page.locator("#notice")).to_be_hidden()
+
+
 def test_a_wrong_key_is_refused_at_entry(page, served):
     page.goto(served.base + "/")
     page.evaluate("sessionStorage.clear()")

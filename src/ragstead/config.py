@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ragstead.answer.consent import remote_names
 from ragstead.atomic import write_text_atomically
 from ragstead.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
@@ -36,6 +37,9 @@ class Target:
     name: str
     root: str
     store: str = ""
+
+# The answerers `ask` tries when the config orders none (`openai`: any OpenAI-compatible server).
+ANSWERERS = ("openai", "gemini", "extractive")
 
 
 @dataclass(frozen=True)
@@ -85,16 +89,20 @@ class Settings:
     # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
     exclude: tuple[str, ...] = ()
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
-    # Remote LLM answerers `ask` may send the question and retrieved text to ("openai", "gemini"); none by
-    # default: a key in the environment alone sends nothing (answer/consent.py, docs/privacy.md).
+    # Deprecated alias of `answerers`: `answerer = "x"` means `answerers = ["x", ...ANSWERERS]`.
     answerer: tuple[str, ...] = ()
     # Documents whose text never goes into a remote LLM's prompt (gitignore-style patterns, project-relative).
     local_only: tuple[str, ...] = ()
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
-    # The answerers `ask` tries, in this order (`openai`: any OpenAI-compatible server); each LLM joins only when
-    # its key or endpoint is set (the environment or the project's .env); the offline extractive one ends it.
-    answerers: tuple[str, ...] = ("openai", "gemini", "extractive")
+    # The answerers `ask` tries, in this order (empty: ANSWERERS); each LLM joins only when its key or endpoint
+    # is set (the environment or the project's .env); the offline extractive one ends it. A remote one named
+    # here in the project's config is also consent to send it text; the defaults and RAGSTEAD_ANSWERERS in the
+    # environment never are (answer/consent.py, docs/privacy.md).
+    answerers: tuple[str, ...] = ()
+    # The remote answerers the user named (`answerers`/`answerer` in the config file, or a library override):
+    # what `ask` may send text to without `--llm`. Not a config key: load_settings and with_overrides set it.
+    consented: tuple[str, ...] = ()
     path_rules: tuple[PathRule, ...] = field(default=DEFAULT_PATH_RULES)
     # What one file may cost an index run (docs/design.md, "Hostile files"); over a limit it is skipped.
     max_file_mb: int = IndexingOptions.max_file_bytes >> 20
@@ -121,6 +129,13 @@ class Settings:
     # Not a config key: whether `root` is a project (given, or a ragstead.toml or an index found at or above the
     # current folder). False: nothing was found and the root is just where the command ran.
     project_found: bool = True
+
+    @property
+    def answer_order(self) -> tuple[str, ...]:
+        """The answerers `ask` tries, in order: `answerers`, else the deprecated `answerer` before the defaults."""
+        if self.answerers:
+            return self.answerers
+        return tuple(n for n in dict.fromkeys((*self.answerer, *ANSWERERS)) if n in ANSWERERS)
 
     @property
     def owner_slug(self) -> str:
@@ -209,11 +224,18 @@ class Settings:
         return StoreSpec.parse(self.store, root=self.root, default_db=self.db_file)
 
     def with_overrides(self, **overrides: Any) -> Settings:
-        """Apply non-None overrides (CLI flags)."""
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """Apply non-None overrides (CLI flags, `ragstead.open(...)`): answerers named there are written by the
+        user, so a remote one among them is consent, as in the config file."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        named = (*changes.get("answerers", ()), *changes.get("answerer", ()))
+        if named:
+            _check_answerers(changes.get("answerers", ()))
+            changes["consented"] = tuple(dict.fromkeys((*self.consented, *remote_names(named))))
+        return replace(self, **changes)
 
 
-_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in ("root", "path_rules", "targets", "project_found")}
+_NOT_KEYS = ("root", "path_rules", "targets", "project_found", "consented")  # set by load_settings, not config keys
+_SIMPLE = {f.name: f for f in fields(Settings) if f.name not in _NOT_KEYS}
 _TARGET_NAME = USER_SLUG
 
 
@@ -244,7 +266,9 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"config value {name}={value!r} is not a valid {type(default).__name__}") from exc
 
 
-ANSWERERS = ("openai", "gemini", "extractive")
+def _check_answerers(names: tuple[str, ...]) -> None:
+    if not set(names) <= set(ANSWERERS):
+        raise ConfigError(f"answerers takes names from {', '.join(ANSWERERS)}, got {', '.join(names)}")
 
 
 def provider_env(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -293,6 +317,9 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
         if unknown:
             raise ConfigError(f"unknown key(s) {sorted(unknown)} in {path}; known: {sorted(_SIMPLE)}")
         values.update({k: _coerce(k, v) for k, v in section.items()})
+        # Consent is what the user wrote here; the same keys from the environment only order the chain.
+        _check_answerers(values.get("answerers", ()))
+        values["consented"] = remote_names((*values.get("answerers", ()), *values.get("answerer", ())))
         try:
             custom = tuple(
                 PathRule(r["pattern"], r["doc_type"], bool(r["is_private"]), tuple(r.get("tags", ())))
@@ -309,8 +336,8 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     settings = Settings(root=root, path_rules=rules, project_found=bool(given) or _is_project(root), **values)
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
-    if not set(settings.answerers) <= set(ANSWERERS):
-        raise ConfigError(f"answerers takes names from {', '.join(ANSWERERS)}, got {', '.join(settings.answerers)}")
+    _check_answerers(settings.answerers)
+    remote_names(settings.answerer)  # the alias's names, checked (unknown ones are an error)
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings

@@ -189,20 +189,26 @@ class KnowledgeBase:
 
     def providers(self, *, extractive: bool = False, template: str | None = None,
                   llm: Sequence[str] | None = None) -> list[AnswerProvider]:
-        """The answerer chain: the configured LLMs (environment), the extractive answerer always last. A remote
-        LLM only with consent: `llm` (`ask --llm`), else the `answerer` setting (answer/consent.py)."""
+        """The answerer chain: the configured LLMs (environment) in the `answerers` order, the extractive answerer
+        always last. A remote LLM only with consent: `llm` (`ask --llm`, tried first when the order leaves it
+        out), else the remote names the project's config wrote in `answerers` (answer/consent.py)."""
         if extractive:
             return [ExtractiveAnswerer()]
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport,
-                                    remote=remote_names(self.settings.answerer if llm is None else llm))
-        return ordered_chain(chain, self.settings.answerers)
+        remote = self._consented(llm)
+        chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport, remote=remote)
+        order = self.settings.answer_order
+        return ordered_chain(chain, (*(n for n in remote if n not in order), *order) if llm is not None else order)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
-        return consent_hint(provider_env(self.root), remote_names(self.settings.answerer if llm is None else llm))
+        return consent_hint(provider_env(self.root), self._consented(llm), self.settings.answer_order)
+
+    def _consented(self, llm: Sequence[str] | None) -> tuple[str, ...]:
+        """The remote answerers text may go to: `llm` for this question, else what the config wrote."""
+        return self.settings.consented if llm is None else remote_names(llm)
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this

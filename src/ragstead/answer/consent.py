@@ -1,8 +1,9 @@
 """Consent before egress: which answerers may send text off the machine, and which documents never go.
 
 A remote answerer (OpenAI, Gemini, an OpenAI-compatible server that is not on this machine) is used only when
-the project's config (`answerer = "openai"`) or a flag (`ask --llm openai`) names it: a key in the environment
-alone, set for some other program, never sends private text anywhere. An endpoint on loopback (Ollama,
+the project's config names it in `answerers = ["openai", ...]` (or the older `answerer = "openai"`) or a flag
+does (`ask --llm openai`): a key in the environment alone, set for some other program, never sends private
+text anywhere, and neither does RAGSTEAD_ANSWERERS there (it only orders the chain). An endpoint on loopback (Ollama,
 llama.cpp's server, LM Studio) is local and needs no consent. A document marked local-only (front matter
 `local_only: true`, or a `local_only` pattern of the config) never goes into a remote prompt.
 """
@@ -22,7 +23,7 @@ REMOTE_ANSWERERS = ("openai", "gemini")
 
 
 def remote_names(names: Collection[str]) -> tuple[str, ...]:
-    """The remote answerers `names` consents to (config `answerer`, `--llm`), checked; "local" names none."""
+    """The remote answerers `names` consents to (config `answerers`, `--llm`), checked; "local" names none."""
     chosen = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
     unknown = [n for n in chosen if n not in (*REMOTE_ANSWERERS, "local", "extractive")]
     if unknown:
@@ -35,8 +36,10 @@ def is_loopback_url(url: str) -> bool:
     return is_local_host(urlsplit(url).hostname or "")
 
 
-def consent_hint(env: Mapping[str, str], remote: Collection[str]) -> str | None:
-    """One line for a person whose environment holds an LLM key that was not used (no consent), else None."""
+def consent_hint(env: Mapping[str, str], remote: Collection[str],
+                 order: Collection[str] = REMOTE_ANSWERERS) -> str | None:
+    """One line for a person whose environment holds an LLM key that was not used (no consent), else None. An
+    answerer the configured `order` leaves out was declined, not overlooked: no line for it."""
     unused = []
     base_url = env.get("RAGSTEAD_OPENAI_BASE_URL", "")
     if "openai" not in remote and (env.get("OPENAI_API_KEY") or base_url) and not (base_url and
@@ -44,11 +47,13 @@ def consent_hint(env: Mapping[str, str], remote: Collection[str]) -> str | None:
         unused.append("openai")
     if "gemini" not in remote and env.get("GEMINI_API_KEY"):
         unused.append("gemini")
+    unused = [name for name in unused if name in order]
     if not unused:
         return None
     name = unused[0]
     return (f"answered on this machine: a {' and '.join(unused)} key is set, but nothing is sent to a remote LLM "
-            f"unless you opt in (ragstead.toml: answerer = \"{name}\", or ask --llm {name}); see docs/privacy.md")
+            f"unless you opt in (ragstead.toml: answerers = [\"{name}\", \"extractive\"], or the older "
+            f"answerer = \"{name}\"; or ask --llm {name}); see docs/privacy.md")
 
 
 class LocalOnly:

@@ -261,6 +261,16 @@ def run_library(call: Callable[[], Any]) -> Any:
         raise ApiError(400, "bad_request", str(exc)) from exc
 
 
+def nothing_visible_note(kb: KnowledgeBase, user: str) -> str | None:
+    """Why a private scope is empty, when it is because the caller's user owns no document: an empty page says
+    so instead of nothing. It names only the caller's own user and folder, never anything of anyone else's."""
+    if kb.documents(user=user, include_archive=True, limit=1):
+        return None
+    folder = kb.settings.user_folder(user)
+    where = f"index {folder}/" if folder else "index the project folder"
+    return f"no documents are visible to user {user}; {where} (or upload a file) or ask the owner"
+
+
 def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     """Routes over one KnowledgeBase (an embedded index is created empty if missing). POST /v1/ask uses the
     knowledge base's answerer chain with its configured template: requests cannot pick one, so clients
@@ -445,7 +455,9 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
 
         def run() -> dict[str, Any]:
             found = kb.search(body.search_request(who))
-            return (found.within_tokens(budget) if budget else found).to_dict(include_text=True)
+            data = (found.within_tokens(budget) if budget else found).to_dict(include_text=True)
+            note = None if found.hits or body.scope == "public" else nothing_visible_note(kb, who.user_slug)
+            return {**data, "note": note} if note else data
 
         return run_library(run)
 
@@ -455,9 +467,15 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
         With `stream`, NDJSON lines as the answer is written (the web page at / reads them)."""
         # Bad filters or options are a plain 400 before a stream starts, not an error line inside it.
         request = run_library(lambda: body.ask_request(who))
+
+        def noted(answer: dict[str, Any]) -> dict[str, Any]:
+            note = nothing_visible_note(kb, who.user_slug) if answer["refused"] and body.scope == "private" else None
+            return {**answer, "notes": [*answer["notes"], note]} if note else answer
+
         if not body.stream:
-            return run_library(lambda: kb.ask(request, answerers=answerers).to_dict())
-        return stream_lines(lambda on_text: kb.ask(request, answerers=answerers, on_text=on_text).to_dict(), log)
+            return run_library(lambda: noted(kb.ask(request, answerers=answerers).to_dict()))
+        return stream_lines(lambda on_text: noted(kb.ask(request, answerers=answerers, on_text=on_text).to_dict()),
+                            log)
 
     @app.get("/v1/chunks/{chunk_id}", tags=["search"])
     def chunk_in_context(chunk_id: str, scope: Literal["private", "public"] = "private", around: int = 1,
@@ -494,7 +512,9 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
         if not (1 <= limit <= 1000 and 0 <= offset <= 10_000_000):
             raise ApiError(422, "invalid_request", "limit must be 1-1000 and offset 0-10000000")
         docs = kb.documents(user=who.user_slug, include_archive=True, limit=limit, offset=offset)
-        return {"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset}
+        data = {"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset}
+        note = None if docs or offset else nothing_visible_note(kb, who.user_slug)
+        return {**data, "note": note} if note else data
 
     @app.post("/v1/documents", tags=["documents"], status_code=201)
     def upload(

@@ -60,8 +60,10 @@ from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Man
 BATCH_CHUNKS = 256
 # A batch is also bounded by time: the first holds FIRST_BATCH_CHUNKS chunks, each later one what the embedder
 # did in about BATCH_SECONDS on the one before, so the first commit comes within seconds (Ctrl-C keeps it).
+# A commit costs ~0.5 s on a busy machine (a tantivy segment and fsyncs): 10 s batches made a loaded run commit
+# 4x as often as an idle one (docs/benchmarks.md, "Indexing a notes folder"); an idle one still fills 256 first.
 FIRST_BATCH_CHUNKS = 32
-BATCH_SECONDS = 10.0
+BATCH_SECONDS = 30.0
 
 # `follow_symlinks`: "scope" follows a symlink only to a target under the same root with the same user and
 # privacy (path rules); "project" follows it anywhere inside the project root.
@@ -499,7 +501,10 @@ def _embed(writes: list[DocumentWrite], store: Store, embedder: Embedder, report
                 missing.setdefault(chunk.text_hash, chunk.text)
     if on_chunks:
         on_chunks(len(hashes) - len(missing))
-    keys, texts = list(missing), list(missing.values())
+    # By length across the batch: the embedder pads each slice's texts to its longest, and slices in file order
+    # padded 5 % more tokens than one call over the batch (1,000 small notes, docs/benchmarks.md).
+    keys = sorted(missing, key=lambda h: len(missing[h]))
+    texts = [missing[key] for key in keys]
     for start in range(0, len(texts), EMBED_SLICE):
         part = embedder.embed_documents(texts[start : start + EMBED_SLICE])
         cached.update(zip(keys[start : start + EMBED_SLICE], part, strict=True))
@@ -731,10 +736,10 @@ def _write(
             estimate = round(counts["chunks"] * total_bytes / max(1, counts["bytes"]))
             progress(counts["done"], max(counts["done"], counts["chunks"], estimate))
 
-    limit = FIRST_BATCH_CHUNKS
+    limit, batch_chunks = FIRST_BATCH_CHUNKS, 0
 
     def flush(final: bool) -> None:
-        nonlocal batch, removals, limit
+        nonlocal batch, removals, limit, batch_chunks
         started, embedded = time.perf_counter(), report.chunks_embedded
         _embed(batch, store, embedder, report, report_progress)
         rate = (report.chunks_embedded - embedded) / max(time.perf_counter() - started, 1e-3)
@@ -747,7 +752,7 @@ def _write(
             if write.secrets:
                 report.secrets[path] = write.secrets
             report.chunks_written += len(write.chunks)
-        batch, removals = [], []
+        batch, removals, batch_chunks = [], [], 0
 
     for candidate in todo:
         outcome = prepare_file(candidate, options)
@@ -762,10 +767,12 @@ def _write(
             gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
             removals += gone_inside
             dropped += gone_inside
-            counts["chunks"] += sum(len(write.chunks) for write in outcome)
+            added = sum(len(write.chunks) for write in outcome)
+            batch_chunks += added
+            counts["chunks"] += added
         counts["bytes"] += candidate.size
         report_progress()
-        if sum(len(w.chunks) for w in batch) >= limit:
+        if batch_chunks >= limit:
             flush(final=False)
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)

@@ -409,9 +409,16 @@ class SqliteStore:
     def settle_lexical(self) -> bool:
         """Make the lexical index's BM25 statistics exact again after deletions (deleted chunks count in them
         until a rebuild): rebuild it from SQLite when it has deletions and holds at most EXACT_LEXICAL_ROWS
-        chunks, or when deletions reach LEXICAL_DRIFT_SHARE of it. Returns whether it rebuilt."""
+        chunks, or when deletions reach LEXICAL_DRIFT_SHARE of it. Returns whether it rebuilt.
+
+        Every commit also deletes the previous commit's generation marker, which then counts in BM25's document
+        count like a deleted chunk: an index of several segments (several commits) carries such markers, so a
+        build committed in batches would score unlike one built in a single commit until it is settled."""
+        if self.lexical_path is None:
+            return False
         deleted = int(self._meta("lexical_deleted") or 0)
-        if not deleted or self.lexical_path is None:
+        self._lexical.refresh()
+        if not deleted and self._lexical.segments() <= 1:
             return False
         live = int(self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         if live > EXACT_LEXICAL_ROWS and deleted < live * LEXICAL_DRIFT_SHARE:

@@ -90,6 +90,18 @@ async function useKey(key) {
   if (!response.ok) throw await failure(response);
   sessionStorage.setItem(KEY, key);
   showApp();
+  showNotice((await response.json()).note);
+}
+
+// A key whose user owns no document gets the server's note (what to index), not an empty base without a word.
+function showNotice(note) {
+  $("notice").textContent = note || "";
+  $("notice").hidden = !note;
+}
+
+async function checkDocuments() {
+  const response = await api("/v1/documents?limit=1");
+  showNotice((await response.json()).note);
 }
 
 function applyTheme(theme) {
@@ -165,7 +177,7 @@ function sourceLink(label, href) {
 function renderResults(data, query) {
   const ol = $("results-list");
   ol.replaceChildren();
-  if (!data.results.length) ol.append(el("li", "Nothing found in this scope.", "empty"));
+  if (!data.results.length) ol.append(el("li", data.note ? `Nothing found: ${data.note}.` : "Nothing found in this scope.", "empty"));
   for (const hit of data.results) {
     const li = el("li", null, "result");
     const scores = [`score ${fmt(hit.score)}`];
@@ -357,6 +369,7 @@ async function upload() {
   const body = await response.json();
   $("add-result").textContent = `${file.name}: ${body.status} (${body.document.file_path}, ${body.document.chunks} chunks)`;
   refreshStatus();
+  await checkDocuments();
 }
 
 async function ingest() {
@@ -373,6 +386,7 @@ async function ingest() {
   $("add-result").textContent = body.results
     .map((r) => `${r.source || r.url}: ${r.status}${r.reason ? ` (${r.reason})` : ""}`).join("; ");
   refreshStatus();
+  await checkDocuments();
 }
 
 // -- wiring ------------------------------------------------------------------------------------------------
@@ -404,6 +418,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }));
   $("forget").addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
+    showNotice("");
     $("results").hidden = true;
     $("answer").hidden = true;
     $("passage").hidden = true;
@@ -425,6 +440,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   refreshStatus();
   showApp();
+  if (sessionStorage.getItem(KEY)) guarded(checkDocuments)();
   // `ragstead serve` prints the page's address with the owner's one-time token (`/?token=…`): it is the key.
   const token = new URLSearchParams(location.search).get("token");
   if (token) {
