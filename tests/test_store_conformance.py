@@ -662,11 +662,11 @@ def test_replica_status_says_it_is_one_and_how_far_behind(replica_project, cli):
 
 # -- PostgreSQL partitioned by user (`-k partitioned`): a scoped query reads its scope's partitions only ------------
 
-def _plan_relations(plan: dict) -> set[str]:  # type: ignore[type-arg]
-    """Every table an EXPLAIN (FORMAT JSON) plan reads."""
-    found = {plan["Relation Name"]} if "Relation Name" in plan else set()
+def _plan_relations(plan: dict, key: str = "Relation Name") -> set[str]:  # type: ignore[type-arg]
+    """Every table (or, with key="Index Name", every index) an EXPLAIN (FORMAT JSON) plan reads."""
+    found = {plan[key]} if key in plan else set()
     for child in plan.get("Plans", []):
-        found |= _plan_relations(child)
+        found |= _plan_relations(child, key)
     return found
 
 
@@ -728,6 +728,13 @@ def test_partitioned_user_query_is_pruned_to_the_users_partition(partitioned, ge
             assert _plan_relations(plan[0]["Plan"]) == expected, (filters, plan)
             if generic and expected != partitions - {public}:
                 assert '"Subplans Removed"' in json.dumps(plan), plan  # pruned as the plan started
+            if not generic:  # the exact ranking (small scopes, a short walk): pruned too, and no HNSW walk
+                exact, _, _ = store.vector_statement(filters, exact=True)
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    plan = conn.execute(f"EXPLAIN (FORMAT JSON) {exact}", values).fetchone()[0]
+                assert _plan_relations(plan[0]["Plan"]) == expected, (filters, plan)
+                assert not any("embedding" in name for name in _plan_relations(plan[0]["Plan"], "Index Name")), plan
             # ... and the statement finds what the unpruned scope finds
             assert _paths(partitioned, store.vector_search(q, filters, 50), filters) == ground_truth(partitioned,
                                                                                                   filters)

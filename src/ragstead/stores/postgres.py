@@ -421,16 +421,18 @@ class PostgresStore:
                 # A small scope, or a graph walk that ran out before k rows passed the filter: rank exactly,
                 # without the HNSW index (the scope index and a sort).
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                rows = conn.execute(sql, (q, *params, q, k)).fetchall()
+                rows = conn.execute(self.vector_statement(filters, exact=True)[0], (q, *params, q, k)).fetchall()
         rows.sort(key=lambda r: (-r[1], r[0]))
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def vector_statement(self, filters: QueryFilters) -> tuple[str, str, list[Any]]:
+    def vector_statement(self, filters: QueryFilters, exact: bool = False) -> tuple[str, str, list[Any]]:
         """The vector query `vector_search` runs (parameters: the query vector, then `params`, the vector again,
-        k), its WHERE and the WHERE's parameters. Public so a test can EXPLAIN the very statement."""
+        k), its WHERE and the WHERE's parameters. Public so a test can EXPLAIN the very statement. `exact`: ordered
+        by an expression no index serves, so the rows are ranked by a sort, never by the HNSW walk (on a
+        partitioned table, PostgreSQL 18 still picks the walk in a partition with enable_indexscan off)."""
         where, params = self._chunk_where(filters)
-        sql = (f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} "
-               "ORDER BY c.embedding <#> %s LIMIT %s")
+        order = "(c.embedding <#> %s) + 0" if exact else "c.embedding <#> %s"
+        sql = f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} ORDER BY {order} LIMIT %s"
         return sql, where, params
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
