@@ -47,7 +47,9 @@ ALTER TABLE chunks ADD CONSTRAINT chunks_pkey PRIMARY KEY (id, owner),
     ADD CONSTRAINT chunks_doc_id_fkey FOREIGN KEY (doc_id) REFERENCES documents (doc_id) ON DELETE CASCADE;
 CREATE INDEX chunks_doc ON chunks (doc_id);
 CREATE INDEX chunks_text_hash ON chunks (text_hash);
-CREATE INDEX chunks_scope ON chunks (is_private, user_slug, doc_type, created_at);
+-- owner included: the scope count of a small-scope query (stores/postgres.py, vector_search) then reads this index
+-- alone (an index-only scan), not the partition's wide rows.
+CREATE INDEX chunks_scope ON chunks (is_private, user_slug, doc_type, created_at) INCLUDE (owner);
 CREATE INDEX chunks_tsv ON chunks USING gin (tsv);
 CREATE TRIGGER chunks_inserted_terms AFTER INSERT ON chunks REFERENCING NEW TABLE AS changed_chunks
     FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_copy();
