@@ -786,3 +786,20 @@ def test_partition_option_is_ragsteads_and_leaves_libpqs_parameters_as_written()
     assert split_partition_option("postgresql://me:pw@[::1/nope") == ("postgresql://me:pw@[::1/nope", None)
     with pytest.raises(ConfigError, match="partition=user"):
         split_partition_option("postgresql://me@h/kb?partition=hash")
+
+
+def test_partitioned_chunk_vectors_read_the_fetched_hits_partitions_and_fall_back(partitioned):
+    """chunk_vectors after fetch_chunks reads only the hits' partitions (their owners are remembered); an id
+    fetched under a stale owner, or never fetched, is still found (the lookup falls back to every partition)."""
+    store, alice = partitioned.store, QueryFilters.build(user_slug="alice")
+    q = partitioned.embedder.embed_query("billing database")
+    every = {w.document.file_path: w for w in store.export_documents()}
+    expected = {c.chunk_id: v for w in every.values() for c, v in zip(w.chunks, w.vectors, strict=True)}
+    hits = store.fetch_chunks([h[0] for h in store.vector_search(q, alice, 5)], alice)
+    fetched = [row["chunk_id"] for row in hits.values()]
+    assert fetched and {store._chunk_owners[c] for c in fetched} == {"u:alice"}
+    for ids in (fetched, list(expected)):
+        found = store.chunk_vectors(ids)
+        assert set(found) == set(ids) and all(np.allclose(found[c], expected[c]) for c in ids)
+    store._chunk_owners[fetched[0]] = "u:bob"  # stale
+    assert set(store.chunk_vectors(fetched)) == set(fetched)

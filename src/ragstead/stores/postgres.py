@@ -63,6 +63,8 @@ FIRST_DEPTH = 100
 # A filtered vector query with at most this many rows in scope is ranked exactly (a bitmap scan of the scope and
 # a sort), not by the HNSW walk, which must visit ~1/selectivity nodes per result and loses recall there.
 EXACT_SCOPE_ROWS = 50_000
+# Chunk owners remembered from fetched rows (partitioned layout), at most about this many.
+CHUNK_OWNERS_KEPT = 100_000
 
 _CHUNK_INSERT = (
     "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
@@ -129,6 +131,9 @@ class PostgresStore:
         url, partition = split_partition_option(url)
         self.url = url
         self._owners: set[str] = set()  # partitions known to exist (partitioned layout)
+        # chunk id -> owner of rows fetch_chunks returned (partitioned layout): chunk_vectors, given ids of fetched
+        # hits, then reads their partitions only instead of probing every user's (bounded; cleared when full).
+        self._chunk_owners: dict[str, str] = {}
         self._psycopg = psycopg
         self.build_seconds: dict[str, float] = {}  # the last bulk load's builds (HNSW, postings), for the bench
         _OPENED.add(url)
@@ -634,13 +639,26 @@ class PostgresStore:
             for row in cursor:
                 record = dict(zip(names, row, strict=True))
                 out[record.pop("id")] = record
+        if self.partitioned:
+            if len(self._chunk_owners) > CHUNK_OWNERS_KEPT:
+                self._chunk_owners.clear()
+            self._chunk_owners.update((r["chunk_id"], owner_of(r["is_private"], r["user_slug"])) for r in out.values())
         return out
 
     def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
         if not chunk_ids:
             return {}
-        rows = self._rows("SELECT chunk_id, embedding FROM chunks WHERE chunk_id = ANY(%s)", (chunk_ids,), binary=True)
+        sql = "SELECT chunk_id, embedding FROM chunks c WHERE c.chunk_id = ANY(%s)"
+        owners = {self._chunk_owners.get(chunk_id) for chunk_id in chunk_ids} if self.partitioned else {None}
+        if None not in owners:
+            # Only the partitions these chunks were fetched from; a row not found there (moved or gone since) sends
+            # the lookup to every partition below, so the answer is the same either way.
+            marks = ", ".join(["%s"] * len(owners))
+            rows = self._rows(f"{sql} AND c.owner IN ({marks})", (chunk_ids, *sorted(owners)), binary=True)
+            if len(rows) == len(set(chunk_ids)):
+                return {chunk_id: _array(vector) for chunk_id, vector in rows}
+        rows = self._rows(sql, (chunk_ids,), binary=True)
         return {chunk_id: _array(vector) for chunk_id, vector in rows}
 
     # -- sentence vectors: the sentence re-ranker's, computed at index time when asked (docs/design.md) --------
