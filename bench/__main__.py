@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | milvus-scifact | superseded | notes.
+| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -21,7 +21,8 @@ def main() -> None:
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
-                                           "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes"])
+                                           "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes",
+                                           "partitions"])
     parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
@@ -34,6 +35,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--queries", type=int, default=100, help="stores bench: queries per scope and mode")
     parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
+    parser.add_argument("--extra-partitions", type=int, default=1000,
+                        help="partitions bench: empty user partitions added before the second measurement")
     parser.add_argument("--hnsw-serial", action="store_true",
                         help="stores bench: also time an HNSW build with no parallel worker (~20 min at 1M)")
     parser.add_argument("--previous-queries", type=int, default=20,
@@ -132,6 +135,10 @@ def main() -> None:
         from bench.milvus_scifact import main as milvus_scifact_main
 
         milvus_scifact_main(args.dataset, args.workdir)
+    if args.what == "partitions":  # not in `all`: the PostgreSQL server extras, ~10 min at 100k chunks
+        from bench.partitions import main as partitions_main
+
+        partitions_main(args.size or 100_000, args.queries, args.workdir, args.extra_partitions, args.output)
     if args.what in ("ingest", "all"):
         from bench.ingest_throughput import main as ingest_main
 

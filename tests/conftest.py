@@ -21,7 +21,8 @@ from ragstead.embeddings import MiniLMOnnxEmbedder
 # kind it is parametrized with: `-m "not postgres"` and the like select around a missing server.
 _MARK_BY_FIXTURE = {"pg_server": "postgres", "pg_url": "postgres", "chroma_server": "chroma",
                     "clickhouse_server": "clickhouse"}
-_MARK_BY_STORE_KIND = {"postgresql": "postgres", "chroma": "chroma", "chroma-http": "chroma"}
+_MARK_BY_STORE_KIND = {"postgresql": "postgres", "postgresql-partitioned": "postgres", "chroma": "chroma",
+                       "chroma-http": "chroma"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

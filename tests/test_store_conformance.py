@@ -1,6 +1,6 @@
-"""One contract, every store: each test runs against the embedded store, a real PostgreSQL + pgvector, Chroma
-(embedded and a server) and Milvus Lite (`-k milvus`: lexical in tantivy, and `milvus-bm25` with
-`lexical=milvus`); the read tests also run on a PostgreSQL streaming replica
+"""One contract, every store: each test runs against the embedded store, a real PostgreSQL + pgvector (also in its
+partitioned-by-user layout, `-k partitioned`), Chroma (embedded and a server) and Milvus Lite (`-k milvus`: lexical
+in tantivy, and `milvus-bm25` with `lexical=milvus`); the read tests also run on a PostgreSQL streaming replica
 (`-k replica`, at the end of this file).
 
 (`store_spec` in conftest.py yields "" for SQLite and a fresh database URL on the session's server.)
@@ -10,13 +10,16 @@ The privacy property tests in test_privacy.py also run against both stores.
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from helpers.library import search
-from helpers.project import new_database, spec_for
+from helpers.project import PARTITIONED_KIND, STORE_KINDS, new_database, spec_for
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.retrieval.rerank import fill_sentence_vectors
@@ -24,6 +27,7 @@ from ragstead.retrieval.search import SearchOptions
 from ragstead.retrieval.sentences import split_sentences
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.chroma import chroma_where
+from ragstead.stores.postgres_partitions import split_partition_option
 
 FILES = {
     "kb/users/alice/2025-01-10-billing.md": "# Billing\nWe moved the billing database to PostgreSQL in January.",
@@ -37,6 +41,18 @@ FILES = {
 }
 
 ALICE = {p for p in FILES if "/alice/" in p}
+
+
+@pytest.fixture(params=[*STORE_KINDS, PARTITIONED_KIND])
+def store_spec(request) -> str:  # type: ignore[no-untyped-def]
+    """conftest.py's store kinds, and the PostgreSQL store partitioned by user."""
+    return spec_for(request.param, request)
+
+
+@pytest.fixture(params=[*STORE_KINDS[1:], PARTITIONED_KIND])
+def server_spec(request) -> str:  # type: ignore[no-untyped-def]
+    """conftest.py's server kinds, and the PostgreSQL store partitioned by user (migrate moves an index to it)."""
+    return spec_for(request.param, request, side_db="kb/rag/chroma-side.db")
 
 
 @pytest.fixture
@@ -357,7 +373,7 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
         import psycopg
 
         # Make the graph walk give up after 20 rows, as it would on a large corpus with a small scope.
-        with psycopg.connect(store_spec, autocommit=True) as conn:
+        with psycopg.connect(split_partition_option(store_spec)[0], autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET hnsw.max_scan_tuples = 20')
             conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET enable_seqscan = off')
@@ -368,7 +384,7 @@ def test_filtered_vector_search_returns_k_whenever_k_exist(make_project, store_s
     if postgres:
         # And make HNSW the planner's only way to order by distance: without the scope index, only the
         # exact fallback can find all 10 of u3's chunks.
-        with psycopg.connect(store_spec, autocommit=True) as conn:
+        with psycopg.connect(split_partition_option(store_spec)[0], autocommit=True) as conn:
             conn.execute("DROP INDEX ragstead.chunks_scope")
     elif store_spec.startswith("milvus"):
         # The same for Milvus: 7 of u3's 10 vectors vanish from the collection behind the store's back.
@@ -645,3 +661,148 @@ def test_replica_status_says_it_is_one_and_how_far_behind(replica_project, cli):
     assert "read replica" in status.stdout and "not replayed" in status.stdout
     bad = cli(replica_project, "index", "--store", url, "--roots", "kb,docs", "--rebuild", expect=2)
     assert "read replica" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- PostgreSQL partitioned by user (`-k partitioned`): a scoped query reads its scope's partitions only ------------
+
+def _plan_relations(plan: dict, key: str = "Relation Name") -> set[str]:  # type: ignore[type-arg]
+    """Every table (or, with key="Index Name", every index) an EXPLAIN (FORMAT JSON) plan reads."""
+    found = {plan[key]} if key in plan else set()
+    for child in plan.get("Plans", []):
+        found |= _plan_relations(child, key)
+    return found
+
+
+@pytest.fixture
+def partitioned(make_project, pg_server):  # type: ignore[no-untyped-def]
+    project = make_project(FILES, store=new_database(pg_server) + "?partition=user")
+    project.index()
+    return project
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom-plan", "generic-plan"])
+def test_partitioned_user_query_is_pruned_to_the_users_partition(partitioned, generic):
+    """EXPLAIN of the statement vector_search runs: alice's scope reads alice's partition only; the public one
+    joins only when the scope holds public documents. `generic`: as a prepared statement re-planned generically
+    (psycopg prepares a statement after its fifth run), where pruning happens when the plan starts."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from ragstead.stores.postgres_partitions import owner_of, partition_name
+
+    store = partitioned.store
+    with psycopg.connect(store.url) as conn:
+        conn.execute("SET search_path TO ragstead, public")
+        register_vector(conn)
+        partitions = {row[0] for row in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'chunks'::regclass")}
+        alice, bob, public = (partition_name(owner_of(True, "alice")), partition_name(owner_of(True, "bob")),
+                              partition_name(owner_of(False, None)))
+        assert {alice, bob, public, partition_name(owner_of(True, None))} <= partitions
+        if generic:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+        q = partitioned.embedder.embed_query("billing database")
+        cases = [(QueryFilters.build(user_slug="alice"), {alice}),
+                 (QueryFilters.build(user_slug="alice", doc_types=["dossier"]), {alice}),
+                 (QueryFilters.build(user_slug="alice", include_archive=True), {alice, public}),
+                 (QueryFilters.build(public_only=True), {public}),
+                 (QueryFilters.build(user_slug="bob", public_only=True), {public}),
+                 (QueryFilters.build(), partitions - {public})]
+        for filters, expected in cases:
+            sql, _, params = store.vector_statement(filters)
+            values = (q, *params, q, 10)
+            if generic:
+                numbered = iter(range(1, len(values) + 1))
+
+                def number(_: re.Match[str], numbered: Iterator[int] = numbered) -> str:
+                    return f"${next(numbered)}"
+                conn.execute("DEALLOCATE ALL")
+                types = ["vector" if isinstance(v, np.ndarray) else "bool" if isinstance(v, bool) else
+                         "int" if isinstance(v, int) else "text" for v in values]
+                # The simple query protocol (a client-side cursor): in the extended one, $n would be the
+                # PREPARE statement's own parameters.
+                psycopg.ClientCursor(conn).execute(f"PREPARE vector_query ({', '.join(types)}) AS "
+                                                   + re.sub("%s", number, sql))
+                # Typed arguments: psycopg sends Python strings untyped.
+                sql = f"EXECUTE vector_query ({', '.join(f'%s::{t}' for t in types)})"
+            cursor = psycopg.ClientCursor(conn) if generic else conn.cursor()  # EXECUTE's arguments as literals
+            plan = cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", values).fetchone()[0]
+            assert _plan_relations(plan[0]["Plan"]) == expected, (filters, plan)
+            if generic and expected != partitions - {public}:
+                assert '"Subplans Removed"' in json.dumps(plan), plan  # pruned as the plan started
+            if not generic:  # the exact ranking (small scopes, a short walk): pruned too, and no HNSW walk
+                exact, _, _ = store.vector_statement(filters, exact=True)
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    plan = conn.execute(f"EXPLAIN (FORMAT JSON) {exact}", values).fetchone()[0]
+                assert _plan_relations(plan[0]["Plan"]) == expected, (filters, plan)
+                assert not any("embedding" in name for name in _plan_relations(plan[0]["Plan"], "Index Name")), plan
+            # ... and the statement finds what the unpruned scope finds
+            assert _paths(partitioned, store.vector_search(q, filters, 50), filters) == ground_truth(partitioned,
+                                                                                                  filters)
+    assert store.integrity_check() == "ok"
+
+
+def test_partitioned_layout_is_opt_in_and_an_index_with_chunks_moves_by_migrate(make_project, pg_server):
+    """An unpartitioned index keeps its layout (opening it with ?partition=user says to migrate); `migrate` copies
+    it into a partitioned database; the layout, once made, holds without the option; re-index and deletes by
+    path stay idempotent."""
+    from ragstead.stores.migrate import copy_store
+    from ragstead.stores.postgres import PostgresStore
+
+    plain_url = new_database(pg_server)
+    plain = make_project(FILES, store=plain_url)
+    plain.index()
+    assert plain.store.partitioned is False
+    with pytest.raises(RagsteadError, match="migrate"):
+        PostgresStore(plain_url + "?partition=user")
+    assert plain.store.integrity_check() == "ok"  # untouched
+    target_url = new_database(pg_server)
+    target = PostgresStore(target_url + "?partition=user")
+    report = copy_store(plain.store, target, batch_size=3)
+    assert report.chunks == plain.store.stats()["chunks"] and target.partitioned
+    assert _snapshot(target) == _snapshot(plain.store)
+    target.close()
+    reopened = make_project(FILES, store=target_url)  # no option: the layout is the database's
+    assert reopened.store.partitioned and reopened.store.integrity_check() == "ok"
+    assert reopened.index().unchanged == len(FILES)
+    (reopened.root / "kb/users/bob/2025-04-01-salary.md").unlink()
+    (reopened.root / "kb/users/carol/2025-07-01-new.md").parent.mkdir(parents=True)
+    (reopened.root / "kb/users/carol/2025-07-01-new.md").write_text("Carol's first note, on kite surfing.")
+    report = reopened.index()
+    assert report.added == ["kb/users/carol/2025-07-01-new.md"] and report.removed == [
+        "kb/users/bob/2025-04-01-salary.md"]
+    carol = QueryFilters.build(user_slug="carol")
+    hits = reopened.store.vector_search(reopened.embedder.embed_query("kite surfing"), carol, 5)
+    assert _paths(reopened, hits, carol) == {"kb/users/carol/2025-07-01-new.md"}
+    assert reopened.store.integrity_check() == "ok"
+    assert reopened.index().unchanged == len(FILES)  # idempotent
+
+
+def test_partition_option_is_ragsteads_and_leaves_libpqs_parameters_as_written():
+    from ragstead.errors import ConfigError
+
+    assert split_partition_option("postgresql://me:pw@h/kb?sslmode=require&partition=user&options=-c%20x") == (
+        "postgresql://me:pw@h/kb?sslmode=require&options=-c%20x", "user")
+    assert split_partition_option("postgresql://me@h/kb") == ("postgresql://me@h/kb", None)
+    assert split_partition_option("postgresql://me:pw@[::1/nope") == ("postgresql://me:pw@[::1/nope", None)
+    with pytest.raises(ConfigError, match="partition=user"):
+        split_partition_option("postgresql://me@h/kb?partition=hash")
+
+
+def test_partitioned_chunk_vectors_read_the_fetched_hits_partitions_and_fall_back(partitioned):
+    """chunk_vectors after fetch_chunks reads only the hits' partitions (their owners are remembered); an id
+    fetched under a stale owner, or never fetched, is still found (the lookup falls back to every partition)."""
+    store, alice = partitioned.store, QueryFilters.build(user_slug="alice")
+    q = partitioned.embedder.embed_query("billing database")
+    every = {w.document.file_path: w for w in store.export_documents()}
+    expected = {c.chunk_id: v for w in every.values() for c, v in zip(w.chunks, w.vectors, strict=True)}
+    hits = store.fetch_chunks([h[0] for h in store.vector_search(q, alice, 5)], alice)
+    fetched = [row["chunk_id"] for row in hits.values()]
+    assert fetched and {store._chunk_owners[c] for c in fetched} == {"u:alice"}
+    for ids in (fetched, list(expected)):
+        found = store.chunk_vectors(ids)
+        assert set(found) == set(ids) and all(np.allclose(found[c], expected[c]) for c in ids)
+    store._chunk_owners[fetched[0]] = "u:bob"  # stale
+    assert set(store.chunk_vectors(fetched)) == set(fetched)

@@ -83,6 +83,8 @@ def new_database(server) -> str:  # type: ignore[no-untyped-def]
 
 
 STORE_KINDS = ["sqlite", "postgresql", "chroma", "chroma-http", "milvus", "milvus-bm25"]
+# The PostgreSQL store partitioned by user (`?partition=user`): a store kind of the conformance suite.
+PARTITIONED_KIND = "postgresql-partitioned"
 
 
 def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-untyped-def]
@@ -91,6 +93,8 @@ def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-u
     gets its own collection; `side_db` names the SQLite side's file when the project has another index)."""
     if kind == "postgresql":
         return new_database(request.getfixturevalue("pg_server"))
+    if kind == PARTITIONED_KIND:
+        return new_database(request.getfixturevalue("pg_server")) + "?partition=user"
     # exact_rows=0: every vector query goes through Chroma's own filtered search (the `where` translation
     # under test), where by default the small scopes of these corpora would be scored from SQLite.
     if kind == "chroma":

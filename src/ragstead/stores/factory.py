@@ -2,7 +2,8 @@
 
     ""  or "sqlite"          the embedded default: SQLite + tantivy at the project's index file
     "sqlite:PATH"            the embedded store in another file (relative to the project root)
-    "postgresql://..."       PostgreSQL + pgvector (also "postgres://")
+    "postgresql://..."       PostgreSQL + pgvector (also "postgres://"); "?partition=user" partitions a new index's
+                             chunks by user (stores/postgres_partitions.py)
     "chroma:PATH"            Chroma (embedded) for vectors, with the SQLite side in PATH
     "chroma+http://host:port[?db=PATH]"   a Chroma server for vectors, the SQLite side at the index file (or PATH)
     "milvus:PATH.db"         Milvus Lite for vectors, the SQLite side beside it (PATH.sqlite)

@@ -36,6 +36,14 @@ from ragstead.stores.postgres_migrations import (
     impact_sql,
     migrate,
 )
+from ragstead.stores.postgres_partitions import (
+    ensure_partitions,
+    is_partitioned,
+    owner_clause,
+    owner_of,
+    partition_chunks,
+    split_partition_option,
+)
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import FORMAT, LAST_INDEXED_AT, MANIFEST, document_row
 
@@ -55,6 +63,8 @@ FIRST_DEPTH = 100
 # A filtered vector query with at most this many rows in scope is ranked exactly (a bitmap scan of the scope and
 # a sort), not by the HNSW walk, which must visit ~1/selectivity nodes per result and loses recall there.
 EXACT_SCOPE_ROWS = 50_000
+# Chunk owners remembered from fetched rows (partitioned layout), at most about this many.
+CHUNK_OWNERS_KEPT = 100_000
 
 _CHUNK_INSERT = (
     "chunk_id", "doc_id", "chunk_index", "text", "text_hash", "start_word", "end_word", "char_start", "char_end",
@@ -116,8 +126,14 @@ class PostgresStore:
 
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         psycopg, register_vector, connection_pool = _import_driver()
-        self.url = url
         self.path = redact(url)
+        # `?partition=user` is ragstead's (postgres_partitions.py), not libpq's: the driver gets the URL without it.
+        url, partition = split_partition_option(url)
+        self.url = url
+        self._owners: set[str] = set()  # partitions known to exist (partitioned layout)
+        # chunk id -> owner of rows fetch_chunks returned (partitioned layout): chunk_vectors, given ids of fetched
+        # hits, then reads their partitions only instead of probing every user's (bounded; cleared when full).
+        self._chunk_owners: dict[str, str] = {}
         self._psycopg = psycopg
         self.build_seconds: dict[str, float] = {}  # the last bulk load's builds (HNSW, postings), for the bench
         _OPENED.add(url)
@@ -129,6 +145,9 @@ class PostgresStore:
                     check_replica_schema(conn)
                 else:
                     migrate(conn)
+                    if partition == "user":
+                        self._partition_if_empty(conn)
+                self.partitioned = is_partitioned(conn)
         except psycopg.Error as exc:
             raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc, url)}") from None
 
@@ -146,6 +165,14 @@ class PostgresStore:
         except Exception as exc:
             self._pool.close()
             raise RagsteadError(f"cannot open PostgreSQL store {self.path}: {_first_line(exc, url)}") from None
+
+    def _partition_if_empty(self, conn: Any) -> None:
+        """Give an empty, unpartitioned index the partitioned-by-user layout (an index already in it stays)."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            conn.execute(f"SET LOCAL search_path TO {SCHEMA}, public")
+            if not is_partitioned(conn):
+                partition_chunks(conn)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -261,6 +288,8 @@ class PostgresStore:
         """One transaction: replace each written document, delete removed paths, refresh touched stats."""
         if not (writes or removals or touches):
             return
+        if self.partitioned and writes:
+            self._add_partitions({owner_of(w.document.is_private, w.document.user_slug) for w in writes})
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             paths = removals + [w.document.file_path for w in writes]
@@ -288,6 +317,26 @@ class PostgresStore:
                     cur.executemany(FORMAT.document_touch, [(d.size, d.mtime, d.file_path) for d in touches])
             if paths or writes:
                 conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+
+    def _add_partitions(self, owners: set[str]) -> None:
+        """Create the partitions a write needs, in a transaction of their own: creating one locks `chunks`
+        against readers, and only until this short commit, not for the write's whole load."""
+        missing = owners - self._owners
+        if missing:
+            with self._transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                ensure_partitions(conn, missing)
+            self._owners |= missing
+
+    def _chunk_where(self, filters: QueryFilters) -> tuple[str, list[Any]]:
+        """The scope's WHERE over chunks `c`; on the partitioned layout with the owner clause it implies, so the
+        planner reads only the scope's partitions."""
+        where, params = FORMAT.where(filters)
+        if self.partitioned:
+            clause, owners = owner_clause(filters)
+            if clause:
+                return f"{where} AND {clause}", [*params, *owners]
+        return where, params
 
     def _count_lexemes(self, conn: Any, where: str, param: Any, sign: int) -> None:
         """Add (sign +1) or subtract (-1) the BM25 statistics of the chunks matching `where`."""
@@ -337,20 +386,22 @@ class PostgresStore:
             if tags:
                 cur.executemany(FORMAT.doc_tag_insert, tags)
         # COPY in binary: 10-50x the rate of row-by-row INSERTs for chunk rows with vectors.
+        owner = ("owner",) if self.partitioned else ()
         with conn.cursor() as cur, cur.copy(
-            f"COPY chunks ({', '.join(_CHUNK_INSERT)}) FROM STDIN WITH (FORMAT BINARY)"
+            f"COPY chunks ({', '.join(_CHUNK_INSERT + owner)}) FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
             copy.set_types(["text", "text", "int4", "text", "text", "int4", "int4", "int4", "int4", "int4", "text",
-                            "int4", "text", "text", "bool", "text", "text", "vector"])
+                            "int4", "text", "text", "bool", "text", "text", "vector", *(["text"] if owner else [])])
             for write in writes:
                 doc = write.document
                 vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+                extra = (owner_of(doc.is_private, doc.user_slug),) if owner else ()
                 for chunk, vector in zip(write.chunks, vectors, strict=True):
                     copy.write_row((
                         chunk.chunk_id, doc.doc_id, chunk.chunk_index, chunk.text, chunk.text_hash,
                         chunk.start_word, chunk.end_word, chunk.char_start, chunk.char_end, chunk.page,
                         chunk.section_path, chunk.token_estimate, doc.file_path, doc.doc_type, doc.is_private,
-                        doc.user_slug, doc.created_at, vector,
+                        doc.user_slug, doc.created_at, vector, *extra,
                     ))
 
     # -- search -----------------------------------------------------------------------------------
@@ -359,12 +410,8 @@ class PostgresStore:
         """Cosine (inner product of unit vectors) over the rows the WHERE admits; HNSW, exact fallback."""
         if k <= 0:
             return []
-        where, params = FORMAT.where(filters)
+        sql, where, params = self.vector_statement(filters)
         q = np.asarray(query, dtype=np.float32)
-        sql = (
-            f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} "
-            "ORDER BY c.embedding <#> %s LIMIT %s"
-        )
         with self._transaction() as conn:
             small = self.exact_scope_rows > 0 and _may_be_small(filters) and conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE {where} LIMIT %s) s",
@@ -379,9 +426,19 @@ class PostgresStore:
                 # A small scope, or a graph walk that ran out before k rows passed the filter: rank exactly,
                 # without the HNSW index (the scope index and a sort).
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                rows = conn.execute(sql, (q, *params, q, k)).fetchall()
+                rows = conn.execute(self.vector_statement(filters, exact=True)[0], (q, *params, q, k)).fetchall()
         rows.sort(key=lambda r: (-r[1], r[0]))
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    def vector_statement(self, filters: QueryFilters, exact: bool = False) -> tuple[str, str, list[Any]]:
+        """The vector query `vector_search` runs (parameters: the query vector, then `params`, the vector again,
+        k), its WHERE and the WHERE's parameters. Public so a test can EXPLAIN the very statement. `exact`: ordered
+        by an expression no index serves, so the rows are ranked by a sort, never by the HNSW walk (on a
+        partitioned table, PostgreSQL 18 still picks the walk in a partition with enable_indexscan off)."""
+        where, params = self._chunk_where(filters)
+        order = "(c.embedding <#> %s) + 0" if exact else "c.embedding <#> %s"
+        sql = f"SELECT c.id, -(c.embedding <#> %s) AS score FROM chunks c WHERE {where} ORDER BY {order} LIMIT %s"
+        return sql, where, params
 
     def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """BM25 top-k over the chunks the WHERE admits: from the impact-ordered postings when they are ready
@@ -570,7 +627,7 @@ class PostgresStore:
         """Rows for the given ids, with the filter applied once more in SQL."""
         if not rowids:
             return {}
-        where, params = FORMAT.where(filters)
+        where, params = self._chunk_where(filters)
         with self._transaction() as conn:
             cursor = conn.execute(
                 f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
@@ -582,13 +639,26 @@ class PostgresStore:
             for row in cursor:
                 record = dict(zip(names, row, strict=True))
                 out[record.pop("id")] = record
+        if self.partitioned:
+            if len(self._chunk_owners) > CHUNK_OWNERS_KEPT:
+                self._chunk_owners.clear()
+            self._chunk_owners.update((r["chunk_id"], owner_of(r["is_private"], r["user_slug"])) for r in out.values())
         return out
 
     def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
         if not chunk_ids:
             return {}
-        rows = self._rows("SELECT chunk_id, embedding FROM chunks WHERE chunk_id = ANY(%s)", (chunk_ids,), binary=True)
+        sql = "SELECT chunk_id, embedding FROM chunks c WHERE c.chunk_id = ANY(%s)"
+        owners = {self._chunk_owners.get(chunk_id) for chunk_id in chunk_ids} if self.partitioned else {None}
+        if None not in owners:
+            # Only the partitions these chunks were fetched from; a row not found there (moved or gone since) sends
+            # the lookup to every partition below, so the answer is the same either way.
+            marks = ", ".join(["%s"] * len(owners))
+            rows = self._rows(f"{sql} AND c.owner IN ({marks})", (chunk_ids, *sorted(owners)), binary=True)
+            if len(rows) == len(set(chunk_ids)):
+                return {chunk_id: _array(vector) for chunk_id, vector in rows}
+        rows = self._rows(sql, (chunk_ids,), binary=True)
         return {chunk_id: _array(vector) for chunk_id, vector in rows}
 
     # -- sentence vectors: the sentence re-ranker's, computed at index time when asked (docs/design.md) --------
@@ -659,7 +729,7 @@ class PostgresStore:
             if not found:
                 return []
             doc_id = found[0][0]
-        where, params = FORMAT.where(filters)
+        where, params = self._chunk_where(filters)
         with self._transaction() as conn:
             cursor = conn.execute(FORMAT.document_chunks(where), (doc_id, *params))
             names = [d.name for d in cursor.description]
@@ -818,6 +888,14 @@ class PostgresStore:
             ).fetchone()[0]
             if drift:
                 return f"{drift} chunks whose lexical scoring row differs from the chunk"
+            if self.partitioned:
+                # The owner clauses of the searches are only right while each row's owner is its scope's.
+                misplaced = conn.execute(
+                    "SELECT count(*) FROM chunks WHERE owner <> CASE WHEN NOT is_private THEN %s WHEN user_slug IS "
+                    "NULL THEN %s ELSE 'u:' || user_slug END", (owner_of(False, None), owner_of(True, None))
+                ).fetchone()[0]
+                if misplaced:
+                    return f"{misplaced} chunks in another scope's partition"
             if self._meta(conn, "postings_ready") == "1":
                 # One posting per (chunk, lexeme): their count is the length total the BM25 statistics hold.
                 postings = conn.execute("SELECT count(*) FROM postings").fetchone()[0]
