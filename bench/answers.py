@@ -619,7 +619,9 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
                "scifact_limit": observed["scifact_limit"]}
     path = write_results("answers", results, gate_rows)
     markdown = (RESULTS / "answers.md").read_text()
-    extra = "\n".join(["", "Notes sets, through `ask` (gather + extractive answerer); `fresh` is "
+    limit_note = ([f"SciFact: the first {observed['scifact_limit']} queries of each split only (`--limit`).", ""]
+                  if observed["scifact_limit"] else [])
+    extra = "\n".join(["", *limit_note, "Notes sets, through `ask` (gather + extractive answerer); `fresh` is "
                        "tests/data/notes_fresh, measured only:", "", *_table(notes_rows), "",
                        "Answers the gate lets through at a probability under one half are marked tentative:", "",
                        *_table(tentative_rows), "",
