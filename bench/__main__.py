@@ -29,7 +29,8 @@ def main() -> None:
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
     parser.add_argument("--configs", default="", help="rerank bench: only these labels, ';'-separated")
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
-    parser.add_argument("--limit", type=int, default=None, help="index bench: first N corpus documents")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="index bench: first N corpus documents; answers bench: first N SciFact queries a split")
     parser.add_argument("--skip-chroma", action="store_true")
     parser.add_argument("--sizes", default="100000,1000000", help="latency bench: chunk counts")
     parser.add_argument("--size", type=int, default=0)

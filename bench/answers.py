@@ -9,6 +9,9 @@ Two calibration sources:
   as `bench refusal` does), plus 30 off-topic questions; the test split, with 30 other off-topic questions, is
   only ever measured, never fitted.
 A second public BEIR set is not available here (docs/benchmarks.md says what was searched).
+The fresh notes set (tests/data/notes_fresh: 22 other notes, 28 answerable, 12 near-miss and 12 off-topic
+questions, written and committed before anything was scored on it) is only ever measured, never fitted: its own
+rows ("notes fresh") beside the fit and held-out halves.
 
 Every run fits the gate three ways (notes fit half, SciFact train, both) and reports each on the data it was not
 fitted on; `--fit` also writes the model fitted on both to src/ragstead/answer/gate_model.json. The sentence
@@ -38,6 +41,7 @@ from bench.common import RESULTS, Timer, write_results
 from bench.refusal_calibration import OFF_TOPIC as SCIFACT_OFF_TOPIC
 
 NOTES = Path(__file__).resolve().parents[1] / "tests" / "data" / "notes"
+FRESH = Path(__file__).resolve().parents[1] / "tests" / "data" / "notes_fresh"
 MODEL_PATH = Path(__file__).resolve().parents[1] / "src" / "ragstead" / "answer" / "gate_model.json"
 # SciFact test's off-topic questions: 30 others than the fit list (bench/refusal_calibration.py), written in the same
 # everyday style before any was scored, so the test rows hold no question the gate was fitted on.
@@ -287,16 +291,16 @@ def rates(decide: Callable[[Any], bool], s: LabelledSet) -> dict[str, float]:
 
 # -- the notes set ------------------------------------------------------------------------------------------------
 
-def load_questions() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (NOTES / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+def load_questions(notes: Path = NOTES) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (notes / "questions.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip()]
 
 
-def notes_kb(folder: Path, embedder: Any) -> Any:
-    """A personal-mode project over a copy of the notes, indexed."""
+def notes_kb(folder: Path, embedder: Any, notes: Path = NOTES) -> Any:
+    """A personal-mode project over a copy of the notes set `notes` (the notes folder by default), indexed."""
     import ragstead
 
-    shutil.copytree(NOTES / "notes", folder / "notes")
+    shutil.copytree(notes / "notes", folder / "notes")
     kb = ragstead.open(folder, roots=("notes",), owner="me", embedder=embedder)
     kb.index()
     return kb
@@ -352,7 +356,8 @@ VARIANTS = (
 )
 
 
-def run_notes(kb: Any, questions: list[dict[str, Any]], model: Any) -> dict[str, dict[str, Any]]:
+def run_notes(kb: Any, questions: list[dict[str, Any]], model: Any,
+              splits: tuple[str | None, ...] = ("fit", "heldout", None)) -> dict[str, dict[str, Any]]:
     """Every variant over every notes question through gather + answer: per split, the rates and fact-in-answer."""
     from ragstead.answer.ask import AskOptions, UnitVectorCache, answer, gather
     from ragstead.answer.extractive import ExtractiveAnswerer
@@ -373,8 +378,10 @@ def run_notes(kb: Any, questions: list[dict[str, Any]], model: Any) -> dict[str,
             records.append({"id": q["id"], "split": q["split"], "kind": q["kind"], "refused": result.refused,
                             "fact": bool(q["fact"]) and fact_in(result.text, q["fact"]),
                             "lead": bool(q["fact"]) and fact_in(first, q["fact"]),
-                            "score": result.gate["score"] if result.gate else None, "answer": result.text})
-        out[variant.name] = {split: _notes_rates(records, split) for split in ("fit", "heldout", None)}
+                            "score": result.gate["score"] if result.gate else None,
+                            "confidence": "refused" if result.refused else
+                            (result.gate or {}).get("confidence", "likely"), "answer": result.text})
+        out[variant.name] = {split: _notes_rates(records, split) for split in splits}
         out[variant.name]["records"] = records  # type: ignore[assignment]
     return out
 
@@ -387,19 +394,47 @@ def _notes_rates(records: list[dict[str, Any]], split: str | None) -> dict[str, 
     def mean(values: list[bool]) -> float:
         return round(float(np.mean(values)), 4) if values else math.nan
 
+    likely = [r for r in answered if r["confidence"] == "likely"]
+    near_miss = [r for r in chosen if r["kind"] == "near_miss"]
     return {"answerable": len(answerable), "answered": mean([not r["refused"] for r in answerable]),
-            "refused_near_miss": mean([r["refused"] for r in chosen if r["kind"] == "near_miss"]),
+            "refused_near_miss": mean([r["refused"] for r in near_miss]),
+            "near_miss_refused_or_tentative": mean([r["confidence"] != "likely" for r in near_miss]),
+            # "likely but wrong": of the answerable questions answered at `likely` confidence, the share whose
+            # answer lacks the fact (how often a confident answer misleads)
+            "likely_missing_fact": mean([not r["fact"] for r in likely]), "likely_answers": len(likely),
             "refused_off_topic": mean([r["refused"] for r in chosen if r["kind"] == "off_topic"]),
             "fact_in_answer": mean([r["fact"] for r in answerable]),
             "fact_when_answered": mean([r["fact"] for r in answered]),
-            "fact_leads": mean([r["lead"] for r in answerable])}
+            "fact_leads": mean([r["lead"] for r in answerable]),
+            "counts": {"fact_in_answer": sum(r["fact"] for r in answerable), "answerable": len(answerable),
+                       "near_miss_refused_or_tentative": sum(r["confidence"] != "likely" for r in near_miss),
+                       "near_miss": len(near_miss),
+                       "off_topic_refused": sum(r["refused"] for r in chosen if r["kind"] == "off_topic"),
+                       "off_topic": sum(r["kind"] == "off_topic" for r in chosen),
+                       "likely_missing_fact": sum(not r["fact"] for r in likely)}}
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
 
-def observe_all(dataset: Path, embedder: Any, questions: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
-    """Every retrieval the run needs, once: the notes questions, SciFact train and test (deep enough to take the
-    relevant abstracts out), the off-topic questions; with the sentence vectors they used."""
+def observe_notes(embedder: Any, questions: list[dict[str, Any]], notes: Path,
+                  cache: Any) -> list[Observation]:
+    """One observation per question of the notes set `notes`, its sentences embedded into `cache`."""
+    with tempfile.TemporaryDirectory(prefix="ragstead-notes-") as scratch:
+        kb = notes_kb(Path(scratch), embedder, notes)
+        observations = []
+        for q in questions:
+            obs = observe(kb, kb.scope(user="me"), q["question"])
+            obs.meta = q
+            unit_items(obs, cache)  # embeds the sentences the sets will read
+            observations.append(obs)
+        kb.close()
+    return observations
+
+
+def observe_all(dataset: Path, embedder: Any, questions: list[dict[str, Any]], limit: int | None,
+                fresh_questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every retrieval the run needs, once: the notes questions (both sets), SciFact train and test (deep enough
+    to take the relevant abstracts out), the off-topic questions; with the sentence vectors they used."""
     import ragstead
     from ragstead.answer.gate import UnitVectorCache
     from ragstead.evaluation.cases import load_beir
@@ -407,16 +442,9 @@ def observe_all(dataset: Path, embedder: Any, questions: list[dict[str, Any]], l
     index_db = RESULTS / ".cache" / f"{dataset.name}.db"
     if not index_db.exists():
         sys.exit(f"no SciFact index at {index_db}; run `python -m bench quality` first")
-    with tempfile.TemporaryDirectory(prefix="ragstead-notes-") as scratch:
-        kb = notes_kb(Path(scratch), embedder)
-        cache = UnitVectorCache(kb.embedder, size=10**6)
-        notes = []
-        for q in questions:
-            obs = observe(kb, kb.scope(user="me"), q["question"])
-            obs.meta = q
-            unit_items(obs, cache)  # embeds the sentences the sets will read
-            notes.append(obs)
-        kb.close()
+    cache = UnitVectorCache(embedder, size=10**6)
+    notes = observe_notes(embedder, questions, NOTES, cache)
+    fresh = observe_notes(embedder, fresh_questions, FRESH, cache)
     with ragstead.open(RESULTS / ".cache", db_path=str(index_db), lock_path=f"{index_db}.lock",
                        embedder=embedder) as sci:
         sci_cache = UnitVectorCache(sci.embedder, size=10**6)
@@ -433,7 +461,8 @@ def observe_all(dataset: Path, embedder: Any, questions: list[dict[str, Any]], l
                 scifact[split].append(obs)
         off = observe_off_topic(sci, SCIFACT_OFF_TOPIC, sci_cache)
         heldout = observe_off_topic(sci, SCIFACT_OFF_TOPIC_HELDOUT, sci_cache)
-    return {"notes": notes, "scifact": scifact, "scifact_off_topic": off, "scifact_off_topic_heldout": heldout,
+    return {"notes": notes, "notes_fresh": fresh, "scifact": scifact, "scifact_off_topic": off,
+            "scifact_off_topic_heldout": heldout,
             "notes_vectors": dict(cache._vectors), "scifact_vectors": dict(sci_cache._vectors), "scifact_limit": limit}
 
 
@@ -459,17 +488,18 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
     from ragstead.embeddings import default_embedder
 
     embedder = default_embedder()
-    questions = load_questions()
+    questions, fresh_questions = load_questions(), load_questions(FRESH)
     saved = RESULTS / ".cache" / "answers-observations.pkl"
     timings: dict[str, float] = {}
     if reuse and saved.exists():
         with saved.open("rb") as f:
             observed = pickle.load(f)  # our own cache file, written below
-        if "scifact_off_topic_heldout" not in observed:
-            sys.exit(f"{saved} is from before SciFact test had its own off-topic questions; run without --reuse")
+        if "scifact_off_topic_heldout" not in observed or "notes_fresh" not in observed:
+            sys.exit(f"{saved} is from before SciFact test had its own off-topic questions or before the fresh "
+                     "notes set; run without --reuse")
     else:
         with Timer() as t:
-            observed = observe_all(dataset, embedder, questions, limit)
+            observed = observe_all(dataset, embedder, questions, limit, fresh_questions)
         timings["observe_s"] = round(t.seconds, 1)
         saved.parent.mkdir(parents=True, exist_ok=True)
         with saved.open("wb") as f:
@@ -490,6 +520,9 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
             out[f"notes {split}"] = LabelledSet(
                 f"notes {split}", *[[signals(o, cache, scorer) for o in chosen if o.meta["kind"] == kind]
                                     for kind in ("answerable", "near_miss", "off_topic")])
+        out["notes fresh"] = LabelledSet(  # measured only: never in a fit below
+            "notes fresh", *[[signals(o, cache, scorer) for o in observed["notes_fresh"] if o.meta["kind"] == kind]
+                             for kind in ("answerable", "near_miss", "off_topic")])
         off = {"train": [signals(o, sci_cache, scorer) for o in sci_off],
                "test": [signals(o, sci_cache, scorer) for o in observed["scifact_off_topic_heldout"]]}
         for split, observations in sci_obs.items():
@@ -551,14 +584,23 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
             notes = run_notes(kb, questions, shipped)
         timings["notes_answers_s"] = round(t.seconds, 1)
         kb.close()
-    notes_rows = [["notes half", "ask", "answered", "refused near-miss", "refused off-topic", "fact in answer",
-                   "fact when answered", "fact in first sentence"]]
+    with tempfile.TemporaryDirectory(prefix="ragstead-fresh-") as scratch:
+        kb = notes_kb(Path(scratch), embedder, FRESH)
+        fresh = run_notes(kb, fresh_questions, shipped, splits=("fresh",))
+        kb.close()
+    for variant, by_split in fresh.items():
+        notes[variant]["fresh"] = by_split["fresh"]
+        notes[variant]["records"] += by_split["records"]  # type: ignore[operator]
+    notes_rows = [["notes set", "ask", "answered", "refused near-miss", "near-miss refused or tentative",
+                   "refused off-topic", "fact in answer", "fact when answered", "fact in first sentence",
+                   "likely answers missing the fact"]]
     for variant, by_split in notes.items():
-        for split in ("heldout", "fit"):
+        for split in ("fresh", "heldout", "fit"):
             m = by_split[split]
             notes_rows.append([split, variant, _pct(m["answered"]), _pct(m["refused_near_miss"]),
-                               _pct(m["refused_off_topic"]), _pct(m["fact_in_answer"]),
-                               _pct(m["fact_when_answered"]), _pct(m["fact_leads"])])
+                               _pct(m["near_miss_refused_or_tentative"]), _pct(m["refused_off_topic"]),
+                               _pct(m["fact_in_answer"]), _pct(m["fact_when_answered"]), _pct(m["fact_leads"]),
+                               f'{_pct(m["likely_missing_fact"])} of {m["likely_answers"]}'])
     (RESULTS / ".cache").mkdir(parents=True, exist_ok=True)
     (RESULTS / ".cache" / "answers-notes-records.json").write_text(json.dumps(
         {v: by_split["records"] for v, by_split in notes.items()}, indent=1, ensure_ascii=False))
@@ -577,7 +619,10 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
                "scifact_limit": observed["scifact_limit"]}
     path = write_results("answers", results, gate_rows)
     markdown = (RESULTS / "answers.md").read_text()
-    extra = "\n".join(["", "Notes set, through `ask` (gather + extractive answerer):", "", *_table(notes_rows), "",
+    limit_note = ([f"SciFact: the first {observed['scifact_limit']} queries of each split only (`--limit`).", ""]
+                  if observed["scifact_limit"] else [])
+    extra = "\n".join(["", *limit_note, "Notes sets, through `ask` (gather + extractive answerer); `fresh` is "
+                       "tests/data/notes_fresh, measured only:", "", *_table(notes_rows), "",
                        "Answers the gate lets through at a probability under one half are marked tentative:", "",
                        *_table(tentative_rows), "",
                        "Cross-dataset: fitted on one source, tested on the others:", "", *_table(cross_rows), "",

@@ -284,3 +284,42 @@ def test_a_total_line_answers_a_question_for_the_total_alone():
     text = ExtractiveAnswerer().answer("How much did the Japan trip cost in total?",
                                        [Context(1, budget, "travel/japan-budget.md", {"chunk_id": "c"}, 0.6)])
     assert text == "Total | 7,520 € [1]", text
+
+
+SPANS = {  # question: (a note that gives both ends of a span, the sentence that must lead)
+    "When does the lease end?": ("Flat – Lindenstraße 7\n\nLandlord: Mrs. Berger.\nThe lease starts on 1 April 2024. "
+                                 "It ends on 31 March 2026, with an option to extend by a year.",
+                                 "It ends on 31 March 2026"),
+    "When does the phone contract end?": ("Phone contract\n\nThe contract started on 1 June 2024.\nIt runs until 31 "
+                                          "May 2026 and renews by a year unless cancelled.",
+                                          "It runs until 31 May 2026"),
+    "When did my probation begin?": ("Probation\n\nMy probation period began on 2 January 2025.\nIt finishes on 30 "
+                                     "June 2025; the review meeting is a week before.",
+                                     "My probation period began on 2 January 2025"),
+}
+
+
+def test_a_date_question_about_an_end_wants_the_end_date_not_the_start_date_beside_it():
+    # "When does the lease end?" was answered with the sentence holding the start date; the end date was the next.
+    assert not holds_kind("The lease starts on 1 April 2024.", "date", "When does the lease end?")
+    assert holds_kind("It ends on 31 March 2026.", "date", "When does the lease end?")
+    assert holds_kind("It runs until 31 May 2026.", "date", "When does the contract expire?")
+    assert not holds_kind("It runs until 31 May 2026.", "date", "When did the contract start?")
+    assert holds_kind("The surf lesson runs from 15:00 to 17:00.", "date", "When does the surf lesson end?")
+    assert holds_kind("The lease starts on 1 April 2024.", "date", "When is the lease signed?")  # neither end
+    for question, (note, lead) in SPANS.items():
+        text = ExtractiveAnswerer().answer(question, [Context(1, note, "notes/n.md", {"chunk_id": "c"}, 0.6)])
+        assert text.startswith(lead), (question, text)
+
+
+def test_the_other_ends_date_does_not_lead_though_the_model_finds_it_closer(real_embedder):
+    # With the sentences' real cosines the start date's sentence ("The lease starts ...") is the closer one: it
+    # must not lead an answer about the end however close it is.
+    from ragstead.answer.gate import UnitVectorCache
+
+    cache = UnitVectorCache(real_embedder)
+    for question, (note, lead) in SPANS.items():
+        similarities = tuple(float(x) for x in cache.vectors(note, False) @ real_embedder.embed_query(question))
+        context = Context(1, note, "notes/n.md", {"chunk_id": "c"}, 0.6, unit_similarities=similarities)
+        text = ExtractiveAnswerer().answer(question, [context])
+        assert text.startswith(lead), (question, text)

@@ -416,3 +416,24 @@ def test_the_banner_link_opens_the_owners_page_with_no_key_typed(page, tmp_path)
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_cited_pdf_titled_untitled_is_named_by_its_file_in_the_source_panel(page, tmp_path, real_embedder):
+    # A PDF whose editor left the title "Untitled": the panel names it by its file, as the citation does.
+    from helpers.pdf_writer import make_pdf
+
+    write_files(tmp_path, {"ragstead.toml": "[ragstead]\nroots = [\"kb\"]\n"})
+    lease = "The lease starts on 1 April 2024.\nIt ends on 31 March 2026, with an option to extend by a year."
+    (tmp_path / "kb" / "users" / "alice").mkdir(parents=True)
+    (tmp_path / "kb" / "users" / "alice" / "lease.pdf").write_bytes(make_pdf([lease], title="Untitled"))
+    with _kb(tmp_path, real_embedder) as kb:
+        kb.index()
+        key = KeyFile(kb.api_keys_file).add("alice")[0]
+        with ThreadServer(create_app(kb, ApiConfig())) as base:
+            sign_in(page, base, key)
+            run_query(page, "When does the lease end?", "ask")
+            page.locator("#answer-text button.cite").first.click()
+            where = page.locator("#passage-where")
+            expect(where).to_contain_text("[1] kb/users/alice/lease.pdf")
+            assert "Untitled" not in where.inner_text()
+            expect(page.locator("#passage-chunks .chunk.focus mark.quote.first")).to_contain_text("It ends on 31 March")

@@ -222,6 +222,39 @@ _QUANTITY_HAS = {
 }
 
 
+# Which end of a span a date question asks about, and the words that mark each end in a note: "When does the lease
+# end?" wants the sentence with the end date ("ends", "until", "expires", "to 31 May"), not the start date beside
+# it. Hand-written: a short closed list of English span verbs; no kept library tags a date as a start or an end.
+_DATE_AHEAD = rf"(?=\s*(\d|({_MONTH})\b))"
+_BOUNDARY_ASKED = {
+    "end": re.compile(r"\b(end|ends|ending|finish|finishes|expire|expires|expiry|until|till|runs? out|last day|"
+                      r"stop|stops)\b", re.I),
+    "start": re.compile(r"\b(start|starts|started|begin|begins|began|commence|commences|first day|kick off)\b", re.I),
+}
+_BOUNDARY_SAID = {
+    "end": re.compile(rf"\b(end|ends|ended|ending|until|till|expires?|expired|expiry|finish(es|ed)?|terminat\w*|"
+                      rf"runs? out|ran out|last day)\b|\b(to|–){_DATE_AHEAD}", re.I),
+    "start": re.compile(rf"\b(start|starts|started|starting|begin|begins|began|beginning|commenc\w*|first day)\b"
+                        rf"|\bfrom{_DATE_AHEAD}", re.I),
+}
+
+
+def asked_boundary(question: str) -> str | None:
+    """`end` or `start` when a question asks when a span ends or starts (not both), else None."""
+    asked = [name for name, pattern in _BOUNDARY_ASKED.items() if pattern.search(question)]
+    return asked[0] if len(asked) == 1 else None
+
+
+def other_end_only(unit: str, question: str) -> bool:
+    """Whether `unit` speaks only of the other end of the span a "when does it end/start" question asks about
+    ("The lease starts on 1 April." for "When does the lease end?"): its date answers no such question."""
+    boundary = answer_kind(question) == "date" and asked_boundary(question)
+    if not boundary:
+        return False
+    other = "start" if boundary == "end" else "end"
+    return bool(_BOUNDARY_SAID[other].search(unit)) and not _BOUNDARY_SAID[boundary].search(unit)
+
+
 def quantity_type(question: str) -> str | None:
     """duration, amount or count when a quantity question says which (see _QUANTITY_TYPES), else None."""
     text = question.strip()
@@ -249,6 +282,8 @@ def holds_kind(unit: str, kind: str | None, question: str) -> bool:
     if kind is None:
         return False
     asked = {w.lower() for w in re.findall(r"\w+", question)}
+    if kind == "date" and other_end_only(unit, question):
+        return False
     pattern = kind_pattern(kind, question)
     return any(m.group(0).strip().lower() not in asked and not set(re.findall(r"\w+", m.group(0).lower())) <= asked
                for m in pattern.finditer(unit))
@@ -362,6 +397,9 @@ def unit_features(question: str, items: Sequence[tuple[int, Unit, float]],
         inherited = held_stems(unit.context, question, wanted) - have if headings and unit.context else set()
         overlap = (sum(weight[t] for t in have) + CONTEXT_SHARE * sum(weight[t] for t in inherited)) / total
         holds = 1.0 if holds_kind(unit.text, kind, question) else 0.0
-        blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or ""))
+        # A header that does not answer may not lead, nor may the other end's date of a span the question asks
+        # about (it reads like an answer: the same note, a date, the question's words).
+        blocked = not header_answers(unit, kind, wanted, stems_of(unit.header or "")) or (
+            kind == "date" and other_end_only(unit.text, question))
         out.append(([similarity, overlap, holds, 1.0 / (1 + rank)], blocked))
     return out

@@ -299,7 +299,7 @@ async function openPassage(chunkId, cited) {
     const data = await response.json();
     const doc = data.document;
     const focus = data.chunks.find((c) => c.chunk_id === data.focus) || {};
-    const label = `${cited.n ? `[${cited.n}] ` : ""}${doc.title ? `${doc.title} — ` : ""}${doc.url || doc.file_path}`;
+    const label = `${cited.n ? `[${cited.n}] ` : ""}${documentLabel(cited, doc)}`;
     const link = focus.link || (cited.locator && cited.locator.link) || doc.url;
     const quote = cited.citation || {};
     showPassage(label, link, place(focus), data.chunks.map((c) => ({ text: c.text, focus: c.chunk_id === data.focus,
@@ -307,6 +307,15 @@ async function openPassage(chunkId, cited) {
   } catch (error) {
     showError(error);
   }
+}
+
+// A cited document is named by the citation's title, which `ask` leaves out when the document's own is a placeholder
+// ("Untitled", "Document1"), then by where it is: its URL, else its file. A search result has no citation: its
+// document's title stands in.
+function documentLabel(cited, doc) {
+  const title = cited.locator ? cited.locator.title : doc.title;
+  const where = doc.url || doc.file_path || cited.source;
+  return title && title !== where ? `${title} — ${where}` : where;
 }
 
 function showPassage(label, link, where, chunks) {
