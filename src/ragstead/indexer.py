@@ -191,8 +191,8 @@ class Indexer:
 
     def _can_carry(self, store: Store, embedder: Embedder) -> bool:
         """Whether the old index's documents fit the rebuilt one as they are: same model, same chunking."""
-        return (store.embed_model() == embedder.name
-                and store.chunking() in (None, self.runtime.settings.chunking.describe()))
+        recorded = store.chunking() or ChunkingOptions().describe()  # none recorded: cut by the defaults
+        return store.embed_model() == embedder.name and recorded == self.runtime.settings.chunking.describe()
 
     def index_files(self, rels: list[str], wait: float, embedder: Embedder | None = None,
                     *, roots: tuple[str, ...] | None = None) -> IndexReport:

@@ -22,6 +22,9 @@ STARTER = """\
 # /kb/scratch/     a folder at this level only
 # *.tmp            a file pattern
 # !keep.tmp        an exception to the line above
+
+# Snapshots (`ragstead export`) are ragstead's own private data: never read as documents (listed to say so).
+*.ragsnap
 """
 
 
