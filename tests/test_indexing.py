@@ -313,4 +313,4 @@ def test_a_snapshot_in_a_root_is_never_read_nor_reported(make_project, tmp_path)
         kb.export_snapshot(project.root / "kb" / "backup.ragsnap")
         report = kb.index(["kb"])
     assert report.skipped == [] and report.excluded == 0 and report.unchanged == 1
-    assert "*.ragsnap" in STARTER.splitlines()
+    assert any(line.startswith("# *.ragsnap ") for line in STARTER.splitlines())  # commented: left out anyway

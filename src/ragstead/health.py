@@ -29,8 +29,9 @@ class Health:
         secrets = secret_counts(options)
         checked = secrets_checked(options)  # None: imported from a snapshot that does not say
         stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values()),
-                              "checked": True if not stats.get("documents") else checked,
-                              "imported": secrets_imported(options)}}
+                              "checked": True if not stats.get("documents") else checked}}
+        if secrets_imported(options):  # the files are on the machine the snapshot came from
+            stats["secrets"]["imported"] = True
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:
