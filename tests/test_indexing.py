@@ -314,3 +314,27 @@ def test_a_snapshot_in_a_root_is_never_read_nor_reported(make_project, tmp_path)
         report = kb.index(["kb"])
     assert report.skipped == [] and report.excluded == 0 and report.unchanged == 1
     assert any(line.startswith("# *.ragsnap ") for line in STARTER.splitlines())  # commented: left out anyway
+
+
+def test_the_cli_warns_once_per_missing_root_and_a_rebuild_it_cannot_do_records_nothing(make_project, embedder,
+                                                                                     monkeypatch):
+    from typer.testing import CliRunner
+
+    from ragstead import cli as cli_module
+
+    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: embedder)
+    project = make_project({"kb/a.md": "alpha note about boats", "drive/b.md": "beta note about trains",
+                            "ragstead.toml": '[ragstead]\nroots = ["kb", "drive"]\n'})
+
+    def cli(*args):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli_module.app, [*args, "-q", "--root", str(project.root)])
+
+    assert cli("index").exit_code == 0
+    (project.root / "drive").rename(project.root / "drive-old")
+    for args in (("index",), ("index", "--rebuild"), ("index", "--rebuild", "--chunk-size", "50", "--overlap", "5")):
+        run = cli(*args)
+        assert run.exit_code == 0, run.output
+        warnings = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1 and "root 'drive' is missing: kept its 1 document" in warnings[0], run.stderr
+        assert "(2 documents" in run.stdout and "removed 0" in run.stdout
+    assert "not rebuilt" in warnings[0] and "chunk_size" not in (project.root / "ragstead.toml").read_text()

@@ -523,8 +523,10 @@ def index(
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
             kept = sentence_vectors and kb.keep_sentence_vectors()
-            # A rebuild re-cut every document: its chunking is the project's from now on.
-            recut = rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap})
+            # A rebuild re-cut every document: its chunking is the project's from now on (not one that kept the old
+            # index whole for a missing root).
+            recut = report.rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size,
+                                                         "overlap": overlap})
             stats = kb.stats()
     _warn_missing_roots(report, rebuild)
     if output == "json":
