@@ -268,3 +268,73 @@ def test_the_first_commit_comes_early_and_later_batches_follow_the_embedders_pac
     with ragstead.open(tmp_path, embedder=fake_embedder, roots=("notes",)) as kb:
         assert len(kb.index().added) == 400
     assert committed[0] == FIRST_BATCH_CHUNKS and committed[1] == BATCH_CHUNKS and sum(committed) == 400
+
+
+def test_a_missing_root_keeps_its_documents_and_a_present_root_loses_a_deleted_file(make_project):
+    from ragstead import KnowledgeBase
+
+    project = make_project({"kb/a.md": "alpha note about boats", "kb/gone.md": "a note deleted later",
+                            "drive/b.md": "beta note about trains", "drive/c.md": "gamma note about planes"})
+    project.index(roots=("kb", "drive"))
+    (project.root / "kb/gone.md").unlink()
+    (project.root / "drive").rename(project.root / "drive-unmounted")
+    settings = project.settings.with_overrides(roots=("kb", "drive"))
+    with KnowledgeBase(settings, embedder=project.embedder) as kb:
+        report = kb.index()
+        assert report.removed == ["kb/gone.md"]  # present root, deleted file: removed as always
+        assert [m.to_dict() for m in report.missing_roots] == [{"root": "drive", "documents": 2, "reason": "missing"}]
+        assert report.to_dict()["missing_roots"][0]["kept"] is True
+        rebuilt = kb.index(rebuild=True)
+        assert rebuilt.rebuild and rebuilt.missing_roots and kb.stats()["documents"] == 3
+        assert {d.file_path for d in kb.documents()} >= {"drive/b.md", "drive/c.md"}
+        pruned = kb.index(prune_missing_roots=True)
+        assert pruned.removed == ["drive/b.md", "drive/c.md"] and kb.stats()["documents"] == 1
+
+
+def test_a_rebuild_that_cannot_carry_a_missing_roots_documents_keeps_the_old_index_whole(make_project):
+    from ragstead import KnowledgeBase
+
+    project = make_project({"kb/a.md": "alpha note about boats", "drive/b.md": "beta note about trains"})
+    project.index(roots=("kb", "drive"))
+    (project.root / "drive").rename(project.root / "elsewhere")
+    recut = project.settings.with_overrides(roots=("kb", "drive"), chunk_size=50, overlap=10)
+    with KnowledgeBase(recut, embedder=project.embedder) as kb:
+        report = kb.index(rebuild=True)
+        assert not report.rebuild and report.missing_roots and kb.stats()["documents"] == 2
+
+
+def test_a_snapshot_in_a_root_is_never_read_nor_reported(make_project, tmp_path):
+    from ragstead import KnowledgeBase
+    from ragstead.indexing.ignore import STARTER
+
+    project = make_project({"kb/a.md": "alpha note about boats"})
+    with KnowledgeBase(project.settings, embedder=project.embedder) as kb:
+        kb.index(["kb"])
+        kb.export_snapshot(project.root / "kb" / "backup.ragsnap")
+        report = kb.index(["kb"])
+    assert report.skipped == [] and report.excluded == 0 and report.unchanged == 1
+    assert any(line.startswith("# *.ragsnap ") for line in STARTER.splitlines())  # commented: left out anyway
+
+
+def test_the_cli_warns_once_per_missing_root_and_a_rebuild_it_cannot_do_records_nothing(make_project, embedder,
+                                                                                     monkeypatch):
+    from typer.testing import CliRunner
+
+    from ragstead import cli as cli_module
+
+    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: embedder)
+    project = make_project({"kb/a.md": "alpha note about boats", "drive/b.md": "beta note about trains",
+                            "ragstead.toml": '[ragstead]\nroots = ["kb", "drive"]\n'})
+
+    def cli(*args):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli_module.app, [*args, "-q", "--root", str(project.root)])
+
+    assert cli("index").exit_code == 0
+    (project.root / "drive").rename(project.root / "drive-old")
+    for args in (("index",), ("index", "--rebuild"), ("index", "--rebuild", "--chunk-size", "50", "--overlap", "5")):
+        run = cli(*args)
+        assert run.exit_code == 0, run.output
+        warnings = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1 and "root 'drive' is missing: kept its 1 document" in warnings[0], run.stderr
+        assert "(2 documents" in run.stdout and "removed 0" in run.stdout
+    assert "not rebuilt" in warnings[0] and "chunk_size" not in (project.root / "ragstead.toml").read_text()

@@ -4,6 +4,7 @@ whole; the file is private (0600) and the guard keeps it out of a push."""
 
 from __future__ import annotations
 
+import json
 import stat
 import zipfile
 
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from helpers.fake_embedder import HashingEmbedder
 from helpers.project import CountingEmbedder, new_database
 from ragstead import cli as cli_module
+from ragstead.config import load_settings
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.knowledge_base import KnowledgeBase
@@ -172,3 +174,74 @@ def test_a_write_that_fails_part_way_leaves_the_target_empty(source, make_projec
     with pytest.raises(OSError, match="disk full"):
         restore_snapshot(tmp_path / "kb.ragsnap", target, batch_size=2)
     assert calls == [2, 2, 2] and target.stats()["documents"] == 0 and target.stats()["chunks"] == 0
+
+
+def _cli_with_fake_model(monkeypatch, fake):  # type: ignore[no-untyped-def]
+    """The in-process CLI, with the fake embedder standing in for whatever model the index names."""
+    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: fake)
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli_module.app, list(args))
+
+
+def _exported_and_imported(source, tmp_path, cli):  # type: ignore[no-untyped-def]
+    snapshot = tmp_path / "move.ragsnap"
+    assert cli("export", str(snapshot), "--root", str(source.root)).exit_code == 0
+    target = tmp_path / "empty"
+    target.mkdir()
+    imported = cli("import", str(snapshot), "--root", str(target))
+    assert imported.exit_code == 0, imported.output
+    return snapshot, target
+
+
+def test_an_imported_index_says_its_chunks_were_masked_and_index_runs_keep_every_document(source, tmp_path,
+                                                                                         monkeypatch):
+    cli = _cli_with_fake_model(monkeypatch, source.embedder)
+    _, target = _exported_and_imported(source, tmp_path, cli)
+    status = cli("status", "--root", str(target))
+    assert status.exit_code == 0 and "predates" not in status.output and "--rebuild" not in status.output
+    assert json.loads(cli("status", "--json", "--root", str(target)).stdout)["secrets"]["checked"] is True
+    # kb/ is here (it holds the index), none of its files are; docs/ is not here at all
+    kept = {"kb": len(NOTES) - 1, "docs": 1}
+    for args in (["index"], ["index", "--rebuild"], ["index"]):
+        run = cli(*args, "--root", str(target))
+        assert run.exit_code == 0, run.output
+        warnings = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 2 and all("--prune-missing-roots" in line for line in warnings), run.stderr
+        for root, count in kept.items():
+            assert len([w for w in warnings if f"root {root!r}" in w and f"kept its {count} document" in w]) == 1
+        assert "removed 0" in run.stdout and f"({len(NOTES)} documents" in run.stdout
+    report = json.loads(cli("index", "--json", "--root", str(target)).stdout)
+    assert report["removed"] == [] and report["missing_roots"] == [
+        {"root": "docs", "documents": 1, "reason": "missing", "kept": True},
+        {"root": "kb", "documents": len(NOTES) - 1, "reason": "imported", "kept": True}]
+    with KnowledgeBase(load_settings(target), embedder=source.embedder) as kb:
+        assert kb.stats()["documents"] == len(NOTES) and kb.search("chess", k=3).hits
+    assert "predates" not in cli("status", "--root", str(target)).output  # the rebuild kept the masked state
+
+
+def test_a_snapshot_without_a_secrets_state_reads_unknown_and_never_advises_a_rebuild(source, tmp_path,
+                                                                                      monkeypatch):
+    cli = _cli_with_fake_model(monkeypatch, source.embedder)
+    snapshot, target = _exported_and_imported(source, tmp_path, cli)
+    old = tmp_path / "old.ragsnap"  # as written before the manifest carried it
+    with zipfile.ZipFile(snapshot) as src, zipfile.ZipFile(old, "w") as out:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "manifest.json":
+                manifest = json.loads(data)
+                del manifest["secrets"]
+                data = json.dumps(manifest).encode()
+            out.writestr(item, data)
+    assert cli("import", str(old), "--replace", "--root", str(target)).exit_code == 0
+    status = cli("status", "--root", str(target))
+    assert "unknown" in status.output and "--rebuild" not in status.output
+    assert json.loads(cli("status", "--json", "--root", str(target)).stdout)["secrets"]["checked"] is None
+
+
+def test_prune_missing_roots_drops_an_imported_index_on_purpose(source, tmp_path, monkeypatch):
+    cli = _cli_with_fake_model(monkeypatch, source.embedder)
+    _, target = _exported_and_imported(source, tmp_path, cli)
+    run = cli("index", "--prune-missing-roots", "--root", str(target))
+    assert run.exit_code == 0 and "dropped its" in run.stderr
+    with KnowledgeBase(load_settings(target), embedder=source.embedder) as kb:
+        assert kb.stats()["documents"] == 0

@@ -468,6 +468,9 @@ def index(
     roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to index this once "
                                                              "(default: the configured roots).")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the index and re-embed everything.")] = False,
+    prune_missing_roots: Annotated[bool, typer.Option(
+        "--prune-missing-roots", help="Drop the documents of roots missing on this machine (a removed folder, an "
+                                      "imported index's), which are otherwise kept with a warning.")] = False,
     chunker: Annotated[str | None, typer.Option(help="words | sentences | markdown")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Words per chunk (words/markdown).")] = None,
     overlap: Annotated[int | None, typer.Option(help="Overlapping words between chunks.")] = None,
@@ -516,7 +519,8 @@ def index(
                         bar(done, total)
 
                 try:
-                    report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook)
+                    report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook,
+                                      prune_missing_roots=prune_missing_roots)
                 except KeyboardInterrupt:
                     err.print(f"interrupted after {seen[0]} of about {seen[1]} chunks; everything committed so far "
                               "is kept: run the same command to resume", highlight=False, soft_wrap=True)
@@ -524,9 +528,12 @@ def index(
             if paths:
                 recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
             kept = sentence_vectors and kb.keep_sentence_vectors()
-            # A rebuild re-cut every document: its chunking is the project's from now on.
-            recut = rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap})
+            # A rebuild re-cut every document: its chunking is the project's from now on (not one that kept the old
+            # index whole for a missing root).
+            recut = report.rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size,
+                                                         "overlap": overlap})
             stats = kb.stats()
+    _warn_missing_roots(report, rebuild)
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
         _completed_with_skips(report.failed)
@@ -569,6 +576,23 @@ def index(
         typer.echo(f"chunking: {', '.join(f'{k} = {v}' for k, v in recut.items())} (recorded in ragstead.toml; "
                    "later runs cut the same way)")
     _completed_with_skips(report.failed)
+
+
+def _warn_missing_roots(report: Any, rebuild: bool) -> None:
+    """One `warning:` line per root this machine cannot re-read: its documents were kept (or pruned on request)."""
+    for missing in report.missing_roots:
+        count = _count(missing.documents, "document")
+        where = (f"root {missing.root!r} is missing" if missing.reason == "missing" else
+                 f"root {missing.root!r} holds imported documents whose files are not on this machine")
+        if report.pruned:
+            err.print(f"[bold yellow]warning:[/] {escape(where)}: dropped its {count} (--prune-missing-roots)",
+                      markup=True, highlight=False, soft_wrap=True)
+            continue
+        kept = f"kept its {count}" + (" and the whole old index (not rebuilt: the model or chunking changed)"
+                                      if rebuild and not report.rebuild else "")
+        fix = "restore the folder" if missing.reason == "missing" else "copy its files here"
+        err.print(f"[bold yellow]warning:[/] {escape(where)}: {kept}; {fix}, or drop them with "
+                  "`ragstead index --prune-missing-roots`", markup=True, highlight=False, soft_wrap=True)
 
 
 def _skip_summary(skipped: list[dict[str, str]]) -> str | None:
@@ -1284,7 +1308,14 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
         rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
                                   "(`--rerank` reads them)", None))
-    if (secrets := stats.get("secrets")) and not secrets.get("checked", True):
+    if (secrets := stats.get("secrets")) and secrets.get("checked", True) is None:
+        rows.append(("secrets", "unknown: imported from a snapshot that does not say whether its chunks were "
+                                "masked; export it again from its project with this version to know", "yellow"))
+    elif secrets and not secrets.get("checked", True) and secrets.get("imported"):
+        # The files are on the machine the snapshot came from: a rebuild here could not re-read them.
+        rows.append(("secrets", "not masked: the snapshot's index predates secret masking; run `ragstead index "
+                                "--rebuild` in the project it came from, then export and import it again", "yellow"))
+    elif secrets and not secrets.get("checked", True):
         rows.append(("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
                      "yellow"))
     elif secrets and secrets["files"]:

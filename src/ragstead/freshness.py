@@ -37,6 +37,7 @@ from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, ProgressHook, RootsDiff, diff_roots, index_paths
 from ragstead.indexing.lock import index_lock
+from ragstead.indexing.roots import missing_roots
 from ragstead.ingest.archive import content_hash
 from ragstead.ingest.base import SourceError
 from ragstead.ingest.feeds import feed_entries
@@ -165,7 +166,10 @@ class FreshnessRun:
         """Compare the files under `roots` with `manifest` (None: no usable manifest, every file is new) and
         record one entry per document that needs re-embedding."""
         walk = IndexReport()
-        self.diff = diff_roots(options, roots, manifest or {}, walk)
+        # An imported root whose files are elsewhere is not a root of deleted files (indexing/roots.py).
+        kept = [m.root for m in missing_roots(options.root, options.lock_file.parent, manifest or {})]
+        self.report.missing_roots += [r for r in kept if r not in self.report.missing_roots]
+        self.diff = diff_roots(options, roots, manifest or {}, walk, keep=frozenset(kept))
         known = manifest or {}
         reasons = {item["path"]: item["reason"] for item in walk.skipped}
         for candidate in self.diff.todo:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
-from ragstead.indexing.build import secret_counts, secrets_checked
+from ragstead.indexing.build import secret_counts, secrets_checked, secrets_imported
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
 from ragstead.stores import permissions
@@ -27,8 +27,11 @@ class Health:
             stats = rt.store.stats() | {"integrity": rt.store.integrity_check()}
         options = rt.settings.indexing()  # privacy: files whose secrets the index masks
         secrets = secret_counts(options)
+        checked = secrets_checked(options)  # None: imported from a snapshot that does not say
         stats |= {"secrets": {"files": len(secrets), "masked": sum(secrets.values()),
-                              "checked": secrets_checked(options) or not stats.get("documents")}}
+                              "checked": True if not stats.get("documents") else checked}}
+        if secrets_imported(options):  # the files are on the machine the snapshot came from
+            stats["secrets"]["imported"] = True
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:

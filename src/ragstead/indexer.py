@@ -34,8 +34,11 @@ from ragstead.indexing.build import (
     index_paths,
     index_records,
     index_roots,
+    restore_secrets_record,
+    secrets_record,
 )
 from ragstead.indexing.lock import index_lock
+from ragstead.indexing.roots import missing_roots
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.rerank import fill_sentence_vectors
@@ -54,16 +57,18 @@ class Indexer:
         self.runtime = runtime
 
     def index(self, paths: Sequence[str | Path] | None = None, *, rebuild: bool = False, wait: float = 0.0,
-              progress: ProgressHook | None = None) -> IndexReport:
+              progress: ProgressHook | None = None, prune_missing_roots: bool = False) -> IndexReport:
         """Bring the index in line with the files under `paths` (folders inside the project; default: the
-        configured roots). Incremental: only new or changed files are embedded. `rebuild` re-embeds all."""
+        configured roots). Incremental: only new or changed files are embedded. `rebuild` re-embeds all.
+        The documents of a root this machine cannot re-read (a missing folder, an imported root whose files are
+        elsewhere) are kept and named in `report.missing_roots`, unless `prune_missing_roots`."""
         roots = self.existing_roots(paths)
         if rebuild:
-            return self._rebuild(roots, wait, progress)
+            return self._rebuild(roots, wait, progress, prune_missing_roots)
         rt = self.runtime
         with rt.writer() as store, self.guarded(store):
             report = index_roots(rt.settings.indexing(roots), store, rt.load_embedder(store), roots, False,
-                                 wait, progress)
+                                 wait, progress, prune_missing_roots=prune_missing_roots)
             self.fill_sentence_vectors(store, report, progress)
         return report
 
@@ -138,23 +143,37 @@ class Indexer:
                 return True
         return False
 
-    def _rebuild(self, roots: tuple[str, ...], wait: float, progress: ProgressHook | None) -> IndexReport:
+    def _rebuild(self, roots: tuple[str, ...], wait: float, progress: ProgressHook | None,
+                 prune_missing_roots: bool = False) -> IndexReport:
         """Re-embed everything with the configured model into a scratch index beside the real one, then swap
         its documents in. A failure or Ctrl-C while embedding leaves the old index as it was, and every root
-        the old index holds is rebuilt too, so a rebuild never drops a root."""
+        the old index holds is rebuilt too, so a rebuild never drops a root. The documents of a root this
+        machine cannot re-read are carried over as they are (same model and chunking), or, when they could not
+        be, the old index is kept whole and nothing is rebuilt; `prune_missing_roots` drops them instead."""
         rt, settings = self.runtime, self.runtime.settings
         with index_lock(settings.lock_file, wait), rt.writer() as store:
-            known = {entry.root for entry in store.manifest().values()}
+            manifest = store.manifest()
+            known = {entry.root for entry in manifest.values()}
+            missing = missing_roots(rt.root, settings.lock_file.parent, manifest)
+            carried = {m.root for m in missing} if not prune_missing_roots else set()
             roots = tuple(dict.fromkeys((*roots, *settings.roots, *sorted(known))))
-            roots = tuple(r for r in roots if (rt.root / r).is_dir())
+            roots = tuple(r for r in roots if (rt.root / r).is_dir() and r not in carried)
+            embedder = rt.load_embedder(None)  # the configured model, whatever the old index holds
+            if carried and not self._can_carry(store, embedder):
+                # New vectors or chunks next to the old ones would mix two indexes: keep the old one whole.
+                return IndexReport(missing_roots=missing)
+            old_secrets = secrets_record(settings.indexing())
             folder = settings.db_file.parent
             make_private_folder(folder)
             with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:
                 aside = StoreSpec.parse(f"sqlite:{scratch}/ragstead.db", root=rt.root, default_db=Path()).open()
                 try:
-                    embedder = rt.load_embedder(None)  # the configured model, whatever the old index holds
                     report = index_roots(settings.indexing(roots), aside, embedder, roots, False,
                                          progress=progress, take_lock=False)
+                    kept: set[str] = set()
+                    for batch in _batches((w for w in store.export_documents() if w.document.root in carried), 50):
+                        aside.apply(batch, [], [])
+                        kept.update(w.document.file_path for w in batch)
                     with _interrupts_deferred():  # the swap runs to its end once it has begun
                         store.reset()
                         store.ensure_model(embedder.name, embedder.dim)
@@ -163,9 +182,17 @@ class Indexer:
                             store.apply(batch, [], [])
                 finally:
                     aside.close()
+            if kept:
+                restore_secrets_record(settings.indexing(), old_secrets, kept)
             self.fill_sentence_vectors(store, report, progress)
         report.rebuild = True
+        report.missing_roots, report.pruned = missing, bool(missing) and prune_missing_roots
         return report
+
+    def _can_carry(self, store: Store, embedder: Embedder) -> bool:
+        """Whether the old index's documents fit the rebuilt one as they are: same model, same chunking."""
+        recorded = store.chunking() or ChunkingOptions().describe()  # none recorded: cut by the defaults
+        return store.embed_model() == embedder.name and recorded == self.runtime.settings.chunking.describe()
 
     def index_files(self, rels: list[str], wait: float, embedder: Embedder | None = None,
                     *, roots: tuple[str, ...] | None = None) -> IndexReport:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragstead.indexing.build import record_imported_secrets, secret_counts, secrets_checked
 from ragstead.indexing.lock import index_lock
+from ragstead.indexing.roots import record_import
 from ragstead.runtime import Runtime
 from ragstead.stores.base import Store
 from ragstead.stores.snapshot import (
     ExportReport,
     ImportReport,
+    SnapshotManifest,
     check_snapshot_model,
     read_manifest,
     restore_snapshot,
@@ -30,8 +33,10 @@ class Snapshots:
         dimension) to one private file (0600), `path` with `.ragsnap` added unless it ends so. Nothing is
         embedded; the index is only read."""
         rt = self.runtime
+        options = rt.settings.indexing()
         with rt.lock:
-            return write_snapshot(rt.store, snapshot_path(path))
+            return write_snapshot(rt.store, snapshot_path(path), secrets={
+                "checked": secrets_checked(options), "files": secret_counts(options)})
 
     def import_snapshot(self, path: str | Path, *, store: str | None = None, replace: bool = False,
                         reembed: bool = False) -> ImportReport:
@@ -50,11 +55,21 @@ class Snapshots:
                 embedder = rt.load_embedder(target) if reembed else None
                 if embedder is None:
                     check_snapshot_model(manifest, *self._project_model(settings.model, target, replace))
-                return restore_snapshot(path, target, replace=replace, embedder=embedder,
-                                        manifest=manifest)
+                report = restore_snapshot(path, target, replace=replace, embedder=embedder, manifest=manifest)
+                if store is None:  # the project's own index: what later runs and `status` must know of it
+                    self._record_import(target, manifest)
+                return report
             finally:
                 if target is not rt.given_store:
                     target.close()
+
+    def _record_import(self, target: Store, manifest: SnapshotManifest) -> None:
+        """The snapshot's secrets state (unknown when it does not say: never the false "predates masking"),
+        and its roots, whose files may be on another machine: index runs keep their documents then."""
+        options = self.runtime.settings.indexing()
+        secrets = manifest.secrets or {"checked": None, "files": {}}
+        record_imported_secrets(options, secrets["checked"], secrets["files"])
+        record_import(options.lock_file.parent, [entry.root for entry in target.manifest().values()])
 
     def _project_model(self, configured: str, target: Store, replace: bool) -> tuple[str | None, int | None]:
         """The project's model (name, dimension): the embedder given or configured, else the one the target

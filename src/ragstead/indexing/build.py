@@ -53,7 +53,9 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
+from ragstead.indexing.roots import MissingRoot, missing_roots
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
+from ragstead.stores.snapshot import SUFFIX as SNAPSHOT_SUFFIX
 
 # A transaction per this many chunks: large enough to amortise fsync, small enough that a crash
 # loses little work.
@@ -136,6 +138,9 @@ class IndexReport:
     sentence_vector_seconds: float = 0.0  # not part of `seconds`
     seconds: float = 0.0
     rebuild: bool = False
+    # Roots this machine cannot re-read (roots.py): their documents were kept, unless `pruned`.
+    missing_roots: list[MissingRoot] = field(default_factory=list)
+    pruned: bool = False
 
     def skip(self, path: str, reason: str, *, failed: bool) -> None:
         """Record a skipped file (or folder) with a one-line reason."""
@@ -160,6 +165,7 @@ class IndexReport:
             "sentence_vector_seconds": round(self.sentence_vector_seconds, 3),
             "seconds": round(self.seconds, 3),
             "rebuild": self.rebuild,
+            "missing_roots": [m.to_dict() | {"kept": not self.pruned} for m in self.missing_roots],
         }
 
 
@@ -316,7 +322,7 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 if name.startswith("."):
                     continue
                 path = current / name
-                if path in own_files or is_sidecar(path):
+                if path in own_files or is_sidecar(path) or is_snapshot(path):
                     continue
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
@@ -334,6 +340,12 @@ def is_sidecar(path: Path) -> bool:
     """`x.pdf.source.json` beside `x.pdf`: ingest's record of where the file came from, read with it, never a
     document of its own (nor worth a `skipped` line in every run)."""
     return path.name.endswith(SIDECAR_SUFFIX) and os.path.isfile(path.with_name(path.name[: -len(SIDECAR_SUFFIX)]))
+
+
+def is_snapshot(path: Path) -> bool:
+    """`x.ragsnap`: a snapshot `ragstead export` wrote, ragstead's own private data like the index folder: never
+    read as a document, nor reported as skipped."""
+    return path.name.endswith(SNAPSHOT_SUFFIX)
 
 
 def _folder_errors(errors: list[OSError], base: Path, report: IndexReport) -> None:
@@ -531,11 +543,13 @@ def index_roots(
     *,
     take_lock: bool = True,
     within: Within | None = None,
+    prune_missing_roots: bool = False,
 ) -> IndexReport:
     """Bring the index in line with the files under `roots`; see the module docstring. `rebuild` empties the
     store first (the KnowledgeBase builds aside instead, so a failed rebuild loses nothing).
     `take_lock=False`: the caller already holds the index lock. `within`: only these paths under the roots
-    are looked at (watch mode), by the same rules."""
+    are looked at (watch mode), by the same rules. The documents of a root this machine cannot re-read
+    (indexing/roots.py) are kept and named in `report.missing_roots`, or dropped with `prune_missing_roots`."""
     roots = tuple(roots or options.roots)
     _check_roots(options, roots)
     started = time.perf_counter()
@@ -545,7 +559,13 @@ def index_roots(
             store.reset()
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
-        diff = diff_roots(options, roots, manifest, report, within)
+        if within is None and options.lock_file.is_absolute():  # a whole run, of a project (not a test's defaults)
+            report.missing_roots = missing_roots(options.root, options.lock_file.parent, manifest)
+            report.pruned = prune_missing_roots and bool(report.missing_roots)
+        gone = {m.root for m in report.missing_roots}
+        diff = diff_roots(options, roots, manifest, report, within, keep=frozenset() if report.pruned else gone)
+        if report.pruned:
+            diff.removed = sorted({*diff.removed, *(p for p, entry in manifest.items() if entry.root in gone)})
         _write(diff.todo, diff.removed, diff.touches, manifest, options, store, embedder, report, progress)
     report.seconds = time.perf_counter() - started
     return report
@@ -563,9 +583,10 @@ class RootsDiff:
 
 
 def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry],
-               report: IndexReport, within: Within | None = None) -> RootsDiff:
+               report: IndexReport, within: Within | None = None, keep: frozenset[str] = frozenset()) -> RootsDiff:
     """The comparison every index run makes (by size and mtime, then SHA-256), without writing anything: what
-    `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted."""
+    `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted.
+    The documents of the roots in `keep` (missing on this machine) are never counted as removed."""
     _check_roots(options, roots)
     seen: set[str] = set()
     walked: set[str] = set()
@@ -583,7 +604,8 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
         if _consider(root, path, rel, info, files, report, todo, touches, options):
             seen.add(shown)
     removed = sorted(p for p, entry in manifest.items()
-                     if entry.root in roots and file_of(p) not in seen and (within is None or within.holds(p)))
+                     if entry.root in roots and entry.root not in keep and file_of(p) not in seen
+                     and (within is None or within.holds(p)))
     return RootsDiff(todo, touches, removed)
 
 
@@ -669,7 +691,7 @@ def index_paths(
         removed: list[str] = []
         for root, path, rel in resolved:
             shown = storable_path(rel)
-            if is_sidecar(path):
+            if is_sidecar(path) or is_snapshot(path):
                 continue
             try:
                 info = os.stat(path)
@@ -785,16 +807,41 @@ SECRETS_FILE = "secrets.json"
 
 def secret_counts(options: IndexingOptions) -> dict[str, int]:
     """Indexed files that hold secrets -> how many (masked in the index), as the index runs recorded them."""
-    return {str(k): int(v) for k, v in _secrets_record(options).get("files", {}).items()}
+    return {str(k): int(v) for k, v in secrets_record(options).get("files", {}).items()}
 
 
-def secrets_checked(options: IndexingOptions) -> bool:
+def secrets_checked(options: IndexingOptions) -> bool | None:
     """Whether every document of the index went through the secrets pass: false for an index built before it
-    (its chunks keep what they held until `ragstead index --rebuild`)."""
-    return bool(_secrets_record(options).get("complete"))
+    (its chunks keep what they held until `ragstead index --rebuild`); None (unknown) for one imported from a
+    snapshot that does not say."""
+    record = secrets_record(options)
+    complete = record.get("complete", False)
+    return None if complete is None else bool(complete)
 
 
-def _secrets_record(options: IndexingOptions) -> dict[str, Any]:
+def secrets_imported(options: IndexingOptions) -> bool:
+    """Whether the index's secrets state came with an imported snapshot (so its files are elsewhere)."""
+    return bool(secrets_record(options).get("imported"))
+
+
+def record_imported_secrets(options: IndexingOptions, checked: bool | None, files: dict[str, int]) -> None:
+    """After an import: the snapshot's own secrets state (its source index's), None when it does not say."""
+    path = options.lock_file.parent / SECRETS_FILE
+    make_private_folder(path.parent)
+    write_text_atomically(path, json.dumps({"complete": checked, "imported": True,
+                                            "files": dict(sorted(files.items()))}, indent=1))
+
+
+def restore_secrets_record(options: IndexingOptions, old: dict[str, Any], carried: set[str]) -> None:
+    """After a rebuild that kept the documents of missing roots (`carried` paths) as they were: their counts
+    and the old index's state come back, since the run did not pass them through the secrets pass again."""
+    path = options.lock_file.parent / SECRETS_FILE
+    counts = secret_counts(options) | {k: int(v) for k, v in old.get("files", {}).items() if k in carried}
+    write_text_atomically(path, json.dumps({**old, "files": dict(sorted(counts.items()))}, indent=1))
+
+
+def secrets_record(options: IndexingOptions) -> dict[str, Any]:
+    """The record as it stands: {"complete", "files"}, and "imported" after an import."""
     try:
         data = json.loads((options.lock_file.parent / SECRETS_FILE).read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
@@ -807,7 +854,7 @@ def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: 
     `fresh`: this run wrote every document (a new index, a rebuild), so the whole index is masked."""
     if not options.lock_file.is_absolute():
         return  # options without a project (a test's defaults): nowhere of its own to keep them
-    old = _secrets_record(options)
+    old = secrets_record(options)
     changed = {*report.added, *report.updated, *report.removed}
     if not fresh and not changed and not report.secrets:
         return
@@ -815,8 +862,11 @@ def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: 
     counts |= report.secrets
     path = options.lock_file.parent / SECRETS_FILE
     make_private_folder(path.parent)
-    write_text_atomically(path, json.dumps({"complete": fresh or bool(old.get("complete")),
-                                            "files": dict(sorted(counts.items()))}, indent=1))
+    # An imported index's state stays (unknown stays unknown) until a run re-writes every document.
+    kept = {"complete": old.get("complete", False), "imported": True} if old.get("imported") else {
+        "complete": bool(old.get("complete"))}
+    state = {"complete": True} if fresh else kept
+    write_text_atomically(path, json.dumps({**state, "files": dict(sorted(counts.items()))}, indent=1))
 
 
 @dataclass

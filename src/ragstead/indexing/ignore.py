@@ -22,6 +22,9 @@ STARTER = """\
 # /kb/scratch/     a folder at this level only
 # *.tmp            a file pattern
 # !keep.tmp        an exception to the line above
+#
+# Always left out, without a line here: hidden files and folders, the index folder (kb/rag/) and
+# *.ragsnap          snapshots `ragstead export` writes: ragstead's own private data, never read as documents
 """
 
 

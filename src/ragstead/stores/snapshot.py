@@ -4,7 +4,9 @@ so it moves between machines and stores without parsing or embedding anything.
 The format (version 1) is a zip archive with three members:
 
 - `manifest.json`: {"format": "ragstead-snapshot", "version": 1, "created_at", "model", "dim", "chunking",
-  "documents", "chunks", "sha256": {"documents.jsonl": hex, "vectors.f32": hex}}
+  "documents", "chunks", "sha256": {"documents.jsonl": hex, "vectors.f32": hex}, "secrets": {"checked": bool,
+  "files": {path: count}}} (`secrets`: whether the source index masked every chunk, and the files it masked
+  secrets in; absent in snapshots written before it, whose state is unknown)
 - `documents.jsonl`: one JSON object a line, path order: {"document": {the DocumentRecord fields: doc_id,
   file_path, root, file_hash, size, mtime, doc_type, is_private, user_slug, subject, created_at, title, tags,
   source}, "chunks": [{the ChunkRecord fields}, ...]}
@@ -70,6 +72,7 @@ class SnapshotManifest:
     chunks: int
     created_at: str
     sha256: dict[str, str]
+    secrets: dict[str, Any] | None = None  # {"checked": bool | None, "files": {path: count}}; None: not said
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, **dataclasses.asdict(self)}
@@ -111,8 +114,10 @@ def snapshot_path(path: str | Path) -> Path:
     return path if path.name.endswith(SUFFIX) else path.with_name(path.name + SUFFIX)
 
 
-def write_snapshot(store: Store, path: Path, batch_size: int = 200) -> ExportReport:
-    """Write every document, chunk and vector of `store` to the snapshot `path` (replaced atomically, 0600)."""
+def write_snapshot(store: Store, path: Path, batch_size: int = 200,
+                   secrets: dict[str, Any] | None = None) -> ExportReport:
+    """Write every document, chunk and vector of `store` to the snapshot `path` (replaced atomically, 0600);
+    `secrets`: the source index's secrets state ({"checked", "files"}), carried in the manifest."""
     started = time.perf_counter()
     stats = store.stats()
     model, dim = stats["embed_model"], int(stats["embed_dim"] or 0)
@@ -120,12 +125,12 @@ def write_snapshot(store: Store, path: Path, batch_size: int = 200) -> ExportRep
         raise RagsteadError(f"the index {stats['path']} is empty: nothing to export")
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing_atomically(path) as handle:  # 0600 whatever the umask: the snapshot holds the documents' text
-        documents, chunks = _write_zip(store, handle, path.parent, model, dim, batch_size)
+        documents, chunks = _write_zip(store, handle, path.parent, model, dim, batch_size, secrets)
     return ExportReport(str(path), documents, chunks, path.stat().st_size, model, dim, time.perf_counter() - started)
 
 
 def _write_zip(store: Store, handle: IO[bytes], folder: Path, model: str, dim: int,
-               batch_size: int) -> tuple[int, int]:
+               batch_size: int, secrets: dict[str, Any] | None) -> tuple[int, int]:
     documents = chunks = 0
     doc_sum, vec_sum = hashlib.sha256(), hashlib.sha256()
     # The vectors wait in an unlinked temporary file beside the snapshot: a zip writes one member at a time.
@@ -154,7 +159,7 @@ def _write_zip(store: Store, handle: IO[bytes], folder: Path, model: str, dim: i
                 out.write(block)
         manifest = SnapshotManifest(model, dim, store.chunking(), documents, chunks,
                                     datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                    {DOCUMENTS: doc_sum.hexdigest(), VECTORS: vec_sum.hexdigest()})
+                                    {DOCUMENTS: doc_sum.hexdigest(), VECTORS: vec_sum.hexdigest()}, secrets)
         archive.writestr(MANIFEST, json.dumps(manifest.to_dict(), indent=2))
     return documents, chunks
 
@@ -170,7 +175,8 @@ def read_manifest(path: Path) -> SnapshotManifest:
             if raw.get("version") != VERSION:
                 raise SnapshotError(f"{path} is a version {raw.get('version')} snapshot; this ragstead reads "
                                     f"version {VERSION}")
-            manifest = SnapshotManifest(**{f.name: raw[f.name] for f in dataclasses.fields(SnapshotManifest)})
+            manifest = SnapshotManifest(**{f.name: raw[f.name] for f in dataclasses.fields(SnapshotManifest)
+                                           if f.name != "secrets"}, secrets=_secrets(raw.get("secrets")))
             counts = (manifest.dim, manifest.documents, manifest.chunks)
             if not (isinstance(manifest.model, str) and isinstance(manifest.sha256, dict)
                     and all(isinstance(n, int) and n >= 0 for n in counts)):
@@ -199,6 +205,15 @@ def read_manifest(path: Path) -> SnapshotManifest:
         raise SnapshotError(f"{path} is damaged: its manifest says {manifest.documents} documents / "
                             f"{manifest.chunks} chunks, it holds {documents} / {chunks}; nothing was imported")
     return manifest
+
+
+def _secrets(raw: Any) -> dict[str, Any] | None:
+    """The manifest's secrets state, if it says one that makes sense (an older snapshot does not)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("checked"), bool):
+        return None
+    files = raw.get("files")
+    files = {str(k): v for k, v in files.items() if isinstance(v, int)} if isinstance(files, dict) else {}
+    return {"checked": raw["checked"], "files": files}
 
 
 def _check_sum(path: Path, member: str, digest: Any, manifest: SnapshotManifest) -> None:
