@@ -10,7 +10,7 @@ import getpass
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,10 @@ class Settings:
         if self.answerers:
             return self.answerers
         return tuple(n for n in dict.fromkeys((*self.answerer, *ANSWERERS)) if n in ANSWERERS)
+
+    def consented_for(self, llm: Sequence[str] | None) -> tuple[str, ...]:
+        """The remote answerers text may go to: `llm` for this question (`ask --llm`), else what the config wrote."""
+        return self.consented if llm is None else remote_names(llm)
 
     @property
     def owner_slug(self) -> str:

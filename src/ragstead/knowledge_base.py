@@ -33,7 +33,7 @@ from ragstead.answer.ask import (
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import AnswerProvider
-from ragstead.answer.consent import consent_hint, remote_names
+from ragstead.answer.consent import consent_hint
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.listing import ListPage, list_answer, list_question
 from ragstead.answer.prompt import load_template
@@ -197,18 +197,14 @@ class KnowledgeBase:
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
         if self._providers is not None:
             return list(self._providers)
-        remote = self._consented(llm)
+        remote = self.settings.consented_for(llm)
         chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport, remote=remote)
         order = self.settings.answer_order
         return ordered_chain(chain, (*(n for n in remote if n not in order), *order) if llm is not None else order)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
-        return consent_hint(provider_env(self.root), self._consented(llm), self.settings.answer_order)
-
-    def _consented(self, llm: Sequence[str] | None) -> tuple[str, ...]:
-        """The remote answerers text may go to: `llm` for this question, else what the config wrote."""
-        return self.settings.consented if llm is None else remote_names(llm)
+        return consent_hint(provider_env(self.root), self.settings.consented_for(llm), self.settings.answer_order)
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
