@@ -145,6 +145,19 @@ def test_citations_to_unseen_documents_are_removed_and_uncited_answers_fall_thro
     assert out["fallbacks"] == [{"provider": "uncited", "error": "the answer cited no retrieved document"}]
 
 
+def test_citations_are_numbered_one_to_n_in_the_order_the_answer_cites_them(project):
+    def cites_the_last_two_backwards(contexts):
+        assert len(contexts) >= 3  # the first context goes uncited: its number must leave no gap
+        return " ".join(f"{c.text.splitlines()[-1].split('. ')[0]}. [{c.n}]" for c in (contexts[-1], contexts[-2]))
+
+    out = run(project, "What do my notes say?", [ScriptedProvider("llm", cites_the_last_two_backwards)],
+              min_similarity=-1.0)
+    assert [c["n"] for c in out["citations"]] == [1, 2]
+    assert re.findall(r"\[(\d+)\]", out["answer"]) == ["1", "2"]
+    for citation in out["citations"]:  # each renumbered marker still points at the source it quotes
+        assert citation["quote"] in out["answer"].split(f"[{citation['n']}]")[0]
+
+
 def test_a_refusal_is_not_called_without_relevant_chunks_and_providers_are_not_asked(project):
     llm = ScriptedProvider("llm", "anything [1]")
     out = run(project, "best pancake recipe without eggs", [llm, ExtractiveAnswerer()])

@@ -449,13 +449,15 @@ def answer(
             fallbacks.append({"provider": provider.name, "error": "every source is local-only: not sent"})
             continue
         session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
+        extractive = isinstance(provider, ExtractiveAnswerer)
+        streamed = on_text is not None and not extractive
         try:
             with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
                 if session is not None:
                     text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session,
                                                                                  on_text)
-                else:
-                    text = provider.answer(question, contexts, on_text)
+                else:  # the extractive answer is shown once its citations are numbered
+                    text = provider.answer(question, contexts, None if extractive else on_text)
         except ProviderError as exc:
             fallbacks.extend(session.fallbacks if session else ())
             fallbacks.append({"provider": provider.name, "error": str(exc)})
@@ -473,18 +475,26 @@ def answer(
             continue
         # The newer note wins: a cited statement a newer cited document says otherwise is marked superseded.
         superseded = superseded_in(question, [(sources[n - 1], quoted.quotes[n]) for n in cited])
-        newer = {d.older.key: d.newer.key for d in superseded}
-        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
-                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
+        # Citations are numbered 1..n in the order the answer cites them (a context it did not cite, or a marker
+        # the check dropped, leaves no gap); text streamed as it came keeps the answerer's own numbers.
+        number = {n: i for i, n in enumerate(cited, start=1)} if not streamed else {n: n for n in cited}
+        text = _MARKER.sub(lambda m: f"[{number.get(int(m.group(1)), int(m.group(1)))}]", text)
+        newer = {d.older.key: number[d.newer.key] for d in superseded}
+        citations = tuple(Citation(number[c.n], c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS),
+                                   c.similarity, joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]),
+                                   newer.get(c.n))
                           for c in (sources[n - 1] for n in cited))
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []
         if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
             text = label_superseded(text, [(d.older.text, d.older.date or "") for d in superseded])
+            if on_text:
+                on_text(text)
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
                       fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
-                      superseded=tuple(Superseded(d.older.key, d.older.source, d.older.date or "", d.older.text,
-                                                  d.newer.key, d.newer.source, d.newer.date or "")
+                      superseded=tuple(Superseded(number[d.older.key], d.older.source, d.older.date or "",
+                                                  d.older.text, number[d.newer.key], d.newer.source,
+                                                  d.newer.date or "")
                                        for d in superseded), **base)
     return refusal(None)
 
