@@ -478,7 +478,7 @@ def answer(
         # Citations are numbered 1..n in the order the answer cites them (a context it did not cite, or a marker
         # the check dropped, leaves no gap); text streamed as it came keeps the answerer's own numbers.
         number = {n: i for i, n in enumerate(cited, start=1)} if not streamed else {n: n for n in cited}
-        text = _MARKER.sub(lambda m: f"[{number.get(int(m.group(1)), int(m.group(1)))}]", text)
+        text = _renumbered(text, number)
         newer = {d.older.key: number[d.newer.key] for d in superseded}
         citations = tuple(Citation(number[c.n], c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS),
                                    c.similarity, joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]),
@@ -514,6 +514,11 @@ def _best_similarity(contexts: list[Context]) -> float | None:
     if best is None and contexts:
         best = max(c.similarity for c in contexts)
     return None if best is None else round(best, 4)
+
+
+def _renumbered(text: str, number: dict[int, int]) -> str:
+    """`text` with each marker `[n]` as `[number[n]]` (a number not in `number` stays)."""
+    return _MARKER.sub(lambda m: f"[{number.get(int(m.group(1)), int(m.group(1)))}]", text)
 
 
 def _check_citations(text: str, count: int) -> tuple[str, list[int]]:
