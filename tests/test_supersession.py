@@ -275,3 +275,8 @@ def test_the_revised_decision_leads_and_the_older_is_cited_as_superseded(tmp_pat
     assert "Superseded (2024-11-05): " in answer.text
     assert [(s.source, s.newer_source) for s in answer.superseded] == [
         ("notes/team-meeting-2024-11-05.md", "notes/team-meeting-2025-02-11.md")]
+
+
+def test_a_statement_superseded_by_a_note_of_the_same_day_is_labelled_without_a_date():
+    assert label_superseded("New. [1] Old rent 900 €. [2]", [("Old rent 900 €.", "")]) == (
+        "New. [1] Superseded: Old rent 900 €. [2]")

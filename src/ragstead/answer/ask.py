@@ -496,7 +496,9 @@ def answer(
             base["gate"] = relevance
             lacking.append(f"the answer holds no {asked[0]}, which the question asks for")
         if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
-            text = label_superseded(text, [(d.older.text, d.older.date or "") for d in superseded])
+            # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
+            text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
+                                           for d in superseded])
             if on_text:
                 on_text(text)
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
