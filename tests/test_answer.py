@@ -507,3 +507,11 @@ def test_an_answer_without_the_type_of_value_asked_for_is_tentative(tmp_path, re
 def test_an_answer_with_the_type_of_value_asked_for_stays_likely(tmp_path, real_embedder):
     answer = _ask_notes(tmp_path, real_embedder, "how much did I spend on groceries in February 2025?")
     assert not answer.refused and answer.gate.untyped is None
+
+
+def test_a_question_that_names_its_month_is_not_padded_with_other_months_rows(tmp_path, real_embedder):
+    from ragstead.answer.evidence import months_named
+
+    answer = _ask_notes(tmp_path, real_embedder, "how much did I spend on groceries in February 2025?")
+    assert "amount_eur: 395" in answer.text and "2025-01" not in answer.text and "2025-03" not in answer.text
+    assert months_named("What may I bring in May? And 2025-02-14.") == {"may", "february"}

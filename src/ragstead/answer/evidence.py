@@ -326,6 +326,15 @@ def question_stems(question: str) -> set[str]:
     return stems_of(" ".join(asked_terms(question)))
 
 
+# "may" the verb is not May the month: that one month counts only capitalised.
+_NAMED_MONTH = re.compile(r"\b(" + "|".join(f"(?i:{m})" for m in _MONTH_NAMES if m != "may") + r"|May)\b")
+
+
+def months_named(text: str) -> set[str]:
+    """The months `text` names, by name or as an ISO month or date ("February", "2025-02-14" → "february")."""
+    return {m.group(1).lower() for m in _NAMED_MONTH.finditer(text)} | set(_month_names(text).split())
+
+
 def _month_names(text: str) -> str:
     """The month names of the ISO months and dates in `text` ("2025-02" → "february"), so a question's "February
     2025" meets a spreadsheet row's "2025-02" (docs/design.md, "The relevance gate")."""

@@ -17,7 +17,14 @@ import re
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
-from ragstead.answer.evidence import SentenceScorer, Unit, line_structured, split_units, unit_features
+from ragstead.answer.evidence import (
+    SentenceScorer,
+    Unit,
+    line_structured,
+    months_named,
+    split_units,
+    unit_features,
+)
 from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
 from ragstead.answer.supersession import Statement, disagreements, is_revision
@@ -69,6 +76,7 @@ class ExtractiveAnswerer:
         listing = bool(_LIST_QUESTION.search(question))
         # A total answers a question for the total: the line items under it are padding.
         total = bool(_TOTAL.search(question)) and bool(_TOTAL.search(items[lead][1].text))
+        asked_months = months_named(question)
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < SUPPORT_RATIO * scores[lead]:
                 break
@@ -77,6 +85,9 @@ class ExtractiveAnswerer:
                 continue
             if total and not _TOTAL.search(items[j][1].text):
                 continue
+            if asked_months and months_named(items[j][1].text).isdisjoint(asked_months) and months_named(
+                    items[j][1].text):
+                continue  # another month's row or entry: the question names its month ("in February 2025")
             if j in older:
                 continue  # quoted last, as superseded
             if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
