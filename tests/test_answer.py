@@ -145,6 +145,19 @@ def test_citations_to_unseen_documents_are_removed_and_uncited_answers_fall_thro
     assert out["fallbacks"] == [{"provider": "uncited", "error": "the answer cited no retrieved document"}]
 
 
+def test_citations_are_numbered_one_to_n_in_the_order_the_answer_cites_them(project):
+    def cites_the_last_two_backwards(contexts):
+        assert len(contexts) >= 3  # the first context goes uncited: its number must leave no gap
+        return " ".join(f"{c.text.splitlines()[-1].split('. ')[0]}. [{c.n}]" for c in (contexts[-1], contexts[-2]))
+
+    out = run(project, "What do my notes say?", [ScriptedProvider("llm", cites_the_last_two_backwards)],
+              min_similarity=-1.0)
+    assert [c["n"] for c in out["citations"]] == [1, 2]
+    assert re.findall(r"\[(\d+)\]", out["answer"]) == ["1", "2"]
+    for citation in out["citations"]:  # each renumbered marker still points at the source it quotes
+        assert citation["quote"] in out["answer"].split(f"[{citation['n']}]")[0]
+
+
 def test_a_refusal_is_not_called_without_relevant_chunks_and_providers_are_not_asked(project):
     llm = ScriptedProvider("llm", "anything [1]")
     out = run(project, "best pancake recipe without eggs", [llm, ExtractiveAnswerer()])
@@ -422,3 +435,83 @@ def test_a_citation_says_where_it_is_for_people_never_by_chunk_id():
     hit = SimpleNamespace(text="Lease text.", title="Untitled", page=1, section_path=None, chunk_id="c",
                           source_url=None)
     assert hit_locator(hit)["title"] is None and hit_locator(hit)["heading"] is None  # type: ignore[arg-type]
+
+
+# -- a newcomer's notes (a fit set: docs/design.md, "The relevance gate") ------------------------------------------
+
+NOTES = {
+    "home/lease-2024.md": "# Apartment lease — Rua das Flores 12, 3B\n\nSigned 2024-02-01 with Marta Sousa.\n\n"
+                          "- Monthly rent: 1,150 EUR, due on the 5th of each month, bank transfer.\n"
+                          "- Security deposit: 2,300 EUR (two months), returned within 30 days of move-out.\n"
+                          "- Term: 12 months, renews automatically unless either side gives 60 days' written "
+                          "notice.\n- Pets: one cat allowed, no dogs.\n",
+    "money/budget-2025.csv": "month,category,amount_eur,note\n2025-01,rent,1150,Rua das Flores\n"
+                             "2025-01,groceries,420,\n"
+                             "2025-01,transport,60,monthly pass\n2025-02,rent,1150,\n2025-02,groceries,395,\n"
+                             "2025-02,utilities,138,electricity and water\n2025-03,groceries,450,\n",
+    "travel/japan-2025.md": "# Japan trip plan, April 2025\n\nDates: 3 April to 17 April 2025. Tokyo (5 nights), Kyoto "
+                            "(4 nights), Osaka (2 nights).\nJR Pass: 7-day pass, activate on 8 April in Tokyo before "
+                            "the shinkansen to Kyoto.\nHotel in Kyoto: Hotel Granvia, confirmation number KX-55120.\n",
+    "recipes/sourdough.txt": "Sourdough: 500 g flour, 375 g water, 100 g starter.\nBake 45 minutes at 240 C.\n",
+}
+
+
+def _ask_notes(root, embedder, question):
+    import ragstead
+
+    (root / "ragstead.toml").write_text('[ragstead]\nowner = "me"\nroots = ["notes"]\n', encoding="utf-8")
+    for name, text in NOTES.items():
+        path = root / "notes" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    with ragstead.open(root, embedder=embedder) as kb:
+        kb.index()
+        return kb.ask(question, user="me", extractive=True)
+
+
+@pytest.mark.parametrize(("question", "lead"), [
+    ("how much notice do I need to give to end the lease?", "Term: 12 months, renews automatically"),
+    # "February 2025" meets the row's "2025-02"; each row is a unit of its own
+    ("how much did I spend on groceries in February 2025?", "month: 2025-02; category: groceries; amount_eur: 395 [1]"),
+])
+def test_a_question_the_notes_answer_in_other_words_is_not_refused(tmp_path, real_embedder, question, lead):
+    answer = _ask_notes(tmp_path, real_embedder, question)
+    assert not answer.refused, (answer.text, answer.gate and answer.gate.signals)
+    assert answer.text.startswith(lead), answer.text
+
+
+def test_a_spreadsheet_s_rows_are_units_and_its_snippet_shows_one_row_a_line():
+    from ragstead.answer.evidence import held_stems, question_stems, split_units
+    from ragstead.retrieval.search import snippet
+
+    rows = "month: 2025-01; category: rent; amount_eur: 1150\nmonth: 2025-02; category: groceries; amount_eur: 395"
+    assert [u.text for u in split_units(rows, lines=True)] == rows.split("\n")
+    assert snippet(rows, rows=True) == rows and "\n" not in snippet(rows)
+    question = "how much did I spend on groceries in February 2025?"
+    assert "much" not in question_stems(question)  # it asks for the value: no note says "much"
+    assert held_stems(rows, question) == question_stems(question) - {"spend"}
+
+
+def test_an_answer_without_the_type_of_value_asked_for_is_tentative(tmp_path, real_embedder):
+    from ragstead.answer.evidence import answer_type
+
+    answer = _ask_notes(tmp_path, real_embedder, "what time does our flight to Tokyo depart?")
+    assert answer.refused or answer.gate.confidence == "tentative", answer.to_dict()["gate"]
+    assert answer.refused or "the answer holds no time, which the question asks for" in answer.notes
+    assert answer_type("what time does the flight leave?")[1].search("We take off at 10:45.")
+    assert not answer_type("what time does the flight leave?")[1].search("activate on 8 April")
+    assert answer_type("how much did I spend on groceries?")[0] == "amount"
+    assert answer_type("which database do we use?") is None
+
+
+def test_an_answer_with_the_type_of_value_asked_for_stays_likely(tmp_path, real_embedder):
+    answer = _ask_notes(tmp_path, real_embedder, "how much did I spend on groceries in February 2025?")
+    assert not answer.refused and answer.gate.untyped is None
+
+
+def test_a_question_that_names_its_month_is_not_padded_with_other_months_rows(tmp_path, real_embedder):
+    from ragstead.answer.evidence import months_named
+
+    answer = _ask_notes(tmp_path, real_embedder, "how much did I spend on groceries in February 2025?")
+    assert "amount_eur: 395" in answer.text and "2025-01" not in answer.text and "2025-03" not in answer.text
+    assert months_named("What may I bring in May? And 2025-02-14.") == {"may", "february"}

@@ -226,3 +226,57 @@ def test_the_api_returns_the_superseded_citation(tmp_path, real_embedder):
     assert out["answer"].startswith("The team meets on Wednesdays.")
     assert [(s["source"], s["newer_source"]) for s in out["superseded"]] == [
         ("notes/2024-03-04-team.md", "notes/2025-05-12-team.md")]
+
+
+# -- explicit revisions (the rules drawn from a newcomer's notes: a fit set, docs/design.md) ------------------------
+
+ATLAS_OLD = ("# Project Atlas weekly sync — 2024-11-05\n\nDecisions:\n"
+             "- Database for Atlas: we chose MySQL 8, because Tom's team already runs it.\n"
+             "- Launch date target: 15 March 2025.\n")
+ATLAS_NEW = ("# Project Atlas weekly sync — 2025-02-11\n\nDecisions:\n"
+             "- We are switching the Atlas database from MySQL to PostgreSQL 16: we need JSONB and the pgvector "
+             "extension.\n  This replaces the November decision.\n"
+             "- Launch date moved to 2 June 2025 because of the migration.\n")
+
+
+@pytest.mark.parametrize(("question", "older", "newer"), [
+    # a revision shares few words with what it revises
+    ("What is the Atlas launch date?", "Launch date target: 15 March 2025.",
+     "Launch date moved to 2 June 2025 because of the migration."),
+    ("Which database does Atlas use now?", "Database for Atlas: we chose MySQL 8, because Tom's team already runs it.",
+     "We are switching the Atlas database from MySQL to PostgreSQL 16: we need JSONB and the pgvector extension."),
+    # a past question about a decision that a newer note explicitly revises
+    ("Which database did we choose for Atlas?", "Database for Atlas: we chose MySQL 8.",
+     "We are switching the Atlas database from MySQL to PostgreSQL 16."),
+])
+def test_an_explicit_revision_in_a_newer_note_supersedes_the_older_value(question, older, newer):
+    found = disagreements(question, _statements((older, "a.md", OLD_DAY, "Project Atlas weekly sync"),
+                                                (newer, "b.md", NEW_DAY, "Project Atlas weekly sync")))
+    assert [(d.newer.text, d.older.text) for d in found] == [(newer, older)]
+
+
+def test_a_revision_orders_two_notes_of_one_day_and_a_plain_past_question_needs_one():
+    older = ("Monthly rent: 1,150 EUR, due on the 5th of each month.", "lease.md", NEW_DAY)
+    newer = ("From 1 February 2025 the monthly rent is 1,210 EUR, still due on the 5th.", "renewal.md", NEW_DAY)
+    found = disagreements("How much is the monthly rent?", _statements(older, newer))
+    assert [(d.newer.text, d.older.text) for d in found] == [(newer[0], older[0])]
+    assert disagreements("Which database did we choose?", _statements(
+        ("We chose MySQL 8 for the database.", "a.md", OLD_DAY),
+        ("We chose PostgreSQL 16 for the database.", "b.md", NEW_DAY))) == []  # two decisions, no revision
+
+
+@pytest.mark.parametrize("question", ["Which database did we choose for Atlas?", "Which database does Atlas use now?",
+                                      "What is the Atlas launch date?"])
+def test_the_revised_decision_leads_and_the_older_is_cited_as_superseded(tmp_path, real_embedder, question):
+    answer = _ask(tmp_path, real_embedder, {"team-meeting-2024-11-05.md": ATLAS_OLD,
+                                            "team-meeting-2025-02-11.md": ATLAS_NEW}, question=question)
+    assert not answer.refused, answer.text
+    assert answer.text.startswith(("We are switching", "Launch date moved")), answer.text
+    assert "Superseded (2024-11-05): " in answer.text
+    assert [(s.source, s.newer_source) for s in answer.superseded] == [
+        ("notes/team-meeting-2024-11-05.md", "notes/team-meeting-2025-02-11.md")]
+
+
+def test_a_statement_superseded_by_a_note_of_the_same_day_is_labelled_without_a_date():
+    assert label_superseded("New. [1] Old rent 900 €. [2]", [("Old rent 900 €.", "")]) == (
+        "New. [1] Superseded: Old rent 900 €. [2]")

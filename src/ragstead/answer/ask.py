@@ -34,7 +34,7 @@ from ragstead.answer.base import (
     ToolCallingProvider,
 )
 from ragstead.answer.consent import LocalOnly, is_loopback_url
-from ragstead.answer.evidence import line_structured, missing_names
+from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
@@ -45,6 +45,7 @@ from ragstead.answer.screening import screen
 from ragstead.answer.supersession import document_day, label_superseded, superseded_in
 from ragstead.answer.tools import ToolRegistry, ToolSession
 from ragstead.documents.metadata import PathRule
+from ragstead.documents.sources import tabular
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters
@@ -284,13 +285,15 @@ class Relevance(Record):
     decided_by: str
     signals: Signals
     missing: tuple[str, ...] = ()  # the question's names the handed-over text lacks (evidence.missing_names)
+    untyped: str | None = None  # the type of value asked for (a time, a date, an amount) that the answer lacks
 
     @property
     def confidence(self) -> str:
         """`likely`, `tentative` or `refused` (gate.confidence); an answer whose evidence lacks a name of the
-        question is tentative whatever the score: it is likely about something else."""
+        question, or whose text lacks the type of value asked for ("what time …?" answered without a time), is
+        tentative whatever the score: it is likely about something else."""
         verdict = confidence(self.score, self.passed)
-        return "tentative" if verdict == "likely" and self.missing else verdict
+        return "tentative" if verdict == "likely" and (self.missing or self.untyped) else verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 4), "threshold": self.threshold, "passed": self.passed,
@@ -329,7 +332,7 @@ def gather(
                          for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
     model = options.gate or load_model()
     ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
-                for term in query_terms(found.question)} if hits else {}
+                for term in asked_terms(found.question)} if hits else {}
     signals, _ = measure(found.question, candidates, unit_similarities, ceilings, model.sentence)
     score = model.probability(signals) if hits else 0.0
     contexts = Contexts()
@@ -451,13 +454,15 @@ def answer(
             fallbacks.append({"provider": provider.name, "error": "every source is local-only: not sent"})
             continue
         session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
+        extractive = isinstance(provider, ExtractiveAnswerer)
+        streamed = on_text is not None and not extractive
         try:
             with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
                 if session is not None:
                     text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session,
                                                                                  on_text)
-                else:
-                    text = provider.answer(question, contexts, on_text)
+                else:  # the extractive answer is shown once its citations are numbered
+                    text = provider.answer(question, contexts, None if extractive else on_text)
         except ProviderError as exc:
             fallbacks.extend(session.fallbacks if session else ())
             fallbacks.append({"provider": provider.name, "error": str(exc)})
@@ -475,18 +480,34 @@ def answer(
             continue
         # The newer note wins: a cited statement a newer cited document says otherwise is marked superseded.
         superseded = superseded_in(question, [(sources[n - 1], quoted.quotes[n]) for n in cited])
-        newer = {d.older.key: d.newer.key for d in superseded}
-        citations = tuple(Citation(c.n, c.source, c.locator, snippet(c.text, CITATION_SNIPPET_CHARS), c.similarity,
+        # Citations are numbered 1..n in the order the answer cites them (a context it did not cite, or a marker
+        # the check dropped, leaves no gap); text streamed as it came keeps the answerer's own numbers.
+        number = {n: i for i, n in enumerate(cited, start=1)} if not streamed else {n: n for n in cited}
+        text = _renumbered(text, number)
+        newer = {d.older.key: number[d.newer.key] for d in superseded}
+        citations = tuple(Citation(number[c.n], c.source, c.locator,
+                                   snippet(c.text, CITATION_SNIPPET_CHARS, tabular(c.source)), c.similarity,
                                    joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
                           for c in (sources[n - 1] for n in cited))
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []
+        asked = answer_type(question)
+        if relevance is not None and asked is not None and not asked[1].search(_MARKER.sub("", text)):
+            # The question asks for a time, a date or an amount and the answer holds none: a near miss.
+            relevance = replace(relevance, untyped=asked[0])
+            base["gate"] = relevance
+            lacking.append(f"the answer holds no {asked[0]}, which the question asks for")
         if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
-            text = label_superseded(text, [(d.older.text, d.older.date or "") for d in superseded])
+            # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
+            text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
+                                           for d in superseded])
+            if on_text:
+                on_text(text)
         return Answer(text=text, refused=False, citations=citations, provider=provider.name,
                       fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
-                      superseded=tuple(Superseded(d.older.key, d.older.source, d.older.date or "", d.older.text,
-                                                  d.newer.key, d.newer.source, d.newer.date or "")
+                      superseded=tuple(Superseded(number[d.older.key], d.older.source, d.older.date or "",
+                                                  d.older.text, number[d.newer.key], d.newer.source,
+                                                  d.newer.date or "")
                                        for d in superseded), **base)
     return refusal(None)
 
@@ -506,6 +527,11 @@ def _best_similarity(contexts: list[Context]) -> float | None:
     if best is None and contexts:
         best = max(c.similarity for c in contexts)
     return None if best is None else round(best, 4)
+
+
+def _renumbered(text: str, number: dict[int, int]) -> str:
+    """`text` with each marker `[n]` as `[number[n]]` (a number not in `number` stays)."""
+    return _MARKER.sub(lambda m: f"[{number.get(int(m.group(1)), int(m.group(1)))}]", text)
 
 
 def _check_citations(text: str, count: int) -> tuple[str, list[int]]:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
+from ragstead.documents.sources import tabular
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.stores.lexical_index import text_analyzer
 
@@ -60,8 +61,9 @@ class Unit:
 
 def line_structured(path: str) -> bool:
     """Whether a source's lines are its units: a plain-text file's writer ends a line where a thought ends (a log
-    entry, a list without bullets), unlike a PDF's wrapped lines or the cells an HTML table leaves one per line."""
-    return path.lower().endswith(".txt")
+    entry, a list without bullets), unlike a PDF's wrapped lines or the cells an HTML table leaves one per line; a
+    spreadsheet's lines are its rows."""
+    return path.lower().endswith(".txt") or tabular(path)
 
 
 def split_units(text: str, lines: bool = False) -> list[Unit]:
@@ -88,7 +90,7 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
             first = line.lstrip()[:1]
             ends = bool(current) and bool(_ENDS_CLAUSE.search(current[-1]))
             if lines:
-                starts_new = ends or not (first.islower() or first in ",;)")
+                starts_new = ends or not (first.islower() or first in ",;)") or bool(_RECORD.match(line))
             else:
                 starts_new = ends or (bool(current) and len(current[-1].split()) >= LONG_LINE_WORDS and (
                     first.isupper() or first.isdigit()))
@@ -117,6 +119,9 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
 
 
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+# A spreadsheet row as documents/formats/sheets.py renders it ("month: 2025-02; category: groceries; amount_eur:
+# 395"): a record of its own, never the continuation of the row above.
+_RECORD = re.compile(r"^\s*[\w][\w .()/-]{0,40}: [^;]*; [\w][\w .()/-]{0,40}: ")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 # Markdown markup a reader should not see in an answer (the stored chunk keeps it): emphasis, code, links.
 _MARKUP = (
@@ -216,7 +221,9 @@ _QUANTITY_HAS = {
                            r"hours?|days?|nights?|weeks?|months?|years?|yrs?|km|kilometres?|kilometers?|miles?|m)\b"
                            r"|\bovernight\b", re.I),
     "amount": re.compile(r"[€$£¥]\s?\d|\d[\d.,]*\s?(k\b|€|\$|£|eur\b|euros?\b|usd\b|dollars?\b|chf\b|gbp\b|"
-                         r"pounds?\b)|\bfree\b", re.I),
+                         r"pounds?\b)|\bfree\b"
+                         # a money field of a table row as rendered ("amount_eur: 395", "price: 12.50")
+                         r"|\b\w*(eur|usd|gbp|chf|amount|price|cost|total|fee)\w*:\s*\d", re.I),
     "count": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|dozen|"
                         r"hundred|thousand|none|no)\b", re.I),
 }
@@ -277,6 +284,25 @@ def kind_pattern(kind: str, question: str) -> re.Pattern[str]:
     return _QUANTITY_HAS[sub] if sub else _HAS[kind]
 
 
+# What a question for a time of day wants: a clock time ("8 April" is a date, not a time). Used only to check an
+# answer's type (`answer_type`), not to score units: the sentence scorer was fitted on the coarse kinds.
+_TIME_QUESTION = re.compile(r"\bwhat time\b|\bat what hour\b", re.I)
+_CLOCK_TIME = re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight)\b", re.I)
+
+
+def answer_type(question: str) -> tuple[str, re.Pattern[str]] | None:
+    """The type of value an answer must carry when the question asks for a time, a date or a quantity (the finer
+    quantity when it says: an amount, a duration, a count), with what such a value looks like; None for other
+    questions (a name, a place, a yes/no)."""
+    kind = answer_kind(question)
+    if kind == "date" and _TIME_QUESTION.search(question):
+        return "time", _CLOCK_TIME
+    if kind in ("date", "quantity"):
+        sub = quantity_type(question) if kind == "quantity" else None
+        return sub or kind, kind_pattern(kind, question)
+    return None
+
+
 def holds_kind(unit: str, kind: str | None, question: str) -> bool:
     """Whether `unit` holds something of `kind` that the question does not already say."""
     if kind is None:
@@ -316,9 +342,38 @@ def stems_of(text: str) -> set[str]:
     return set(_analyzer().analyze(text))
 
 
+_HOW_QUANTIFIER = re.compile(r"\bhow (much|many)\b", re.I)
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december")
+_ISO_MONTH = re.compile(r"\b(?:19|20)\d{2}-(0[1-9]|1[0-2])(?:-\d{2})?\b")
+
+
+def asked_terms(question: str) -> list[str]:
+    """The question's lexical terms that a document can hold: "much" and "many" of "how much"/"how many" ask for a
+    value, no note says them, and counted as words they lower every coverage of a "how much" question."""
+    asking = {m.group(1).lower() for m in _HOW_QUANTIFIER.finditer(question)}
+    terms = query_terms(question)
+    return [t for t in terms if t not in asking] or terms
+
+
 def question_stems(question: str) -> set[str]:
-    """The stemmed content words of a question (stop words dropped, as for a lexical query)."""
-    return stems_of(" ".join(query_terms(question)))
+    """The stemmed content words of a question (stop words dropped, as for a lexical query; `asked_terms`)."""
+    return stems_of(" ".join(asked_terms(question)))
+
+
+# "may" the verb is not May the month: that one month counts only capitalised.
+_NAMED_MONTH = re.compile(r"\b(" + "|".join(f"(?i:{m})" for m in _MONTH_NAMES if m != "may") + r"|May)\b")
+
+
+def months_named(text: str) -> set[str]:
+    """The months `text` names, by name or as an ISO month or date ("February", "2025-02-14" → "february")."""
+    return {m.group(1).lower() for m in _NAMED_MONTH.finditer(text)} | set(_month_names(text).split())
+
+
+def _month_names(text: str) -> str:
+    """The month names of the ISO months and dates in `text` ("2025-02" → "february"), so a question's "February
+    2025" meets a spreadsheet row's "2025-02" (docs/design.md, "The relevance gate")."""
+    return " ".join(_MONTH_NAMES[int(m.group(1)) - 1] for m in _ISO_MONTH.finditer(text))
 
 
 _NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’-]*[\w]|\b\w*\d\w*\b")  # not the question's first word
@@ -340,12 +395,12 @@ def held_stems(text: str, question: str, wanted: set[str] | None = None) -> set[
     stemmer already meets inflections: insured/insurance → insur.)"""
     wanted = question_stems(question) if wanted is None else wanted
     tokens = _analyzer().analyze(text)
-    have = set(tokens) & wanted
+    have = (set(tokens) | stems_of(_month_names(text))) & wanted
     if len(have) == len(wanted):
         return have
     joined = {a + b for a, b in pairwise(tokens)}
     have |= wanted & joined
-    asked = [t for t in _analyzer().analyze(" ".join(query_terms(question))) if t in wanted]
+    asked = [t for t in _analyzer().analyze(" ".join(asked_terms(question))) if t in wanted]
     for a, b in pairwise(asked):
         if a + b in tokens:
             have |= {a, b}

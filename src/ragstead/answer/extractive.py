@@ -17,10 +17,17 @@ import re
 from collections.abc import Callable
 
 from ragstead.answer.base import Context
-from ragstead.answer.evidence import SentenceScorer, Unit, line_structured, split_units, unit_features
+from ragstead.answer.evidence import (
+    SentenceScorer,
+    Unit,
+    line_structured,
+    months_named,
+    split_units,
+    unit_features,
+)
 from ragstead.answer.gate import load_model
 from ragstead.answer.screening import screen
-from ragstead.answer.supersession import Statement, disagreements
+from ragstead.answer.supersession import Statement, disagreements, is_revision
 
 MAX_SENTENCES = 3
 SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at least this share of the lead's
@@ -28,6 +35,9 @@ SUPPORT_RATIO = 0.5  # a further sentence joins the answer when it scores at lea
 # 0 turns the bar off. A list question ("What are ...", "Which ... are", "List ...") may list.
 PADDING_BAR = 0.5
 SUPERSEDE_CANDIDATES = 8  # the best units read for a disagreement with the lead (each pair is compared)
+# A unit that says its value changed ("switching from MySQL to PostgreSQL") is read at this share of the lead's
+# score: it scores low on a question worded like the old decision (docs/design.md, "The newer note wins").
+REVISION_RATIO = 0.25
 MAX_SUPERSEDED = 2  # older statements quoted after the answer, newest first
 _TOTAL = re.compile(r"\b(total|in sum|overall|altogether|grand total)\b", re.I)
 _LIST_QUESTION = re.compile(r"^(what|which) (are|were)\b|^which \w+s (are|were|do|did|should)\b|^(list|name)\b"
@@ -66,6 +76,7 @@ class ExtractiveAnswerer:
         listing = bool(_LIST_QUESTION.search(question))
         # A total answers a question for the total: the line items under it are padding.
         total = bool(_TOTAL.search(question)) and bool(_TOTAL.search(items[lead][1].text))
+        asked_months = months_named(question)
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < SUPPORT_RATIO * scores[lead]:
                 break
@@ -74,6 +85,9 @@ class ExtractiveAnswerer:
                 continue
             if total and not _TOTAL.search(items[j][1].text):
                 continue
+            if asked_months and months_named(items[j][1].text).isdisjoint(asked_months) and months_named(
+                    items[j][1].text):
+                continue  # another month's row or entry: the question names its month ("in February 2025")
             if j in older:
                 continue  # quoted last, as superseded
             if items[j][1].text not in {items[c][1].text for c in chosen}:  # overlapping chunks repeat sentences
@@ -91,7 +105,8 @@ def _newer_lead(question: str, items: list[tuple[int, Unit, float]], owners: lis
     one (at least SUPPORT_RATIO of its score, among the best SUPERSEDE_CANDIDATES) from a newer document states
     the same thing with another value: then the newest such unit leads."""
     best = order[0]
-    plausible = [j for j in order[:SUPERSEDE_CANDIDATES] if scores[j] > 0 and scores[j] >= SUPPORT_RATIO * scores[best]]
+    plausible = [j for j in order[:SUPERSEDE_CANDIDATES] if scores[j] > 0 and scores[j] >= (
+        REVISION_RATIO if is_revision(items[j][1].text) else SUPPORT_RATIO) * scores[best]]
     statements = [Statement(j, items[j][1].text, owners[j].source, owners[j].date, items[j][1].context)
                   for j in plausible]
     found = disagreements(question, statements) if len(statements) > 1 else []

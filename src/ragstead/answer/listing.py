@@ -31,6 +31,7 @@ from ragstead.answer.evidence import held_stems, line_structured, missing_names,
 from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, UnitVectorCache, load_model, measure
 from ragstead.answer.quotes import Quote, find
 from ragstead.documents.metadata import PathRule
+from ragstead.documents.sources import tabular
 from ragstead.embeddings.base import Embedder
 from ragstead.filters import QueryFilters
 from ragstead.memory.decision import decide
@@ -258,8 +259,9 @@ def _citation(n: int, row: dict[str, Any], score: float, quote: Quote | None, ve
     """Citation n of a list: the chunk `row` with its quote, and its cosine to the topic (stored vector)."""
     hit = Ranked(row, lexical_score=round(score, 6)).to_hit(n)
     similarity = round(float(vector @ query_vector), 4) if vector is not None else None
-    return Citation(n, row["file_path"], hit_locator(hit), snippet(row["text"], CITATION_SNIPPET_CHARS), similarity,
-                    quote, (quote,) if quote is not None else ())
+    return Citation(n, row["file_path"], hit_locator(hit),
+                    snippet(row["text"], CITATION_SNIPPET_CHARS, tabular(row["file_path"])), similarity, quote,
+                    (quote,) if quote is not None else ())
 
 
 def _summary(asked: ListQuestion, listing: Listing, shown: int) -> str:

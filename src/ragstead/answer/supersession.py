@@ -41,11 +41,26 @@ from ragstead.answer.quotes import Quote, find
 
 SUBJECT_SHARE = 0.75  # the share of the question's content words each statement must hold (with its headings)
 SAME_WORDS = 0.5  # Jaccard of the two statements' content words, their values left out
-# A question about the past asks about an event, not a state that a newer note can replace.
-_PAST = re.compile(r"\b(did|was|were|had|used to|original|originally|first|last|ago|previous|previously|before|"
-                   r"history|ever)\b", re.I)
+# A question about the past asks about an event, not a state that a newer note can replace; one that asks for
+# the first or an earlier value wants the older note whatever the newer says.
+_EARLIER = re.compile(r"\b(used to|original|originally|first|last|ago|previous|previously|before|history|ever)\b",
+                      re.I)
+# A plain past ("which database did we choose?") asks about a decision that a newer note may explicitly revise.
+_PAST = re.compile(r"\b(did|was|were|had)\b", re.I)
+_MONTHS = (r"(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|"
+           r"nov(ember)?|dec(ember)?)")
+# A sentence that says its value changed: an explicit revision outranks word overlap (docs/design.md, "The newer
+# note wins"; rule drawn from a newcomer's notes, a fit set).
+_REVISION = re.compile(
+    r"\b(moved|moves|moving|changed|changes|changing|postponed|pushed back|brought forward|switch(es|ed|ing)?|"
+    r"rais(ed|es)|increased|decreased|reduced|updated?) (it |the \w+ )?(to|from)\b"
+    r"|\b(replaces|replaced|replacing|instead of|no longer|is now|are now|now (is|are)|new \w+( \w+)? (is|are))\b"
+    r"|\bfrom \S+( \S+){0,3} to \S"
+    rf"|\b(from|as of|starting|effective|since) (\d{{1,2}} )?{_MONTHS}\b|\b(from|as of|effective) \d{{4}}-\d{{2}}",
+    re.I)
 # Words that ask for the value rather than name the subject ("how much is the rent", "the new go-live date").
-_ASKING = stems_of("how much many long often day date time price cost amount number new current now latest today")
+_ASKING = stems_of("how much many long often day date time price cost amount number new current now latest today "
+                   "use used choose chose chosen pick picked decide decided select selected")
 _WEEKDAY_PLURAL = re.compile(r"^(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s$")
 _DAY_WORDS = re.compile(r"^(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun)", re.I)
 _NAME = re.compile(r"(?<!^)(?<![.!?:]\s)\b[A-Z][a-zà-ÿ'’-]+\b")
@@ -81,13 +96,22 @@ def disagreements(question: str, statements: Sequence[Statement]) -> list[Disagr
     kind, subject = _asked(question)
     if kind is None:
         return []
+    revisions_only = bool(_PAST.search(question))
     read = {s.key: _read(s, question, kind, subject) for s in statements}
     out = []
     for a, b in combinations(statements, 2):
-        if a.source == b.source or not a.date or not b.date or a.date == b.date:
+        if a.source == b.source:
             continue
-        if _disagree(read[a.key], read[b.key]):
-            out.append(Disagreement(a, b) if a.date > b.date else Disagreement(b, a))
+        if a.date and b.date and a.date != b.date:
+            newer, older = (a, b) if a.date > b.date else (b, a)
+        elif read[a.key].revision != read[b.key].revision:
+            # Days that cannot order them (one day, or unknown): a statement that says the value changed is the
+            # later one.
+            newer, older = (a, b) if read[a.key].revision else (b, a)
+        else:
+            continue
+        if _disagree(read[newer.key], read[older.key], revisions_only):
+            out.append(Disagreement(newer, older))
     return out
 
 
@@ -99,7 +123,7 @@ def superseded_in(question: str, cited: Sequence[tuple[Context, Sequence[Quote]]
         return []  # nothing to compare: not worth reading the cited chunks' units
     statements = []
     for context, quotes in cited:
-        if not context.date or not quotes:
+        if not quotes:
             continue
         for unit in split_units(context.text, line_structured(context.source)):
             span = find(unit.text, context.text)
@@ -126,8 +150,14 @@ def label_superseded(text: str, older: Sequence[tuple[str, str]]) -> str:
     for sentence, date in older:
         at = text.find(sentence)
         if at >= 0:
-            text = f"{text[:at]}Superseded ({date}): {text[at:]}"
+            text = f"{text[:at]}Superseded{f' ({date})' if date else ''}: {text[at:]}"
     return text
+
+
+def is_revision(text: str) -> bool:
+    """Whether a sentence says its value changed ("moved to", "switching from MySQL to PostgreSQL", "from 1
+    February 2025 the rent is")."""
+    return bool(_REVISION.search(text))
 
 
 def _asked(question: str) -> tuple[str | None, set[str]]:
@@ -135,7 +165,7 @@ def _asked(question: str) -> tuple[str | None, set[str]]:
     another (no value asked for, no subject, or a question about the past)."""
     kind = answer_kind(question)
     subject = question_stems(question) - _ASKING
-    return (None, subject) if kind is None or not subject or _PAST.search(question) else (kind, subject)
+    return (None, subject) if kind is None or not subject or _EARLIER.search(question) else (kind, subject)
 
 
 @dataclass(frozen=True)
@@ -145,6 +175,7 @@ class _Reading:
     about: bool  # holds enough of the question's subject
     modifiers: tuple[str | None, str | None]  # the word before the first subject word: in the text, in its headings
     names: frozenset[str]
+    revision: bool  # says its value changed ("moved to", "switching from … to", "from 1 February …")
 
 
 def _read(statement: Statement, question: str, kind: str, subject: set[str]) -> _Reading:
@@ -159,16 +190,21 @@ def _read(statement: Statement, question: str, kind: str, subject: set[str]) -> 
     modifiers = (_modifier(tokens, subject, value_stems),
                  _modifier(stem_sequence(statement.context), subject, value_stems))
     return _Reading(frozenset(values), frozenset(set(tokens) - value_stems),
-                    len(held) >= SUBJECT_SHARE * len(subject), modifiers, names)
+                    len(held) >= SUBJECT_SHARE * len(subject), modifiers, names, is_revision(statement.text))
 
 
-def _disagree(a: _Reading, b: _Reading) -> bool:
+def _disagree(newer: _Reading, older: _Reading, revisions_only: bool = False) -> bool:
+    """Whether `newer` replaces `older`: an explicit revision in the newer needs no word overlap, and is the only
+    kind a past question ("which database did we choose?") accepts."""
+    a, b = newer, older
+    if revisions_only and not newer.revision:
+        return False
     if not (a.about and b.about and a.values and b.values):
         return False
     if a.values <= b.values or b.values <= a.values:
         return False
     union = a.words | b.words
-    if not union or len(a.words & b.words) / len(union) < SAME_WORDS:
+    if not newer.revision and (not union or len(a.words & b.words) / len(union) < SAME_WORDS):
         return False
     for mine, theirs in zip(a.modifiers, b.modifiers, strict=True):
         if mine and theirs and mine != theirs:

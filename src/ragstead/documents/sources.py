@@ -126,3 +126,11 @@ def citation_link(source: dict[str, Any] | None, section_path: str | None,
         if seconds is not None:
             return with_time(source["url"], seconds), seconds
     return url, None
+
+
+TABULAR_SUFFIXES = (".csv", ".tsv", ".xlsx", ".ods")  # rendered one row a line ("month: 2025-02; category: …")
+
+
+def tabular(path: str) -> bool:
+    """Whether a source is a spreadsheet, whose text is one row a line (documents/formats/sheets.py)."""
+    return path.lower().endswith(TABULAR_SUFFIXES)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.documents.metadata import PathRule
-from ragstead.documents.sources import citation_link, client_source
+from ragstead.documents.sources import citation_link, client_source, tabular
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import AppliedFilters, QueryFilters, clean_text
@@ -89,9 +89,13 @@ def choose_fusion(fusion: str | None, rrf_k: int | None, fusion_weight: float | 
     return fusion
 
 
-def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    """`text` on one line, cut at `limit` characters with an ellipsis."""
-    flat = " ".join(text.split())
+def snippet(text: str, limit: int = SNIPPET_CHARS, rows: bool = False) -> str:
+    """`text` on one line, cut at `limit` characters with an ellipsis; `rows`: a spreadsheet's text, one row a line
+    (rows run together read as one)."""
+    if rows:
+        flat = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    else:
+        flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
@@ -410,7 +414,8 @@ class Candidate:
         source = client_source(row.get("source"))  # only http(s) links reach a client
         link, video_time = citation_link(source, row["section_path"], row["text"])
         return Hit(**{
-            **row, "source": source, "snippet": snippet(row["text"]), "tags": tuple(row["tags"]),
+            **row, "source": source, "snippet": snippet(row["text"], rows=tabular(row["file_path"])),
+            "tags": tuple(row["tags"]),
             "source_url": (source or {}).get("url"), "link": link, "video_time": video_time,
             "vector_rank": self.vector_rank, "vector_score": self.vector_score,
             "dense_distance": self.dense_distance, "lexical_rank": self.lexical_rank,
