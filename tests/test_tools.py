@@ -178,10 +178,11 @@ def test_a_tool_result_is_cited_as_a_source_of_its_own(kb_for):
     double = ToolDouble(("weather", {"place": "Berlin", "days": 3}))
     result = kb_for(double).ask(QUESTION, user="alice", tools=["weather"], min_similarity=-1.0)
     assert result.provider == "tool-double" and not result.refused and result.fallbacks == ()
-    assert result.text == "It is overcast and 15.4 °C in Berlin [2]. Alice flies on Friday [1]."
-    tool, document = sorted(result.citations, key=lambda c: -c.n)
+    # Numbered in the order the answer cites them (the tool result first), as every unstreamed answer is.
+    assert result.text == "It is overcast and 15.4 °C in Berlin [1]. Alice flies on Friday [2]."
+    tool, document = sorted(result.citations, key=lambda c: c.n)
     assert document.source == "kb/users/alice/trip.md"
-    assert tool.n == 2 and tool.source == "Open-Meteo weather: Berlin, State of Berlin, Germany"
+    assert tool.n == 1 and tool.source == "Open-Meteo weather: Berlin, State of Berlin, Germany"
     assert tool.locator["tool"] == "weather" and tool.locator["link"].startswith("https://api.open-meteo.com/")
     assert tool.similarity is None and "15.4 °C" in tool.snippet
     data = result.to_dict()
@@ -315,7 +316,7 @@ def test_the_gemini_answerer_runs_function_calls(meteo, make_project):
     kb = KnowledgeBase(project.settings, store=project.store, embedder=project.embedder, providers=[answerer],
                        transport=server.transport)
     result = kb.ask(QUESTION, user="alice", tools=["weather"], min_similarity=-1.0)
-    assert result.provider == "gemini:gemini-test" and result.text == "Berlin is overcast at 15.4 °C [2]."
+    assert result.provider == "gemini:gemini-test" and result.text == "Berlin is overcast at 15.4 °C [1]."
     first, second = server.bodies
     declaration, = first["tools"][0]["functionDeclarations"]
     assert declaration["name"] == "weather" and "additionalProperties" not in declaration["parameters"]

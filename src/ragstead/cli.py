@@ -877,7 +877,7 @@ def ask(
     if result.withheld:
         err.print(f"withheld from {result.provider} (local-only): {', '.join(result.withheld)}", markup=False,
                   highlight=False, soft_wrap=True)
-    _say(_ask_trailer(result), dim=True)
+    _say(show.wrapped(_ask_trailer(result)), dim=True)
 
 
 class _AnswerLines:
@@ -888,14 +888,16 @@ class _AnswerLines:
         self.width = _stdout().width if _on_terminal() else None
 
     def line(self, text: str, indent: int = 0) -> None:
+        typer.echo(self.wrapped(text, indent))
+
+    def wrapped(self, text: str, indent: int = 0) -> str:
         if self.width is None:
-            typer.echo(text)
-            return
+            return text
         import textwrap
 
-        for paragraph in text.split("\n"):
-            typer.echo(textwrap.fill(paragraph, self.width, subsequent_indent=" " * indent, break_long_words=False,
-                                     break_on_hyphens=False, drop_whitespace=True) if paragraph.strip() else "")
+        return "\n".join(textwrap.fill(paragraph, self.width, subsequent_indent=" " * indent, break_long_words=False,
+                                        break_on_hyphens=False, drop_whitespace=True) if paragraph.strip() else ""
+                          for paragraph in text.split("\n"))
 
 
 class _WordWrapper:

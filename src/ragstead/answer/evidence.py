@@ -287,7 +287,11 @@ def kind_pattern(kind: str, question: str) -> re.Pattern[str]:
 # What a question for a time of day wants: a clock time ("8 April" is a date, not a time). Used only to check an
 # answer's type (`answer_type`), not to score units: the sentence scorer was fitted on the coarse kinds.
 _TIME_QUESTION = re.compile(r"\bwhat time\b|\bat what hour\b", re.I)
-_CLOCK_TIME = re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight)\b", re.I)
+_HOURS = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+# A clock time in digits ("7:30", "7 pm") or in words after "at" ("at seven", "at half past six", "at 7").
+_CLOCK_TIME = re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight)\b|"
+                         rf"\bat\s+(half\s+past\s+|(a\s+)?quarter\s+(past|to)\s+)?(\d{{1,2}}|{_HOURS})\b|"
+                         rf"\b({_HOURS})\s+o'?clock\b", re.I)
 
 
 def answer_type(question: str) -> tuple[str, re.Pattern[str]] | None:
@@ -297,9 +301,10 @@ def answer_type(question: str) -> tuple[str, re.Pattern[str]] | None:
     kind = answer_kind(question)
     if kind == "date" and _TIME_QUESTION.search(question):
         return "time", _CLOCK_TIME
-    if kind in ("date", "quantity"):
-        sub = quantity_type(question) if kind == "quantity" else None
-        return sub or kind, kind_pattern(kind, question)
+    if kind == "date":  # "when does the ferry leave?" is answered by "at seven" as well as by a date
+        return kind, re.compile(f"{kind_pattern(kind, question).pattern}|{_CLOCK_TIME.pattern}", re.I)
+    if kind == "quantity":
+        return quantity_type(question) or kind, kind_pattern(kind, question)
     return None
 
 
