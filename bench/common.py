@@ -48,6 +48,17 @@ def read_into_page_cache(files: Iterable[Path]) -> None:
                     pass
 
 
+def write_project(root: Path, files: dict[str, str], config: str = "") -> Path:
+    """A project folder holding `files` (path -> text) and, when given, `config` as its ragstead.toml."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if config:
+        (root / "ragstead.toml").write_text(config, encoding="utf-8")
+    return root
+
+
 def machine() -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Timer, write_results
+from bench.common import Timer, write_project, write_results
 
 NOTES = 1000
 WORDS = ("meeting garden budget recipe travel heron invoice client project deadline review draft idea book chapter "
@@ -76,12 +76,7 @@ def notes(count: int = NOTES, seed: int = 38) -> dict[str, str]:
 
 
 def _project(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    (root / "ragstead.toml").write_text('[ragstead]\nroots = ["notes"]\n', encoding="utf-8")
-    return root
+    return write_project(root, files, '[ragstead]\nroots = ["notes"]\n')
 
 
 class Clock(Timer):

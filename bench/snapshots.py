@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import Timer, write_results
+from bench.common import Timer, write_project, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' hashing embedder (tests/helpers/fake_embedder.py)
@@ -58,11 +58,7 @@ def notes(count: int = NOTES, seed: int = 40) -> dict[str, str]:
 
 
 def _project(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
+    return write_project(root, files)
 
 
 def main(count: int = NOTES) -> None:

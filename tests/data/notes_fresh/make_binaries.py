@@ -7,13 +7,12 @@ this script only shows how they were made and remakes them byte-for-byte in cont
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # tests/, for helpers.pdf_writer
+sys.path.insert(0, str(HERE.parents[1]))  # tests/, for helpers.note_binaries
 
-from helpers.pdf_writer import make_pdf  # noqa: E402
+from helpers.note_binaries import write_binaries  # noqa: E402
 
 DOCX = {
     "bike/ebike-service.docx": (
@@ -49,20 +48,7 @@ PDF = {
 
 
 def write(folder: Path) -> None:
-    import docx
-
-    for rel, (title, paragraphs) in DOCX.items():
-        document = docx.Document()
-        document.core_properties.title = title
-        document.add_heading(title, level=1)
-        for paragraph in paragraphs:
-            document.add_paragraph(paragraph)
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        document.save(str(folder / rel))
-    for rel, (title, text) in PDF.items():
-        lines = [wrapped for line in text.split("\n") for wrapped in (textwrap.wrap(line, 90) or [""])]
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(make_pdf(["\n".join(lines)], title=title))
+    write_binaries(folder, DOCX, PDF)
 
 
 if __name__ == "__main__":
