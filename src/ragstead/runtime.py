@@ -86,14 +86,7 @@ class Runtime:
         """For the owner's own terminal only (`query`/`ask --reveal-secrets`; never a server or an agent): a
         function that gives back the secret values masked in text quoted from `sources` (project-relative
         paths), read again from the files on disk."""
-        originals = []
-        for source in dict.fromkeys(sources):
-            path = self.root / source
-            if path.is_file() and path.resolve().is_relative_to(self.root.resolve()):
-                try:
-                    originals.append(load_document(path).text)
-                except (LoadError, OSError):
-                    continue
+        originals = [text for text in map(self._text_on_disk, dict.fromkeys(sources)) if text is not None]
 
         def reveal(text: str) -> str:
             for original in originals:
@@ -113,17 +106,21 @@ class Runtime:
             if Path(source).suffix.lower() not in PLAIN_TEXT_SUFFIXES:
                 continue
             if source not in texts:
-                texts[source] = self._indexed_text(source, hit["file_hash"])
+                texts[source] = self._text_on_disk(source, hit["file_hash"])
             text = texts[source]
             if text is not None:
                 start, end = hit["char_start"], max(hit["char_end"] - 1, hit["char_start"])
                 spans[hit["chunk_id"]] = (text.count("\n", 0, start) + 1, text.count("\n", 0, end) + 1)
         return spans
 
-    def _indexed_text(self, source: str, file_hash: str) -> str | None:
+    def _text_on_disk(self, source: str, file_hash: str | None = None) -> str | None:
+        """The text of project file `source` read again from disk (None: gone, outside the project, unreadable,
+        or, with `file_hash`, no longer the version the index holds)."""
         path = self.root / source
         try:
-            if not path.resolve().is_relative_to(self.root.resolve()) or file_sha256(path) != file_hash:
+            if not path.is_file() or not path.resolve().is_relative_to(self.root.resolve()):
+                return None
+            if file_hash is not None and file_sha256(path) != file_hash:
                 return None
             return load_document(path).text
         except (LoadError, OSError):

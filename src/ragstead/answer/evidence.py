@@ -293,6 +293,8 @@ _CLOCK_TIME = re.compile(r"\b\d{1,2}[:.h]\d{2}\b|\b\d{1,2}\s?(am|pm|a\.m\.|p\.m\
                          rf"\bat\s+(half\s+past\s+|(a\s+)?quarter\s+(past|to)\s+)?(\d{{1,2}}|{_HOURS})\b|"
                          rf"\b({_HOURS})\s+o'?clock\b", re.I)
 
+_DATE_OR_CLOCK_TIME = re.compile(f"{_HAS['date'].pattern}|{_CLOCK_TIME.pattern}", re.I)
+
 
 def answer_type(question: str) -> tuple[str, re.Pattern[str]] | None:
     """The type of value an answer must carry when the question asks for a time, a date or a quantity (the finer
@@ -302,7 +304,7 @@ def answer_type(question: str) -> tuple[str, re.Pattern[str]] | None:
     if kind == "date" and _TIME_QUESTION.search(question):
         return "time", _CLOCK_TIME
     if kind == "date":  # "when does the ferry leave?" is answered by "at seven" as well as by a date
-        return kind, re.compile(f"{kind_pattern(kind, question).pattern}|{_CLOCK_TIME.pattern}", re.I)
+        return kind, _DATE_OR_CLOCK_TIME
     if kind == "quantity":
         return quantity_type(question) or kind, kind_pattern(kind, question)
     return None
