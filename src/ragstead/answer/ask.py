@@ -36,7 +36,16 @@ from ragstead.answer.base import (
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names
 from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, GateModel, Signals, confidence, load_model, measure
+from ragstead.answer.gate import (
+    EVIDENCE_CHUNKS,
+    Candidate,
+    GateModel,
+    Signals,
+    confidence,
+    lexical_ceilings,
+    load_model,
+    measure,
+)
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
 from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
@@ -331,8 +340,7 @@ def gather(
     unit_similarities = {i: cache.vectors(hits[i].text, candidates[i].lines) @ query_vector
                          for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
     model = options.gate or load_model()
-    ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
-                for term in asked_terms(found.question)} if hits else {}
+    ceilings = lexical_ceilings(store, asked_terms(found.question), filters) if hits else {}
     signals, _ = measure(found.question, candidates, unit_similarities, ceilings, model.sentence)
     score = model.probability(signals) if hits else 0.0
     contexts = Contexts()

@@ -33,6 +33,8 @@ import numpy as np
 from ragstead.answer.evidence import SentenceScorer, held_stems, question_stems, split_units
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError
+from ragstead.filters import QueryFilters
+from ragstead.stores.base import Store
 
 MODEL_FILE = "gate_model.json"
 EVIDENCE_CHUNKS = 4  # the top chunks whose sentences are embedded: the gate and the extractive answerer read them
@@ -131,6 +133,13 @@ def load_model(path: str | None = None) -> GateModel:
         return parse_model(json.loads(Path(path).read_text(encoding="utf-8")), path)
     except (OSError, json.JSONDecodeError) as exc:
         raise GateModelError(f"gate model {path or MODEL_FILE}: {exc}") from exc
+
+
+def lexical_ceilings(store: Store, terms: Sequence[str], filters: QueryFilters) -> dict[str, float]:
+    """Each word's best single-word BM25 score in the scope (0 where it is found nowhere): what `attainable`
+    and the gate's lexical signal measure a question's, or a list topic's, words against."""
+    return {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
+            for term in terms}
 
 
 def attainable(ceilings: dict[str, float]) -> float:

@@ -28,7 +28,7 @@ import numpy as np
 from ragstead.answer.ask import CITATION_SNIPPET_CHARS, Answer, AskOptions, Citation, hit_locator
 from ragstead.answer.base import Listing
 from ragstead.answer.evidence import held_stems, line_structured, missing_names, question_stems, split_units
-from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, UnitVectorCache, load_model, measure
+from ragstead.answer.gate import EVIDENCE_CHUNKS, Candidate, UnitVectorCache, lexical_ceilings, load_model, measure
 from ragstead.answer.quotes import Quote, find
 from ragstead.documents.metadata import PathRule
 from ragstead.documents.sources import tabular
@@ -159,8 +159,7 @@ def list_answer(
         complete, partial = False, partial[:MAX_GATE_CHECKS]
     if partial:
         cache = cache or UnitVectorCache(embedder)
-        ceilings = {term: max((score for _, score in store.lexical_search([term], filters, 1)), default=0.0)
-                    for term in terms}
+        ceilings = lexical_ceilings(store, terms, filters)
         for doc_id, document in partial:
             if _passes_gate(asked, document, store, query_vector, ceilings, options, cache):
                 matched[doc_id] = document
