@@ -190,8 +190,10 @@ _KINDS = (
     ("place", re.compile(r"^where\b", re.I)),
     ("entity", re.compile(r"^(which|what)\b", re.I)),
 )
-_MONTH = (r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|"
-          r"nov(ember)?|dec(ember)?|monday|tuesday|wednesday|thursday|friday|saturday|sunday|mondays|tuesdays|"
+# A month's name, whole or short (a regex alternation, no group of its own).
+MONTH_NAME = (r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|"
+              r"nov(ember)?|dec(ember)?")
+_MONTH = (rf"{MONTH_NAME}|monday|tuesday|wednesday|thursday|friday|saturday|sunday|mondays|tuesdays|"
           r"wednesdays|thursdays|fridays|saturdays|sundays|today|tomorrow|weekend")
 _HAS = {
     "date": re.compile(rf"\b({_MONTH})\b|\b\d{{1,2}}[:.]\d{{2}}\b|\b(19|20)\d{{2}}\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|"

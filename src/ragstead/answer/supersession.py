@@ -28,6 +28,7 @@ from itertools import combinations
 
 from ragstead.answer.base import Context
 from ragstead.answer.evidence import (
+    MONTH_NAME,
     answer_kind,
     held_stems,
     kind_pattern,
@@ -47,8 +48,7 @@ _EARLIER = re.compile(r"\b(used to|original|originally|first|last|ago|previous|p
                       re.I)
 # A plain past ("which database did we choose?") asks about a decision that a newer note may explicitly revise.
 _PAST = re.compile(r"\b(did|was|were|had)\b", re.I)
-_MONTHS = (r"(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|"
-           r"nov(ember)?|dec(ember)?)")
+_MONTHS = f"({MONTH_NAME})"
 # A sentence that says its value changed: an explicit revision outranks word overlap (docs/design.md, "The newer
 # note wins"; rule drawn from a newcomer's notes, a fit set).
 _REVISION = re.compile(
