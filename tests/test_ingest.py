@@ -300,3 +300,41 @@ def test_llm_tags_are_validated_and_a_bad_reply_falls_back_to_the_local_tagger(t
         assert local.tagging, local.to_dict()
         assert local.tagging["method"] == "local" and "bad JSON" in local.tagging["fallback"]
         assert local.status == "added"
+
+
+def test_one_users_ingest_offers_the_tagger_only_that_users_and_public_tags_and_never_address_tags(tmp_path, web,
+                                                                                                  embedder):
+    """The API ingests for a key's user: another user's private tags, and the e-mail addresses a message's tags
+    carry, must never reach that user's document or the remote tagger's prompt."""
+    import httpx
+
+    from ragstead.answer.providers import OpenAICompatibleAnswerer
+
+    base, _ = web
+    prompts: list[str] = []
+
+    def llm(request: httpx.Request) -> httpx.Response:
+        prompts.append(json.dumps(json.loads(request.content)))
+        reply = {"tags": [], "new_tags": [], "reasoning": "none apply"}
+        return httpx.Response(200, content=sse(json.dumps(reply)), headers={"content-type": "text/event-stream"})
+
+    provider = OpenAICompatibleAnswerer("http://llm.test/v1", "m", transport=httpx.MockTransport(llm))
+    mail = ("From: Dana <dana@example.org>\nTo: Bob <bob@example.org>\nSubject: Lawyer\n"
+            "Date: Tue, 05 Mar 2024 10:00:00 +0100\n\nAbout the settlement.\n")
+    files = {"kb/users/bob/private.md": "---\ntags: [bobsecrettag]\n---\nBob's note.",
+             "kb/users/bob/lawyer.eml": mail,
+             "kb/users/alice/mine.md": "---\ntags: [alicetag]\n---\nAlice's note.",
+             "docs/public.md": "---\ntags: [publictag]\n---\nA public page."}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    with ragstead.open(tmp_path, embedder=embedder, providers=[provider], roots=("kb", "docs")) as kb:
+        kb.index()
+        assert "from:dana@example.org" in kb.tags()  # the operator's own view has the message's tags
+        kb.ingest([f"{base}/blog.python.org.html"], user="alice")
+        alices = prompts.pop()
+        assert "alicetag" in alices and "publictag" in alices
+        assert "bobsecrettag" not in alices and "example.org" not in alices
+        kb.ingest([f"{base}/theverge.com.ios13.html"])  # the operator's own ingest: every topic tag
+        operators = prompts.pop()
+        assert "bobsecrettag" in operators and "example.org" not in operators

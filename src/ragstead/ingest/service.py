@@ -19,6 +19,7 @@ from ragstead import egress
 from ragstead.answer.base import AnswerProvider
 from ragstead.atomic import make_private_folder
 from ragstead.config import load_settings
+from ragstead.documents.formats.mail import ADDRESS_TAG_PREFIXES
 from ragstead.documents.ids import fs_path
 from ragstead.documents.loaders import load_document
 from ragstead.documents.sources import sidecar_path
@@ -72,7 +73,7 @@ class IngestService:
         embedder = PassageMemo(rt.load_embedder(rt.store if rt.exists() else None))
         chosen: list[IngestTarget] = []
         for name, landing in landings.items():  # one embedding per passage for every target on the same model
-            target = IngestTarget(landing, name, user, wait)
+            target = IngestTarget(landing, name, user, wait, scoped=only_user is not None)
             chosen.append(target)
             try:
                 own = landing.runtime.load_embedder(landing.runtime.store if landing.runtime.exists() else None)
@@ -131,8 +132,9 @@ class IngestTarget:
     """One knowledge base an ingest call writes to (ingest/pipeline.py's IngestTarget), for that call only:
     `embedder` is the call's shared one (None: the target's own model), `broken` why it cannot be opened."""
 
-    def __init__(self, landing: Landing, name: str, user: str, wait: float) -> None:
+    def __init__(self, landing: Landing, name: str, user: str, wait: float, scoped: bool = False) -> None:
         self.landing, self.runtime, self.name, self.user, self.wait = landing, landing.runtime, name, user, wait
+        self.scoped = scoped  # a call for one user (an API key's): it sees that user's scope, not the whole index
         self.broken: str | None = None
         self.embedder: Embedder | None = None
 
@@ -148,10 +150,17 @@ class IngestTarget:
                 and d["file_path"].startswith(f"{home}/" if home else "")]
 
     def existing_tags(self) -> list[str]:
+        """The tags an auto-tagger may pick from (and an LLM tagger is shown): every tag of the index for the
+        operator's own call; for one user's call, that user's private tags and the public ones only, so another
+        user's private tags never reach this user's document or a remote model. The e-mail address tags
+        (`from:…`, `to:…`) are facets of a message, not topics: never offered."""
         if self.broken or not self.runtime.exists():
             return []
-        with self.runtime.lock:  # every tag, private and public, archive included
-            return list(self.runtime.store.tag_counts(QueryFilters.build(include_archive=True)))
+        scopes = ([QueryFilters.build(self.user), QueryFilters.build(public_only=True, include_archive=True)]
+                  if self.scoped else [QueryFilters.build(include_archive=True)])
+        with self.runtime.lock:
+            tags = dict.fromkeys(tag for scope in scopes for tag in self.runtime.store.tag_counts(scope))
+        return [tag for tag in tags if not tag.startswith(ADDRESS_TAG_PREFIXES)]
 
     def store_extracted(self, extracted: Extracted, source: dict[str, Any], tags: list[str],
                         replaces: list[dict[str, Any]]) -> dict[str, Any]:

@@ -74,14 +74,17 @@ def one_line(text: str) -> str:
     return " ".join(text.split())[:200]
 
 
+ADDRESS_TAG_PREFIXES = ("from:", "to:")  # the tags address_tags makes: facets of a message, not topics
+
+
 def address_tags(headers: list[tuple[str, str | None]]) -> list[str]:
     """`from:ADDR` for the From header's addresses and `to:ADDR` for To and Cc, lower-cased, each once: the
     message's people as tags, which every store already filters on (no new column in four stores)."""
     tags: list[str] = []
     for name, value in headers:
-        side = {"From": "from", "To": "to", "Cc": "to"}.get(name)
-        if side and value:
-            tags.extend(f"{side}:{address.lower()}" for _, address in getaddresses([value]) if "@" in address)
+        prefix = {"From": "from:", "To": "to:", "Cc": "to:"}.get(name)
+        if prefix and value:
+            tags.extend(f"{prefix}{address.lower()}" for _, address in getaddresses([value]) if "@" in address)
     return list(dict.fromkeys(tags))
 
 
