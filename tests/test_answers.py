@@ -102,6 +102,9 @@ def test_a_name_the_evidence_lacks_makes_the_answer_tentative(notes_kb):
     assert near.refused or (near.gate["confidence"] == "tentative" and "never mention Zephyr" in near.notes[0])
     assert missing_names("Which restaurant did I book in Rome?", ["Dinner at Da Mario in Paris, booked for 8."]) \
         == ["Rome"]
+    # A possessive names the person, not a person and an "s": Mila is in the note, Ivo is not.
+    assert missing_names("When is Mila's birthday?", ["Mila was born on 3 May 2019."]) == []
+    assert missing_names("When is Ivo’s birthday?", ["Mila was born on 3 May 2019."]) == ["Ivo"]
 
 
 def test_off_topic_questions_still_get_the_exact_refusal(notes_kb):

@@ -386,13 +386,15 @@ def _month_names(text: str) -> str:
 
 
 _NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’-]*[\w]|\b\w*\d\w*\b")  # not the question's first word
+_POSSESSIVE = re.compile(r"['’]s$")  # "Mila's birthday" asks about Mila: the note says "Mila was born…"
 
 
 def missing_names(question: str, texts: Sequence[str]) -> list[str]:
     """The proper names and codes of the question ("Rome", "B-KM 2231", "KR3") that none of `texts` holds: an
     answer from them is about something else ("Which restaurant did I book in Rome?" from a note on Paris)."""
     body = question.strip()
-    names = [m.group(0) for m in _NAME.finditer(body) if m.group(0) not in ("I", "I'm", "I've", "I'd")]
+    names = [_POSSESSIVE.sub("", m.group(0)) for m in _NAME.finditer(body)
+             if m.group(0) not in ("I", "I'm", "I've", "I'd")]
     stems = stems_of(" ".join(texts))
     return [name for name in dict.fromkeys(names) if not (stems_of(name) <= stems or held_stems(
         " ".join(texts), name, stems_of(name)) == stems_of(name))]
