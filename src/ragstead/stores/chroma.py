@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -26,11 +24,9 @@ from ragstead.errors import ConfigError, RagsteadError, RagsteadWarning
 from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
-from ragstead.stores.sql import QMARK
+from ragstead.stores.remote_vectors import RemoteVectors, day_number
 from ragstead.stores.sqlite import SqliteStore
 
-# Rows per SQLite IN-list when reading vectors for Chroma.
-READ_BATCH = 1000
 # A scope of at most 1/5 of the index and at most `exact_rows` rows is scored exactly from
 # SQLite (SqliteStore.scope_is_small), which beats Chroma's filtered search there (docs/design.md, "Chroma").
 EXACT_SCOPE_ROWS = 50_000
@@ -101,21 +97,13 @@ def chroma_where(filters: QueryFilters) -> dict[str, Any]:
     # Chroma compares only numbers with $gte/$lte, so days are stored as YYYYMMDD integers. SQL compares
     # the ISO strings, which for `created_at >= day` and `< day + 1` is the same as comparing the day part.
     if filters.date_from:
-        clauses.append({"created_day": {"$gte": _day_number(filters.date_from)}})
+        clauses.append({"created_day": {"$gte": day_number(filters.date_from)}})
     if filters.date_to:
-        clauses.append({"created_day": {"$lte": _day_number(filters.date_to)}})
+        clauses.append({"created_day": {"$lte": day_number(filters.date_to)}})
     if filters.tags:
         tags = [{f"tag:{tag}": True} for tag in filters.tags]
         clauses.append(tags[0] if len(tags) == 1 else {"$or": tags})
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-def _day_number(value: str | None) -> int | None:
-    try:
-        day = date.fromisoformat((value or "")[:10])
-    except ValueError:
-        return None
-    return day.year * 10000 + day.month * 100 + day.day
 
 
 def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, created_at: str | None,
@@ -124,7 +112,7 @@ def _chunk_metadata(is_private: int, doc_type: str, user_slug: str | None, creat
     metadata: dict[str, Any] = {"is_private": bool(is_private), "doc_type": doc_type}
     if user_slug is not None:
         metadata["user_slug"] = user_slug
-    day = _day_number(created_at)
+    day = day_number(created_at)
     if day is not None:
         metadata["created_day"] = day
     metadata.update({f"tag:{tag}": True for tag in json.loads(tags)})
@@ -147,18 +135,20 @@ def open_chroma_store(location: ChromaLocation, *, project_root: Path | None = N
                        vectors=lambda store: ChromaVectors(store, location, chromadb, ChromaSettings, errors))
 
 
-class ChromaVectors:
-    """A SQLite store's vector side in a Chroma collection (sqlite.VectorSide): written after each SQLite commit,
-    reconciled with SQLite when it lags, and searched with the scope as a Chroma `where` clause; a small scope is
-    scored exactly from SQLite instead."""
+class ChromaVectors(RemoteVectors):
+    """A SQLite store's vector side in a Chroma collection (remote_vectors.RemoteVectors): written after each
+    SQLite commit, reconciled with SQLite when it lags, and searched with the scope as a Chroma `where` clause; a
+    small scope is scored exactly from SQLite instead."""
+
+    LABEL = "Chroma"
+    COLLECTION_PREFIX = "ragstead-"
 
     def __init__(self, store: SqliteStore, location: ChromaLocation, chromadb: Any, settings_class: Any,
                  errors: tuple[type[BaseException], ...]) -> None:
-        self._store = store
         self.location = location
         self._chroma_errors = errors
         chroma_settings = settings_class(anonymized_telemetry=False)
-        with self._chroma("connect to"):
+        with self._engine("connect to"):
             if location.persist_dir is not None:
                 make_private_folder(location.persist_dir)
                 try:
@@ -175,10 +165,8 @@ class ChromaVectors:
             else:
                 self._client = chromadb.HttpClient(host=location.host or "localhost", port=location.port or 8000,
                                                    ssl=location.ssl, settings=chroma_settings)
-        store._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
-        self._name = f"ragstead-{store._meta('index_id')}"
+        super().__init__(store, location)
         self._collection: Any = None
-        self._checked: tuple[int, int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -213,7 +201,7 @@ class ChromaVectors:
         pass  # the client holds no handle of ours to let go of
 
     @contextmanager
-    def _chroma(self, action: str) -> Iterator[None]:
+    def _engine(self, action: str) -> Iterator[None]:
         """Turn a Chroma or connection failure into one clear error naming the store."""
         try:
             yield
@@ -230,7 +218,7 @@ class ChromaVectors:
             )
         return self._collection
 
-    def _chroma_generation(self) -> int | None:
+    def _engine_generation(self) -> int | None:
         """The SQLite generation Chroma reflects, read from the server (another process may have written)."""
         try:
             # A fresh handle each time: another process's reset may have replaced the collection.
@@ -239,15 +227,15 @@ class ChromaVectors:
             self._collection = None
             return None
         metadata = self._collection.metadata or {}
-        if metadata.get("model") != (self._store._meta("embed_model") or ""):
+        if metadata.get("model") != (self._store.meta("embed_model") or ""):
             return None
         return int(metadata["generation"]) if "generation" in metadata else None
 
     def _set_generation(self, generation: int) -> None:
         self._open_collection().modify(
-            metadata={"generation": generation, "model": self._store._meta("embed_model") or ""})
+            metadata={"generation": generation, "model": self._store.meta("embed_model") or ""})
 
-    def _recreate_collection(self) -> None:
+    def _drop(self) -> None:
         try:
             self._client.delete_collection(self._name)
         except self._chroma_errors[0]:  # there was none
@@ -259,102 +247,26 @@ class ChromaVectors:
         for start in range(0, len(rowids), page):
             self._open_collection().delete(ids=[str(i) for i in rowids[start : start + page]])
 
-    # -- keeping Chroma in step with SQLite ---------------------------------------------------------
+    def _count(self) -> int:
+        return int(self._open_collection().count())
 
-    def written(self, generation: int, deleted: list[int] | None, added: list[int],
-                vectors: np.ndarray | None) -> None:
-        """After a SQLite commit: apply its deletions and additions to Chroma, or reconcile if Chroma
-        missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
-        with self._chroma("write to"):
-            if deleted is None:
-                self._recreate_collection()
-                self._set_generation(generation)
-            elif self._chroma_generation() == generation - 1:
-                self._delete(deleted)
-                self._upsert(added)
-                self._set_generation(generation)
-            else:
-                self._reconcile()
-
-    def _reconcile(self) -> None:
-        """Make Chroma hold exactly SQLite's chunks: drop ids SQLite no longer has, add the missing ones."""
-        generation = self._store._sqlite_generation()
-        if self._chroma_generation() is None:  # unknown state or another model's vectors: start over
-            self._recreate_collection()
+    def _engine_ids(self) -> Iterator[int]:
         collection = self._open_collection()
-        have: set[int] = set()
-        page = self._client.get_max_batch_size()
-        while batch := collection.get(include=[], limit=page, offset=len(have))["ids"]:
-            have.update(int(i) for i in batch)
-        want = {r[0] for r in self._store._db.execute("SELECT id FROM chunks")}
-        self._delete(sorted(have - want))
-        self._upsert(sorted(want - have))
-        self._set_generation(generation)
+        page, offset = self._client.get_max_batch_size(), 0
+        while batch := collection.get(include=[], limit=page, offset=offset)["ids"]:
+            offset += len(batch)
+            yield from (int(i) for i in batch)
 
-    def _upsert(self, rowids: list[int]) -> None:
-        """Send these chunks' vectors and filter fields from SQLite to Chroma."""
-        collection = self._open_collection()
-        for start in range(0, len(rowids), READ_BATCH):
-            part = rowids[start : start + READ_BATCH]
-            rows = self._store._db.execute(
-                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags "
-                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE c.id IN ({QMARK.marks(len(part))})",
-                part,
-            ).fetchall()
-            if rows:
-                collection.upsert(
-                    ids=[str(r[0]) for r in rows],
-                    embeddings=np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]),
-                    metadatas=[_chunk_metadata(*r[2:]) for r in rows],
-                )
+    def _send(self, rows: list[tuple[Any, ...]], vectors: np.ndarray) -> None:
+        self._open_collection().upsert(ids=[str(r[0]) for r in rows], embeddings=vectors,
+                                       metadatas=[_chunk_metadata(*r[2:7]) for r in rows])
 
-    def _chroma_lags(self) -> bool:
-        """Chroma missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
-        if self._chroma_generation() != self._store._sqlite_generation():
-            return True
-        return bool(self._store._meta("embed_model")) and self._open_collection().count() != self._store.chunk_count()
+    def _engine_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        result = self._open_collection().query(
+            query_embeddings=[query.astype(np.float32)], n_results=k, where=chroma_where(filters),
+            include=["distances"],
+        )
+        return [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
 
-    def _in_step(self) -> None:
-        """Before a Chroma search: reconcile Chroma if it lags SQLite, as the lexical index is kept in step."""
-        with self._chroma("read"):
-            self._checked = self._store._in_step(self._checked, self._chroma_lags, self._reconcile)
-
-    # -- search -----------------------------------------------------------------------------------
-
-    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """A small scope exactly from SQLite; a larger one by Chroma's HNSW search under the `where` clause,
-        and exactly again if Chroma comes back short."""
-        if self._store._meta("embed_model") is None:
-            return []
-        if self._store.scope_is_small(filters, self.location.exact_scope_rows):
-            return self._store.exact_vector_search(query, filters, k)
-        self._in_step()
-        with self._chroma("search"):
-            result = self._open_collection().query(
-                query_embeddings=[query.astype(np.float32)], n_results=k, where=chroma_where(filters),
-                include=["distances"],
-            )
-        hits = [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0], strict=True)]
-        # Short: the scope holds fewer than k rows (then reading them is cheap) or Chroma missed some.
-        return self._store.exact_vector_search(query, filters, k) if len(hits) < k else hits
-
-    # -- reporting --------------------------------------------------------------------------------
-
-    def stats(self) -> dict[str, Any]:
-        """Chroma's side of the store's stats: `vector_rows == chunks` when in step."""
-        self._in_step()
-        with self._chroma("read"):
-            rows = self._open_collection().count() if self._store._meta("embed_model") else 0
-            generation = self._chroma_generation()
-        return {"store": "chroma", "chroma": self.location.describe(), "collection": self._name,
-                "vector_rows": rows, "vector_generation": generation}
-
-    def check(self, chunks: int, generation: int) -> str:
-        """Chroma against SQLite: as many vectors as chunks, at SQLite's generation."""
-        stats = self.stats()
-        if self._store._meta("embed_model") and (stats["vector_rows"], stats["vector_generation"]) != (chunks,
-                                                                                                     generation):
-            return (f"Chroma collection {self._name} at generation {stats['vector_generation']} with "
-                    f"{stats['vector_rows']} vectors; SQLite at {generation} with {chunks} chunks")
-        return "ok"
+    def _engine_stats(self) -> dict[str, Any]:
+        return {"store": "chroma", "chroma": self.location.describe(), "collection": self._name}

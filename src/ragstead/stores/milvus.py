@@ -16,7 +16,6 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -27,7 +26,7 @@ from ragstead.errors import ConfigError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.stores.permissions import make_private_folder, tighten
 from ragstead.stores.redaction import redact
-from ragstead.stores.sql import QMARK
+from ragstead.stores.remote_vectors import RemoteVectors, day_number
 from ragstead.stores.sqlite import SqliteStore
 
 # Rows per SQLite IN-list read and per Milvus upsert or delete call.
@@ -142,15 +141,6 @@ def tag_key(tag: str) -> int:
     return int.from_bytes(hashlib.blake2b(tag.encode(), digest_size=8).digest(), "big") >> 1
 
 
-def day_number(value: str | None) -> int:
-    """YYYYMMDD of an ISO date or timestamp, 0 when there is none."""
-    try:
-        day = date.fromisoformat((value or "")[:10])
-    except ValueError:
-        return 0
-    return day.year * 10000 + day.month * 100 + day.day
-
-
 def _literal(value: str) -> str:
     """A Milvus string literal: JSON's double-quoted form, whose escapes (\\" \\\\ \\t ...) Milvus reads the same
     way (checked on Milvus Lite with quotes, backslashes, tabs and non-ASCII)."""
@@ -171,9 +161,9 @@ def milvus_filter(filters: QueryFilters) -> str:
     if not filters.wants_archive:
         clauses.append('doc_type != "archive"')
     if filters.date_from:
-        clauses.append(f"created_day >= {day_number(filters.date_from)}")
+        clauses.append(f"created_day >= {day_number(filters.date_from) or 0}")
     if filters.date_to:
-        clauses.append(f"(created_day > 0 and created_day <= {day_number(filters.date_to)})")
+        clauses.append(f"(created_day > 0 and created_day <= {day_number(filters.date_to) or 0})")
     if filters.tags:
         clauses.append(f"array_contains_any(tag_keys, [{', '.join(str(tag_key(t)) for t in filters.tags)}])")
     return " and ".join(clauses)
@@ -206,26 +196,27 @@ class MilvusTextStore(SqliteStore):
         return self.vectors.text_search(terms, filters, k) if terms and k > 0 else []
 
 
-class MilvusVectors:
-    """A SQLite store's vector side in a Milvus collection (sqlite.VectorSide): written after each SQLite commit
-    (upserts and deletes keyed by the chunk's row id, so a repeated write changes nothing), reconciled with
-    SQLite when it lags, and searched with the scope as a filter expression; a small scope is scored exactly
-    from SQLite instead."""
+class MilvusVectors(RemoteVectors):
+    """A SQLite store's vector side in a Milvus collection (remote_vectors.RemoteVectors): written after each
+    SQLite commit (upserts and deletes keyed by the chunk's row id, so a repeated write changes nothing),
+    reconciled with SQLite when it lags, and searched with the scope as a filter expression; a small scope is
+    scored exactly from SQLite instead."""
+
+    LABEL = "Milvus"
+    COLLECTION_PREFIX = "ragstead_"
+    BATCH = WRITE_BATCH
 
     def __init__(self, store: SqliteStore, location: MilvusLocation, pymilvus: Any) -> None:
-        self._store = store
         self.location = location
         self._pymilvus = pymilvus
         self._errors = (pymilvus.exceptions.MilvusException, OSError, ValueError)
-        with self._milvus("connect to"):
+        with self._engine("connect to"):
             if location.lite_file is not None:
                 make_private_folder(location.lite_file.parent)
             self._client = pymilvus.MilvusClient(**location.client_arguments())
-        store._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (os.urandom(16).hex(),))
-        self._name = f"ragstead_{store._meta('index_id')}"
+        super().__init__(store, location)
         self._loaded = False
         self._unflushed = False
-        self._checked: tuple[int, int] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -245,7 +236,7 @@ class MilvusVectors:
             tighten([self.location.lite_file])
 
     @contextmanager
-    def _milvus(self, action: str) -> Iterator[None]:
+    def _engine(self, action: str) -> Iterator[None]:
         """Turn a Milvus or connection failure into one clear error naming the store (no credential)."""
         try:
             yield
@@ -299,12 +290,12 @@ class MilvusVectors:
     def _properties(self) -> dict[str, str]:
         return dict(self._client.describe_collection(self._name).get("properties") or {})
 
-    def _milvus_generation(self) -> int | None:
+    def _engine_generation(self) -> int | None:
         """The SQLite generation Milvus reflects, read from the server (another process may have written)."""
         if not self._exists():
             return None
         properties = self._properties()
-        if properties.get(MODEL_KEY) != (self._store._meta("embed_model") or ""):
+        if properties.get(MODEL_KEY) != (self._store.meta("embed_model") or ""):
             return None
         if properties.get(LEXICAL_KEY, "tantivy") != self.location.lexical:  # built without (or with) the text
             return None
@@ -313,7 +304,7 @@ class MilvusVectors:
     def _set_generation(self, generation: int) -> None:
         if self._exists():
             self._client.alter_collection_properties(self._name, properties={
-                GENERATION_KEY: str(generation), MODEL_KEY: self._store._meta("embed_model") or "",
+                GENERATION_KEY: str(generation), MODEL_KEY: self._store.meta("embed_model") or "",
                 LEXICAL_KEY: self.location.lexical})
 
     def _drop(self) -> None:
@@ -333,106 +324,53 @@ class MilvusVectors:
             self._client.delete(self._name, ids=rowids[start : start + WRITE_BATCH])
         self._unflushed = True
 
-    # -- keeping Milvus in step with SQLite ---------------------------------------------------------
+    def _sends_text(self) -> bool:
+        return self.location.lexical_in_milvus  # the collection holds the text for Milvus's BM25
 
-    def written(self, generation: int, deleted: list[int] | None, added: list[int],
-                vectors: np.ndarray | None) -> None:
-        """After a SQLite commit: apply its deletions and additions to Milvus, or reconcile if Milvus
-        missed an earlier write. The lexical writer lock (held) keeps other writers out meanwhile."""
-        with self._milvus("write to"):
-            if deleted is None:
-                self._drop()
-            elif self._milvus_generation() == generation - 1 or (not self._exists() and generation == 1):
-                self._delete(deleted)
-                self._upsert(added)
-            else:
-                self._reconcile()
-                return
-            self._set_generation(generation)
+    def _appends_to(self, generation: int) -> bool:
+        # The first write to a new collection appends too (no full reconcile of an empty one).
+        return super()._appends_to(generation) or (not self._exists() and generation == 1)
 
-    def _reconcile(self) -> None:
-        """Make Milvus hold exactly SQLite's chunks: drop ids SQLite no longer has, add the missing ones."""
-        generation = self._store._sqlite_generation()
-        if self._milvus_generation() is None:  # unknown state or another model's vectors: start over
-            self._drop()
-        have: set[int] = set()
-        if self._exists():
-            iterator = self._client.query_iterator(self._name, batch_size=WRITE_BATCH, filter="",
-                                                   output_fields=["id"])
-            while batch := iterator.next():
-                have.update(int(row["id"]) for row in batch)
-            iterator.close()
-        want = {r[0] for r in self._store._db.execute("SELECT id FROM chunks")}
-        self._delete(sorted(have - want))
-        self._upsert(sorted(want - have))
-        self._set_generation(generation)
+    def _engine_ids(self) -> Iterator[int]:
+        if not self._exists():
+            return
+        iterator = self._client.query_iterator(self._name, batch_size=WRITE_BATCH, filter="", output_fields=["id"])
+        while batch := iterator.next():
+            yield from (int(row["id"]) for row in batch)
+        iterator.close()
 
-    def _upsert(self, rowids: list[int]) -> None:
-        """Send these chunks' vectors and filter fields from SQLite to Milvus (an upsert: idempotent by id)."""
-        for start in range(0, len(rowids), WRITE_BATCH):
-            part = rowids[start : start + WRITE_BATCH]
-            rows = self._store._db.execute(
-                "SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags, c.text "
-                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE c.id IN ({QMARK.marks(len(part))})",
-                part,
-            ).fetchall()
-            if not rows:
-                continue
-            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-            if not self._exists():
-                self._create(matrix.shape[1])
-            entities = [
-                {"id": r[0], "dense": vector, "is_private": bool(r[2]), "doc_type": r[3], "user_slug": r[4] or "",
-                 "created_day": day_number(r[5]), "tag_keys": [tag_key(t) for t in json.loads(r[6])][:MAX_TAGS]}
-                for r, vector in zip(rows, matrix, strict=True)
-            ]
-            if self.location.lexical_in_milvus:
-                for entity, r in zip(entities, rows, strict=True):
-                    entity["text"] = r[7].encode()[:MAX_TEXT_BYTES].decode(errors="ignore")
-            self._client.upsert(self._name, entities)
-            self._unflushed = True
-
-    def _milvus_lags(self) -> bool:
-        """Milvus missed a write, or lost or gained rows behind ragstead's back (the count says so)."""
-        if not self._store._meta("embed_model"):
-            return False
-        if self._milvus_generation() != self._store._sqlite_generation():
-            return True
-        return self._count() != self._store.chunk_count()
-
-    def _in_step(self) -> None:
-        """Before a Milvus search: reconcile Milvus if it lags SQLite, as the lexical index is kept in step."""
-        with self._milvus("read"):
-            self._checked = self._store._in_step(self._checked, self._milvus_lags, self._reconcile)
+    def _send(self, rows: list[tuple[Any, ...]], vectors: np.ndarray) -> None:
+        if not self._exists():
+            self._create(vectors.shape[1])
+        entities = [
+            {"id": r[0], "dense": vector, "is_private": bool(r[2]), "doc_type": r[3], "user_slug": r[4] or "",
+             "created_day": day_number(r[5]) or 0, "tag_keys": [tag_key(t) for t in json.loads(r[6])][:MAX_TAGS]}
+            for r, vector in zip(rows, vectors, strict=True)
+        ]
+        if self._sends_text():
+            for entity, r in zip(entities, rows, strict=True):
+                entity["text"] = r[7].encode()[:MAX_TEXT_BYTES].decode(errors="ignore")
+        self._client.upsert(self._name, entities)
+        self._unflushed = True
 
     # -- search -----------------------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """A small scope exactly from SQLite; a larger one by Milvus's search under the filter expression,
-        and exactly again if Milvus comes back short."""
-        if self._store._meta("embed_model") is None:
-            return []
-        if self._store.scope_is_small(filters, self.location.exact_scope_rows):
-            return self._store.exact_vector_search(query, filters, k)
-        self._in_step()
-        with self._milvus("search"):
-            if not self._exists():
-                return self._store.exact_vector_search(query, filters, k)
-            self._sealed()
-            result = self._client.search(self._name, data=[query.astype(np.float32).tolist()], anns_field="dense",
-                                         limit=k, filter=milvus_filter(filters),
-                                         search_params={"metric_type": "IP"}, output_fields=[])
-        hits = [(int(hit["id"]), float(hit["distance"])) for hit in result[0]]
-        return self._store.exact_vector_search(query, filters, k) if len(hits) < k else hits
+    def _engine_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]] | None:
+        if not self._exists():
+            return None
+        self._sealed()
+        result = self._client.search(self._name, data=[query.astype(np.float32).tolist()], anns_field="dense",
+                                     limit=k, filter=milvus_filter(filters), search_params={"metric_type": "IP"},
+                                     output_fields=[])
+        return [(int(hit["id"]), float(hit["distance"])) for hit in result[0]]
 
     def text_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """BM25 by Milvus's own function (`lexical=milvus`) over the chunks the filter expression admits: the
         question's terms as the query text, which Milvus runs through the collection's analyzer."""
-        if self._store._meta("embed_model") is None:
+        if self._store.meta("embed_model") is None:
             return []
         self._in_step()
-        with self._milvus("search"):
+        with self._engine("search"):
             if not self._exists():
                 return []
             self._sealed()
@@ -454,20 +392,5 @@ class MilvusVectors:
 
     # -- reporting --------------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """Milvus's side of the store's stats: `vector_rows == chunks` when in step."""
-        self._in_step()
-        with self._milvus("read"):
-            rows = self._count() if self._store._meta("embed_model") else 0
-            generation = self._milvus_generation()
-        return {"store": "milvus", "milvus": self.location.describe(), "milvus_collection": self._name,
-                "vector_rows": rows, "vector_generation": generation}
-
-    def check(self, chunks: int, generation: int) -> str:
-        """Milvus against SQLite: as many vectors as chunks, at SQLite's generation."""
-        stats = self.stats()
-        if self._store._meta("embed_model") and (stats["vector_rows"], stats["vector_generation"]) != (chunks,
-                                                                                                     generation):
-            return (f"Milvus collection {self._name} at generation {stats['vector_generation']} with "
-                    f"{stats['vector_rows']} vectors; SQLite at {generation} with {chunks} chunks")
-        return "ok"
+    def _engine_stats(self) -> dict[str, Any]:
+        return {"store": "milvus", "milvus": self.location.describe(), "milvus_collection": self._name}

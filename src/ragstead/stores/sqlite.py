@@ -7,6 +7,7 @@ exactly up to EXACT_ROWS of them (docs/design.md, "The embedded store").
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections import OrderedDict
@@ -475,6 +476,40 @@ class SqliteStore:
         """Cosine similarity over the rows the SQL filter admits, by the vector side."""
         return self.vectors.search(query, filters, k) if k > 0 else []
 
+    # -- for a vector side kept in another engine (remote_vectors.py) ---------------------------------
+
+    def meta(self, key: str) -> str | None:
+        """One value of the index's `meta` table (`embed_model`, `embed_dim`, ...)."""
+        return self._meta(key)
+
+    def generation(self) -> int:
+        """The generation of the last SQLite write, which every derived index is stamped with."""
+        return self._sqlite_generation()
+
+    def keep_in_step(self, checked: tuple[int, int] | None, behind: Callable[[], bool],
+                     repair: Callable[[], None]) -> tuple[int, int] | None:
+        """`_in_step` for a derived index kept outside this module (see there)."""
+        return self._in_step(checked, behind, repair)
+
+    def index_id(self) -> str:
+        """A random id of this index, made once: it names the index's collection in another engine."""
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (os.urandom(16).hex(),))
+        return str(self._meta("index_id"))
+
+    def chunk_ids(self) -> set[int]:
+        """Every chunk's row id."""
+        return {r[0] for r in self._db.execute("SELECT id FROM chunks")}
+
+    def vector_rows(self, rowids: Sequence[int], with_text: bool = False) -> list[tuple[Any, ...]]:
+        """These chunks' (id, embedding bytes, is_private, doc_type, user_slug, created_at, tags JSON[, text]):
+        what another engine holds of a chunk."""
+        text = ", c.text" if with_text else ""
+        return self._db.execute(
+            f"SELECT c.id, c.embedding, c.is_private, c.doc_type, c.user_slug, c.created_at, d.tags{text} "
+            f"FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE c.id IN ({QMARK.marks(len(rowids))})",
+            list(rowids),
+        ).fetchall()
+
     def chunk_count(self) -> int:
         """All chunks in the index, counted once per data version (a server-side vector index asks often)."""
         version = self._version()
@@ -678,7 +713,7 @@ class SqliteStore:
 
 class VectorSide(Protocol):
     """What answers vector search for a `SqliteStore`: derived from SQLite (the source of truth) and kept in step
-    with it, like the lexical index. VectorFiles by default; the Chroma store's collection (chroma.py)."""
+    with it, like the lexical index. VectorFiles by default; a Chroma or Milvus collection (remote_vectors.py)."""
 
     def written(self, generation: int, deleted: list[int] | None, added: list[int],
                 vectors: np.ndarray | None) -> None:
