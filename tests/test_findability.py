@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -90,3 +91,34 @@ def test_the_cli_json_names_the_duplicate_and_the_skipped_file(project):
     named = {item["path"] for item in report["not_findable"] + report["left_out"]}
     assert {"kb/notes/empty.md", "kb/notes/clip.mp4"} <= named
     assert named & {"kb/notes/chess.md", "kb/notes/chess copy.md"}
+
+
+def test_reading_new_files_leaves_the_store_to_other_callers(project, monkeypatch):
+    """A server's threads share one read connection behind the runtime's lock: while the check reads a file that
+    is not indexed yet (extraction, OCR: seconds for a scan), another caller's search must not wait for it."""
+    from ragstead import findability
+
+    (project.root / "kb/notes/new.md").write_text("# Ferries\n\nThe ferry leaves at nine from the harbour.\n")
+    reading, go_on = threading.Event(), threading.Event()
+    real_prepare = findability.prepare_file
+
+    def slow_prepare(candidate, options):  # type: ignore[no-untyped-def]
+        reading.set()
+        go_on.wait(60)
+        return real_prepare(candidate, options)
+
+    monkeypatch.setattr(findability, "prepare_file", slow_prepare)
+    with KnowledgeBase(project.settings, embedder=project.embedder) as kb:
+        reports: list[dict] = []
+        check = threading.Thread(target=lambda: reports.append(kb.findability(save=False).to_dict()))
+        check.start()
+        try:
+            assert reading.wait(60), "the check never reached the new file"
+            got_lock = kb.runtime.lock.acquire(timeout=30)  # a bound against a hang, not a timing check
+            assert got_lock, "the check held the store's lock while it read a new file"
+            kb.runtime.lock.release()
+            assert kb.search("sourdough plan", mode="lexical").hits  # another caller's search, meanwhile
+        finally:
+            go_on.set()
+            check.join(60)
+    assert reports and {i["path"]: i["kind"] for i in reports[0]["left_out"]}["kb/notes/new.md"] == "not_indexed_yet"

@@ -129,10 +129,12 @@ class Findability:
         the run is not compared with nor saved as the last run."""
         started = time.perf_counter()
         rt = self.runtime
+        # The store's read connection is shared by a server's threads: held for the one pass that reads the
+        # documents, then per query, never across the run (other callers' searches wait for a query, not the run).
         with rt.lock:
             docs = self._read_documents() if filters is None else self._read_scope(filters)
-            ranked = self._rank(docs, top)
-            left_out = self._left_out(filters)
+        ranked = self._rank(docs, top)
+        left_out = self._left_out(filters)
         not_findable = [u for u in (self._judge(doc, ranked[doc.doc_id], docs, top) for doc in docs.values())
                         if u is not None]
         previous = self._load_last_run() if filters is None else None
@@ -193,14 +195,18 @@ class Findability:
         by_scope: dict[QueryFilters, list[str]] = {}
         for doc_id, doc in docs.items():
             by_scope.setdefault(doc.scope, []).append(doc_id)
-            hits[doc_id] = [rowid for rowid, _ in store.lexical_search(doc.query, doc.scope, CANDIDATE_CHUNKS)] \
-                if doc.query else []
+            if not doc.query:
+                hits[doc_id] = []
+                continue
+            with self.runtime.lock:
+                hits[doc_id] = [rowid for rowid, _ in store.lexical_search(doc.query, doc.scope, CANDIDATE_CHUNKS)]
         ranked: dict[str, list[str]] = {}
         for filters, members in by_scope.items():
             rowids = sorted({rowid for doc_id in members for rowid in hits[doc_id]})
             owner: dict[int, str] = {}
             for start in range(0, len(rowids), FETCH_BATCH):
-                rows = store.fetch_chunks(rowids[start : start + FETCH_BATCH], filters)
+                with self.runtime.lock:
+                    rows = store.fetch_chunks(rowids[start : start + FETCH_BATCH], filters)
                 owner.update({rowid: row["doc_id"] for rowid, row in rows.items()})
             for doc_id in members:
                 found: dict[str, None] = {}
@@ -244,7 +250,10 @@ class Findability:
             return filters is None or filters.admits(path, rules)
 
         report = IndexReport()
-        diff = diff_roots(options, roots, rt.store.manifest(), report)
+        with rt.lock:
+            manifest = rt.store.manifest()
+        # Reading the new files (extraction, OCR) runs without the store's lock.
+        diff = diff_roots(options, roots, manifest, report)
         out = [Unfindable(item["path"], _kind(item["reason"]), item["reason"]) for item in report.skipped
                if in_scope(item["path"])]
         for candidate in diff.todo:
