@@ -337,4 +337,4 @@ def test_one_users_ingest_offers_the_tagger_only_that_users_and_public_tags_and_
         assert "bobsecrettag" not in alices and "example.org" not in alices
         kb.ingest([f"{base}/theverge.com.ios13.html"])  # the operator's own ingest: every topic tag
         operators = prompts.pop()
-        assert "bobsecrettag" in operators and "example.org" not in operators
+        assert "bobsecrettag" in operators and "publictag" in operators and "example.org" not in operators

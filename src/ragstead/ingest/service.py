@@ -156,8 +156,8 @@ class IngestTarget:
         (`from:…`, `to:…`) are facets of a message, not topics: never offered."""
         if self.broken or not self.runtime.exists():
             return []
-        scopes = ([QueryFilters.build(self.user), QueryFilters.build(public_only=True, include_archive=True)]
-                  if self.scoped else [QueryFilters.build(include_archive=True)])
+        private = QueryFilters.build(self.user) if self.scoped else QueryFilters.build(include_archive=True)
+        scopes = [private, QueryFilters.build(public_only=True, include_archive=True)]
         with self.runtime.lock:
             tags = dict.fromkeys(tag for scope in scopes for tag in self.runtime.store.tag_counts(scope))
         return [tag for tag in tags if not tag.startswith(ADDRESS_TAG_PREFIXES)]
