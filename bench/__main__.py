@@ -38,6 +38,10 @@ def main() -> None:
     parser.add_argument("--output", default="", help="stores bench: results file name (default store_latency)")
     parser.add_argument("--extra-partitions", type=int, default=1000,
                         help="partitions bench: empty user partitions added before the second measurement")
+    parser.add_argument("--ef-search", default="",
+                        help="partitions bench: hnsw.ef_search values to sweep for a 2 %% user, e.g. 40,100,200,400")
+    parser.add_argument("--pg-data", type=Path, default=None,
+                        help="partitions bench: an earlier run's server data folder (databases loaded): measure again")
     parser.add_argument("--hnsw-serial", action="store_true",
                         help="stores bench: also time an HNSW build with no parallel worker (~20 min at 1M)")
     parser.add_argument("--previous-queries", type=int, default=20,
@@ -139,7 +143,8 @@ def main() -> None:
     if args.what == "partitions":  # not in `all`: the PostgreSQL server extras, ~10 min at 100k chunks
         from bench.partitions import main as partitions_main
 
-        partitions_main(args.size or 100_000, args.queries, args.workdir, args.extra_partitions, args.output)
+        partitions_main(args.size or 100_000, args.queries, args.workdir, args.extra_partitions, args.output,
+                        tuple(int(v) for v in args.ef_search.split(",") if v), args.pg_data)
     if args.what in ("ingest", "all"):
         from bench.ingest_throughput import main as ingest_main
 

@@ -77,6 +77,28 @@ def measure(embedded: SqliteStore, stores: dict[str, PostgresStore], queries: in
     return out
 
 
+def ef_sweep(embedded: SqliteStore, stores: dict[str, PostgresStore], queries: int,
+             values: list[int]) -> dict[str, Any]:
+    """Recall@10 and p50/p95 of a 2 % user's HNSW walk (exact_scope_rows=0) per `hnsw.ef_search`: what a
+    longer candidate list buys back on each layout (random vectors are HNSW's hardest case)."""
+    rng = np.random.default_rng(9)
+    scope = SCOPES["user filter (2 %)"]
+    probes = [(_random_unit(rng), scope(i)) for i in range(queries)]
+    out: dict[str, Any] = {}
+    for store in stores.values():
+        store.exact_scope_rows = 0
+    for ef in values:
+        for store in stores.values():
+            store.ef_search = ef
+        out[f"ef_search {ef} | user filter (2 %) | vector"] = {
+            "latency_ms": _interleaved(stores, queries, lambda s, i: s.vector_search(*probes[i], 10)),
+            "recall_at_10": {name: recall_at_10(embedded, store, probes) for name, store in stores.items()},
+        }
+    for store in stores.values():
+        store.exact_scope_rows, store.ef_search = EXACT_SCOPE_ROWS, PostgresStore.ef_search
+    return out
+
+
 def partition_costs(store: PostgresStore, extra: int) -> dict[str, Any]:
     """Seconds to create `extra` new users' partitions (each with its indexes, HNSW included, as a first write
     makes it), one transaction each."""
@@ -89,7 +111,9 @@ def partition_costs(store: PostgresStore, extra: int) -> dict[str, Any]:
 
 
 def main(size: int = 100_000, queries: int = 100, workdir: Path | None = None, extra_partitions: int = 1000,
-         output: str = "") -> None:
+         output: str = "", ef_search: tuple[int, ...] = (), pg_data: Path | None = None) -> None:
+    """`ef_search`: also sweep the HNSW candidate list for a 2 % user. `pg_data`: the server data folder of an
+    earlier run of this bench (its two databases already loaded): skip the loads, measure again."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ragstead-partitions-"))
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / f"synthetic-{size}.db"
@@ -100,14 +124,18 @@ def main(size: int = 100_000, queries: int = 100, workdir: Path | None = None, e
                                "postgresql_settings": SERVER_SETTINGS,
                                "build synthetic s": round(time.perf_counter() - started, 1)}
     name = output or f"postgres_partitions_{size // 1000}k"
-    data_root = Path(tempfile.mkdtemp(prefix="ragstead-bench-partitions-"))
-    data_root.chmod(0o755)
+    if pg_data is None:
+        data_root = Path(tempfile.mkdtemp(prefix="ragstead-bench-partitions-"))
+        data_root.chmod(0o755)
     embedded = SqliteStore(path)
-    with LocalPostgres(data_root / "data", settings=SERVER_SETTINGS) as server:
+    with LocalPostgres(pg_data or data_root / "data", settings=SERVER_SETTINGS) as server:
         stores: dict[str, PostgresStore] = {}
         for layout in LAYOUTS:
-            url = server.create_database(f"partitions_{layout}_{size}")
-            store = PostgresStore(url + ("?partition=user" if layout == "partitioned" else ""))
+            suffix = "?partition=user" if layout == "partitioned" else ""
+            if pg_data is not None:
+                stores[layout] = PostgresStore(f"{server.url.rsplit('/', 1)[0]}/partitions_{layout}_{size}{suffix}")
+                continue
+            store = PostgresStore(server.create_database(f"partitions_{layout}_{size}") + suffix)
             started = time.perf_counter()
             report = copy_store(embedded, store, batch_size=500)
             seconds = time.perf_counter() - started
@@ -118,7 +146,12 @@ def main(size: int = 100_000, queries: int = 100, workdir: Path | None = None, e
             stores[layout] = store
         for layout, store in stores.items():
             results[f"warm files s | {layout}"] = warm_relations(store, server)
-        results["measured"] = measure(embedded, stores, queries)
+        if pg_data is not None:  # a second look at an earlier run's databases: its own results file
+            name += "_again"
+        else:
+            results["measured"] = measure(embedded, stores, queries)
+        if ef_search:
+            results["ef_search sweep"] = ef_sweep(embedded, stores, queries, list(ef_search))
         write_results(name, results, _rows(results))
         if extra_partitions:
             results["partition costs"] = partition_costs(stores["partitioned"], extra_partitions)
@@ -135,7 +168,8 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
     rows = [["chunks", "partitions", "planner", "scope", "mode", "recall@10 plain / partitioned",
              "p50 / p95 ms plain", "p50 / p95 ms partitioned"]]
     extra = results.get("partition costs", {}).get("partitions added", 0)
-    for label, count in (("measured", USERS + 2), (f"measured with {extra} more partitions", USERS + 2 + extra)):
+    for label, count in (("measured", USERS + 2), (f"measured with {extra} more partitions", USERS + 2 + extra),
+                         ("ef_search sweep", USERS + 2)):
         for key, data in results.get(label, {}).items():
             planner, scope, mode = key.split(" | ")
             recall = data.get("recall_at_10")

@@ -806,3 +806,43 @@ def test_partitioned_chunk_vectors_read_the_fetched_hits_partitions_and_fall_bac
         assert set(found) == set(ids) and all(np.allclose(found[c], expected[c]) for c in ids)
     store._chunk_owners[fetched[0]] = "u:bob"  # stale
     assert set(store.chunk_vectors(fetched)) == set(fetched)
+
+
+def test_ef_search_option_is_ragsteads_checked_and_in_effect_when_the_graph_is_walked(make_project, pg_server):
+    """`?ef_search=N` (pgvector's hnsw.ef_search for graph walks, default 40) is taken off the URL like
+    `partition`, refused out of pgvector's range, and is the server's setting while a walk runs."""
+    from contextlib import contextmanager
+
+    from ragstead.errors import ConfigError
+    from ragstead.stores.postgres_partitions import split_store_options
+
+    assert split_store_options("postgresql://me@h/kb?sslmode=require&ef_search=200&partition=user") == (
+        "postgresql://me@h/kb?sslmode=require", {"ef_search": "200", "partition": "user"})
+    for bad in ("0", "1001", "abc", "-5", ""):
+        with pytest.raises(ConfigError, match="ef_search"):
+            split_store_options(f"postgresql://me@h/kb?ef_search={bad}")
+    project = make_project(FILES, store=new_database(pg_server) + "?partition=user&ef_search=200")
+    project.index()
+    store = project.store
+    assert store.ef_search == 200 and "ef_search" not in store.url
+    store.exact_scope_rows = 0  # every vector query walks the graph
+    in_effect: list[str] = []
+    real_transaction = store._transaction
+
+    @contextmanager
+    def watched():  # type: ignore[no-untyped-def]
+        with real_transaction() as conn:
+            class Watch:
+                def execute(self, sql, *args, **kwargs):  # type: ignore[no-untyped-def]
+                    if str(sql).startswith("SELECT c.id, -(c.embedding"):  # the walk itself
+                        in_effect.append(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
+                    return conn.execute(sql, *args, **kwargs)
+            yield Watch()
+
+    store._transaction = watched
+    filters = QueryFilters.build(user_slug="alice")
+    q = project.embedder.embed_query("billing database")
+    assert _paths(project, store.vector_search(q, filters, 10), filters) <= ground_truth(project, filters)
+    assert in_effect and set(in_effect) == {"200"}
+    store.vector_search(q, filters, 300)  # k above ef_search: at least k candidates
+    assert in_effect[-1] == "300"

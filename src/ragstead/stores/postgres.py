@@ -42,7 +42,7 @@ from ragstead.stores.postgres_partitions import (
     owner_clause,
     owner_of,
     partition_chunks,
-    split_partition_option,
+    split_store_options,
 )
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import FORMAT, LAST_INDEXED_AT, MANIFEST, document_row
@@ -120,6 +120,7 @@ class PostgresStore:
     """`Store` on a PostgreSQL server with pgvector; the tables live in the `ragstead` schema."""
 
     exact_scope_rows = EXACT_SCOPE_ROWS  # 0: every vector query walks the HNSW graph (the bench's baseline)
+    ef_search = 40  # pgvector's default candidate list; at least k (`bench partitions --ef-search` sweeps it)
     parallel_searches = True  # search() may run the vector and lexical sides at once, on two pooled connections
     parallel_scoring = True  # large exact-scoring batches may use parallel workers (_score_by_bound)
     scoring_table = "chunk_terms"  # what exact scoring by id reads: the narrow copy (chunks: the wide rows)
@@ -127,8 +128,12 @@ class PostgresStore:
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         psycopg, register_vector, connection_pool = _import_driver()
         self.path = redact(url)
-        # `?partition=user` is ragstead's (postgres_partitions.py), not libpq's: the driver gets the URL without it.
-        url, partition = split_partition_option(url)
+        # `?partition=user` and `?ef_search=N` are ragstead's (postgres_partitions.py), not libpq's: the driver gets
+        # the URL without them.
+        url, options = split_store_options(url)
+        partition = options.get("partition")
+        if "ef_search" in options:
+            self.ef_search = int(options["ef_search"])
         self.url = url
         self._owners: set[str] = set()  # partitions known to exist (partitioned layout)
         # chunk id -> owner of rows fetch_chunks returned (partitioned layout): chunk_vectors, given ids of fetched
@@ -420,7 +425,7 @@ class PostgresStore:
             if not small:
                 # relaxed_order: the scan keeps going until k filtered rows are found; order is fixed below.
                 conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, k), 1000)),))
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(self.ef_search, k), 1000)),))
                 rows = conn.execute(sql, (q, *params, q, k)).fetchall()
             if small or len(rows) < k:
                 # A small scope, or a graph walk that ran out before k rows passed the filter: rank exactly,

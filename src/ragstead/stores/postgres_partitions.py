@@ -25,12 +25,17 @@ from ragstead.filters import QueryFilters
 from ragstead.stores.postgres_migrations import SCHEMA
 
 __all__ = ["LAYOUT_KEY", "PARTITIONED", "PUBLIC", "SHARED", "ensure_partitions", "is_partitioned", "owner_clause",
-           "owner_of", "partition_chunks", "partition_name", "split_partition_option"]
+           "owner_of", "partition_chunks", "partition_name", "split_partition_option",
+           "split_store_options"]
 
 # meta key and value that mark the layout; absent on an unpartitioned index.
 LAYOUT_KEY, PARTITIONED = "chunk_layout", "partitioned_by_user"
 PUBLIC, SHARED = "public", "shared"
 OPTION = "partition"
+# hnsw.ef_search for graph walks (pgvector's candidate list): `?ef_search=N`; `bench partitions --ef-search`
+# measured what it buys in a user's own graph (docs/scaling.md).
+EF_SEARCH = "ef_search"
+STORE_OPTIONS = (OPTION, EF_SEARCH)
 
 # The partitioned `chunks`: the same columns (LIKE copies types, defaults, the identity and the generated tsvector)
 # plus `owner`. A partitioned table's unique keys must hold the partition key: (id, owner), (chunk_id, owner); ids
@@ -66,25 +71,33 @@ CREATE TRIGGER chunks_deleted_dependents AFTER DELETE ON chunks REFERENCING OLD 
 """
 
 
-def split_partition_option(url: str) -> tuple[str, str | None]:
-    """The URL without ragstead's `partition` parameter (libpq would refuse it), and that parameter's value. The
-    other parameters stay byte for byte as written; a URL without the parameter, or too malformed to split, is
-    returned as it is (libpq then says what is wrong with it)."""
-    if f"{OPTION}=" not in url:
-        return url, None
+def split_store_options(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without ragstead's own parameters (libpq would refuse them: `partition`, `ef_search`), and their
+    values, checked. The other parameters stay byte for byte as written; a URL without them, or too malformed to
+    split, is returned as it is (libpq then says what is wrong with it)."""
+    if not any(f"{name}=" in url for name in STORE_OPTIONS):
+        return url, {}
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url, None
+        return url, {}
     pairs = parts.query.split("&") if parts.query else []
-    values = [unquote(pair.partition("=")[2]) for pair in pairs if pair.partition("=")[0] == OPTION]
-    if not values:
-        return url, None
-    if values[-1] != "user":
-        raise ConfigError(f"unknown {OPTION}={values[-1]!r} in the PostgreSQL store setting; the one layout is "
+    options = {pair.partition("=")[0]: unquote(pair.partition("=")[2]) for pair in pairs
+               if pair.partition("=")[0] in STORE_OPTIONS}  # the last one of a name wins
+    if OPTION in options and options[OPTION] != "user":
+        raise ConfigError(f"unknown {OPTION}={options[OPTION]!r} in the PostgreSQL store setting; the one layout is "
                           f"{OPTION}=user")
-    rest = "&".join(pair for pair in pairs if pair.partition("=")[0] != OPTION)
-    return urlunsplit(parts._replace(query=rest)), values[-1]
+    if EF_SEARCH in options and not (options[EF_SEARCH].isdigit() and 1 <= int(options[EF_SEARCH]) <= 1000):
+        raise ConfigError(f"{EF_SEARCH}={options[EF_SEARCH]!r} in the PostgreSQL store setting must be a whole "
+                          "number from 1 to 1000 (pgvector's limit; the default is 40)")
+    rest = "&".join(pair for pair in pairs if pair.partition("=")[0] not in STORE_OPTIONS)
+    return urlunsplit(parts._replace(query=rest)), options
+
+
+def split_partition_option(url: str) -> tuple[str, str | None]:
+    """The URL without ragstead's parameters, and the `partition` one's value (split_store_options)."""
+    url, options = split_store_options(url)
+    return url, options.get(OPTION)
 
 
 def owner_of(is_private: bool, user_slug: str | None) -> str:
