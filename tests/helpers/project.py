@@ -101,7 +101,10 @@ def spec_for(kind: str, request, side_db: str = "") -> str:  # type: ignore[no-u
         return "chroma:kb/rag/chroma?exact_rows=0"
     if kind == "chroma-http":
         return request.getfixturevalue("chroma_server") + "?exact_rows=0" + (f"&db={side_db}" if side_db else "")
-    if kind == "milvus":  # Milvus Lite, started by pymilvus in this process for the project's file
+    if kind == "milvus":  # Milvus Lite, started by pymilvus in this process for the project's file ...
+        server = os.environ.get("RAGSTEAD_TEST_MILVUS_URL")  # ... or a Milvus server you started (docs/stores.md)
+        if server:
+            return f"{server}?exact_rows=0" + (f"&db={side_db}" if side_db else "")
         return "milvus:kb/rag/milvus.db?exact_rows=0"
     if kind == "milvus-bm25":  # the same, with lexical search by Milvus's BM25 function instead of tantivy
         return "milvus:kb/rag/milvus.db?exact_rows=0&lexical=milvus"
