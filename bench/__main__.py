@@ -42,6 +42,8 @@ def main() -> None:
                         help="partitions bench: hnsw.ef_search values to sweep for a 2 %% user, e.g. 40,100,200,400")
     parser.add_argument("--pg-data", type=Path, default=None,
                         help="partitions bench: an earlier run's server data folder (databases loaded): measure again")
+    parser.add_argument("--milvus-url", default="",
+                        help="milvus bench: a Milvus server (milvus://127.0.0.1:19530) instead of Milvus Lite")
     parser.add_argument("--hnsw-serial", action="store_true",
                         help="stores bench: also time an HNSW build with no parallel worker (~20 min at 1M)")
     parser.add_argument("--previous-queries", type=int, default=20,
@@ -135,7 +137,7 @@ def main() -> None:
     if args.what == "milvus":  # not in `all`: it needs the milvus extra (Milvus Lite)
         from bench.milvus_store import main as milvus_main
 
-        milvus_main(args.size or 100_000, args.queries, args.workdir)
+        milvus_main(args.size or 100_000, args.queries, args.workdir, args.milvus_url)
     if args.what == "milvus-scifact":  # not in `all` either: Milvus Lite, and the whole SciFact corpus embedded
         from bench.milvus_scifact import main as milvus_scifact_main
 

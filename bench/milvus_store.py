@@ -23,7 +23,9 @@ from ragstead.stores.migrate import copy_store
 from ragstead.stores.sqlite import SqliteStore
 
 
-def main(size: int, queries: int, workdir: Path | None = None) -> None:
+def main(size: int, queries: int, workdir: Path | None = None, url: str = "") -> None:
+    """`url`: a Milvus server (`milvus://host:port`) instead of Milvus Lite; the results are then
+    milvus_server_<size>k (and a server is measured in that column, not Lite)."""
     work = workdir or Path(tempfile.mkdtemp(prefix="ragstead-bench-milvus-"))
     work.mkdir(parents=True, exist_ok=True)
     source_path = work / f"synthetic-{size}.db"
@@ -32,7 +34,9 @@ def main(size: int, queries: int, workdir: Path | None = None) -> None:
     embedded = SqliteStore(source_path)
     milvus_dir = work / "milvus"
     shutil.rmtree(milvus_dir, ignore_errors=True)
-    spec = StoreSpec.parse("milvus:milvus/m.db?exact_rows=0", root=work, default_db=source_path)
+    base = f"{url}?db=milvus/m.sqlite" if url else "milvus:milvus/m.db"
+    joiner = "&" if url else "?"
+    spec = StoreSpec.parse(f"{base}{joiner}exact_rows=0", root=work, default_db=source_path)
     target = spec.open()
     started = time.perf_counter()
     report = copy_store(embedded, target, batch_size=500)
@@ -45,7 +49,7 @@ def main(size: int, queries: int, workdir: Path | None = None) -> None:
         "milvus (exact_rows=0)": measure_store(target, queries),
     }
     target.close()
-    planner = StoreSpec.parse("milvus:milvus/m.db", root=work, default_db=source_path).open()
+    planner = StoreSpec.parse(base, root=work, default_db=source_path).open()
     results["milvus (default planner)"] = measure_store(planner, queries)
     planner.close()
     embedded.close()
@@ -59,7 +63,7 @@ def main(size: int, queries: int, workdir: Path | None = None) -> None:
     recall = results["recall@10 vs exact"]
     rows.append(["vector recall@10 vs exact", "no user filter / 2 % user", "1.0 (exact)",
                  f"{recall['no user filter']} / {recall['user filter (2 %)']}", ""])
-    write_results(f"milvus_lite_{size // 1000}k", results, rows)
+    write_results(f"milvus_{'server' if url else 'lite'}_{size // 1000}k", results, rows)
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -74,7 +74,7 @@ def test_a_failed_milvus_write_is_repaired_from_sqlite(make_project, monkeypatch
     def server_gone(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise OSError("connection reset by peer")
 
-    monkeypatch.setattr(MilvusClient, "upsert", server_gone)
+    monkeypatch.setattr(MilvusClient, "insert", server_gone)
     project.write({"kb/users/alice/2025-06-01-new.md": "Alice's new note on the zeppelin hangar lease."})
     with pytest.raises(RagsteadError, match="Milvus store"):
         project.index()
