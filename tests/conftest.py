@@ -3,10 +3,12 @@ small projects written to tmp dirs. Plain helpers (no fixtures) live in helpers/
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from ragstead.embeddings import MiniLMOnnxEmbedder
 # The markers of the backends a test needs (pyproject.toml registers them), by the fixtures it uses or the store
 # kind it is parametrized with: `-m "not postgres"` and the like select around a missing server.
 _MARK_BY_FIXTURE = {"pg_server": "postgres", "pg_url": "postgres", "chroma_server": "chroma",
-                    "clickhouse_server": "clickhouse"}
+                    "clickhouse_server": "clickhouse", "milvus_server": "milvus_server"}
 _MARK_BY_STORE_KIND = {"postgresql": "postgres", "postgresql-partitioned": "postgres", "chroma": "chroma",
                        "chroma-http": "chroma"}
 
@@ -148,6 +150,65 @@ def chroma_server():  # type: ignore[no-untyped-def]
     process.wait(timeout=30)
     log.close()
     shutil.rmtree(base, ignore_errors=True)
+
+
+def _milvus_server_state(config: pytest.Config) -> Path:
+    """Where the run's one Milvus server is described: a folder every xdist worker of this run shares (the
+    controller's base temp; the workers' are inside it)."""
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    return (base.parent if hasattr(config, "workerinput") else base) / "milvus-server.json"
+
+
+@pytest.fixture(scope="session")
+def milvus_server(request) -> str:  # type: ignore[no-untyped-def]
+    """A Milvus standalone server (PyPI's `milvus` wheel: Milvus 2.3, etcd embedded, local storage) on 127.0.0.1,
+    one for the whole run: the first worker that needs it starts it, the others connect (a second server could not
+    start beside it: its etcd peer port is fixed), and pytest_sessionfinish stops it. Yields its URL."""
+    import fcntl
+    import json
+
+    try:
+        import milvus
+    except ImportError:
+        if os.environ.get("CI"):  # CI must run it: the dev extra installs it
+            pytest.fail("the milvus package is missing: pip install -e '.[milvus-server]'")
+        pytest.skip("the milvus-server extra is not installed (pip install -e '.[milvus-server]')")
+    state = _milvus_server_state(request.config)
+    with state.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not state.exists():
+            base = state.with_suffix("")
+            server = milvus.MilvusServer()
+            server.set_base_dir(str(base))
+            server.listen_port = 19580  # its config takes the next free port from here, as for every other port
+            server.start()  # waits until it answers
+            request.config.milvus_server_handle = server  # kept: dropping the object stops its server
+            state.write_text(json.dumps({"url": f"milvus://127.0.0.1:{server.listen_port}",
+                                         "pid": server.server_proc.pid, "base": str(base)}))
+    return json.loads(state.read_text())["url"]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the run's Milvus server, if a test started one (in the controller, once every worker is done)."""
+    import json
+    import signal
+
+    if hasattr(session.config, "workerinput") or not hasattr(session.config, "_tmp_path_factory"):
+        return
+    state = _milvus_server_state(session.config)
+    if not state.exists():
+        return
+    server = json.loads(state.read_text())
+    try:
+        os.kill(server["pid"], signal.SIGTERM)
+        for _ in range(100):  # up to 10 s for a clean stop, then kill
+            os.kill(server["pid"], 0)
+            time.sleep(0.1)
+        os.kill(server["pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    shutil.rmtree(server["base"], ignore_errors=True)
+    state.unlink()
 
 
 @pytest.fixture(params=STORE_KINDS[1:])

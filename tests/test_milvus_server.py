@@ -8,12 +8,6 @@ long for every run); docs/stores.md says how to repeat that.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from ragstead.filters import QueryFilters
@@ -25,32 +19,6 @@ from test_store_conformance import (  # noqa: F401  (collected here again, again
     test_incremental_reindex_touches_only_what_changed_and_removes_deleted,
     test_tag_filter,
 )
-
-
-@pytest.fixture(scope="module")
-def milvus_server():  # type: ignore[no-untyped-def]
-    """A Milvus standalone server for this module; yields its URL. Each test's index gets its own collection."""
-    try:
-        import milvus
-    except ImportError:
-        if os.environ.get("CI"):  # CI must run it: the dev extra installs it
-            pytest.fail("the milvus package is missing: pip install -e '.[milvus-server]'")
-        pytest.skip("the milvus-server extra is not installed (pip install -e '.[milvus-server]')")
-    # One server on the machine at a time: its embedded etcd's peer port (2380) is fixed, so a second one (another
-    # xdist worker that runs some of these tests, another test run) waits here for the first to stop.
-    lock = (Path(tempfile.gettempdir()) / "ragstead-test-milvus-server.lock").open("w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    base = Path(tempfile.mkdtemp(prefix="ragstead-test-milvus-server-"))
-    server = milvus.MilvusServer()
-    server.set_base_dir(str(base))
-    server.listen_port = 19580  # its config picks the next free port from here, as for every other port
-    try:
-        server.start()  # waits until the server answers (its own check)
-        yield f"milvus://127.0.0.1:{server.listen_port}"
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
-        lock.close()  # releases the lock
 
 
 @pytest.fixture
