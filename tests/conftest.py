@@ -182,9 +182,11 @@ def milvus_server(request) -> str:  # type: ignore[no-untyped-def]
             server.set_base_dir(str(base))
             server.listen_port = 19580  # its config takes the next free port from here, as for every other port
             server.start()  # waits until it answers
-            request.config.milvus_server_handle = server  # kept: dropping the object stops its server
             state.write_text(json.dumps({"url": f"milvus://127.0.0.1:{server.listen_port}",
                                          "pid": server.server_proc.pid, "base": str(base)}))
+            # Detached from this worker: the object stops its server when dropped, and xdist shuts an idle worker
+            # down while others still run tests, so the controller stops it (pytest_sessionfinish), by pid.
+            server.server_proc = None
     return json.loads(state.read_text())["url"]
 
 
@@ -199,12 +201,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not state.exists():
         return
     server = json.loads(state.read_text())
+    pid = server["pid"]
     try:
-        os.kill(server["pid"], signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
         for _ in range(100):  # up to 10 s for a clean stop, then kill
-            os.kill(server["pid"], 0)
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:  # this process's child (a run without xdist): reaped
+                    break
+            except ChildProcessError:  # a worker's child, adopted by init: gone once kill(0) fails
+                os.kill(pid, 0)
             time.sleep(0.1)
-        os.kill(server["pid"], signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     shutil.rmtree(server["base"], ignore_errors=True)
