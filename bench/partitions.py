@@ -133,7 +133,7 @@ def main(size: int = 100_000, queries: int = 100, workdir: Path | None = None, e
         for layout in LAYOUTS:
             suffix = "?partition=user" if layout == "partitioned" else ""
             if pg_data is not None:
-                stores[layout] = PostgresStore(f"{server.url.rsplit('/', 1)[0]}/partitions_{layout}_{size}{suffix}")
+                stores[layout] = PostgresStore(server.database_url(f"partitions_{layout}_{size}") + suffix)
                 continue
             store = PostgresStore(server.create_database(f"partitions_{layout}_{size}") + suffix)
             started = time.perf_counter()

@@ -588,8 +588,7 @@ def test_postgres_errors_are_clear_and_never_show_the_password(pg_server):
 
 def on_replica(url: str, replica) -> str:  # type: ignore[no-untyped-def]
     """The same database, on the replica's port."""
-    database = url.rpartition("/")[2]
-    return replica.url.rsplit("/", 1)[0] + f"/{database}"
+    return replica.database_url(url.rpartition("/")[2])
 
 
 def wait_for_replay(primary_url: str, replica_url: str, timeout: float = 30.0) -> None:

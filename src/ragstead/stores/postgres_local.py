@@ -156,6 +156,10 @@ class LocalPostgres:
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+        return self.database_url(name)
+
+    def database_url(self, name: str) -> str:
+        """The superuser URL of database `name` on this server."""
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
     def __enter__(self) -> LocalPostgres:
