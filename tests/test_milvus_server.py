@@ -2,7 +2,7 @@
 runs, with its etcd embedded and local storage) from PyPI's `milvus` wheel, started here on 127.0.0.1. The store
 reaches it over gRPC at `milvus://127.0.0.1:PORT` like any deployment; the conformance tests imported below
 (another user's secret in every search mode, the tag filter, incremental writes and deletes, a failed batch) run on
-it as they run on Milvus Lite. The whole conformance suite passed on it once by hand (21 tests, 5 minutes: too
+it as they run on Milvus Lite. The whole conformance suite passed on it by hand (21 tests, about 4 minutes: too
 long for every run); docs/stores.md says how to repeat that.
 """
 
