@@ -31,8 +31,8 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _ENDS_CLAUSE = re.compile(r"[.!?:;]\s*$")
 # A unit that holds a value stands alone however short: a number ("Severity 2."), or the place of a masked
-# secret ("Wifi password: ***", documents/secrets.py).
-_VALUE = re.compile(r"\d|\*\*\*")
+# secret ("Wifi password: [secret]", documents/secrets.py MASK).
+_VALUE = re.compile(r"\d|\[secret\]")
 _ABBREVIATION = re.compile(r"\b(no|nr|mr|mrs|ms|dr|prof|st|vs|etc|e\.g|i\.e|approx|ca|incl|fig|pp?|vol|ch)\.$", re.I)
 
 # "Attendees: Marta (PM), Jonas (backend), me." and its kin: a label, a colon, then a list. Such a line frames
