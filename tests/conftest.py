@@ -3,6 +3,7 @@ small projects written to tmp dirs. Plain helpers (no fixtures) live in helpers/
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import loopback
 from helpers.cli_runner import run_ragstead
 from helpers.fake_embedder import HashingEmbedder
 from helpers.project import OFFLINE_ENV, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
@@ -159,17 +161,21 @@ def _milvus_server_state(config: pytest.Config) -> Path:
     return (base.parent if hasattr(config, "workerinput") else base) / "milvus-server.json"
 
 
+# The run's Milvus server process (tests/helpers/loopback.py), held so that it is never collected while it runs.
+_MILVUS_PROCESS: list[subprocess.Popen[bytes]] = []
+
+
 @pytest.fixture(scope="session")
 def milvus_server(request) -> str:  # type: ignore[no-untyped-def]
-    """A Milvus standalone server (PyPI's `milvus` wheel: Milvus 2.3, etcd embedded, local storage) on 127.0.0.1,
-    one for the whole run: the first worker that needs it starts it, the others connect (a second server could not
-    start beside it: its etcd peer port is fixed), and pytest_sessionfinish stops it. Yields its URL."""
+    """A Milvus standalone server (PyPI's `milvus` wheel: Milvus 2.3, etcd embedded, local storage), one for the
+    whole run: the first worker that needs it starts it, the others connect, and pytest_sessionfinish stops it.
+    Loopback only: it runs in a network namespace whose one interface is loopback, every role's `ip` and etcd's
+    URLs set to 127.0.0.1, and the suite reaches it through a relay on 127.0.0.1 (tests/helpers/loopback.py says
+    why: Milvus binds its listeners to the wildcard address whatever its config says). Yields its URL."""
     import fcntl
     import json
 
-    try:
-        import milvus
-    except ImportError:
+    if importlib.util.find_spec("milvus") is None:  # not imported here: the helper starts it, in its namespace
         if os.environ.get("CI"):  # CI must run it: the dev extra installs it
             pytest.fail("the milvus package is missing: pip install -e '.[milvus-server]'")
         pytest.skip("the milvus-server extra is not installed (pip install -e '.[milvus-server]')")
@@ -178,16 +184,40 @@ def milvus_server(request) -> str:  # type: ignore[no-untyped-def]
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not state.exists():
             base = state.with_suffix("")
-            server = milvus.MilvusServer()
-            server.set_base_dir(str(base))
-            server.listen_port = 19580  # its config takes the next free port from here, as for every other port
-            server.start()  # waits until it answers
-            state.write_text(json.dumps({"url": f"milvus://127.0.0.1:{server.listen_port}",
-                                         "pid": server.server_proc.pid, "base": str(base)}))
-            # Detached from this worker: the object stops its server when dropped, and xdist shuts an idle worker
-            # down while others still run tests, so the controller stops it (pytest_sessionfinish), by pid.
-            server.server_proc = None
+            base.mkdir(exist_ok=True)
+            ready = base / "ready.json"
+            with (base / "server.log").open("wb") as log:
+                # Not stopped with this worker: xdist shuts an idle worker down while others still run tests, so
+                # the controller stops it (pytest_sessionfinish), by pid.
+                process = subprocess.Popen([sys.executable, loopback.__file__, "milvus", str(base)], stdout=log,
+                                           stderr=subprocess.STDOUT)
+            _MILVUS_PROCESS.append(process)
+            deadline = time.monotonic() + 300  # the wheel itself waits up to 180 s for Milvus to answer
+            while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            outcome = json.loads(ready.read_text()) if ready.exists() else {}
+            if "port" not in outcome:
+                process.kill()
+                process.wait()
+                log_tail = (base / "server.log").read_text(errors="replace")[-2000:]
+                shutil.rmtree(base, ignore_errors=True)
+                reason = outcome.get("error") or f"the Milvus server did not start (exit {process.returncode})"
+                if process.returncode == loopback.NAMESPACE_REFUSED and not os.environ.get("CI"):
+                    pytest.skip(f"{reason}: it runs loopback only, in a network namespace (run as root, or allow "
+                                "user namespaces)")
+                pytest.fail(f"{reason}\n{log_tail}")
+            state.write_text(json.dumps({"url": f"milvus://127.0.0.1:{outcome['port']}", "pid": process.pid,
+                                         "base": str(base)}))
     return json.loads(state.read_text())["url"]
+
+
+@pytest.fixture(scope="session")
+def milvus_server_pid(milvus_server, request) -> int:  # type: ignore[no-untyped-def]
+    """The pid at the top of the run's Milvus server's process tree, whichever worker started it (for
+    tests/test_loopback.py, which reads that tree's sockets)."""
+    import json
+
+    return int(json.loads(_milvus_server_state(request.config).read_text())["pid"])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
