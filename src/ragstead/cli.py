@@ -468,6 +468,9 @@ def index(
     roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to index this once "
                                                              "(default: the configured roots).")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the index and re-embed everything.")] = False,
+    remask: Annotated[bool, typer.Option("--remask", help="Read every file again and mask its secrets with this "
+                                                          "version's detector; only chunks whose text changes are "
+                                                          "embedded again.")] = False,
     prune_missing_roots: Annotated[bool, typer.Option(
         "--prune-missing-roots", help="Drop the documents of roots missing on this machine (a removed folder, an "
                                       "imported index's), which are otherwise kept with a warning.")] = False,
@@ -520,7 +523,7 @@ def index(
 
                 try:
                     report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook,
-                                      prune_missing_roots=prune_missing_roots)
+                                      prune_missing_roots=prune_missing_roots, remask=remask)
                 except KeyboardInterrupt:
                     err.print(f"interrupted after {seen[0]} of about {seen[1]} chunks; everything committed so far "
                               "is kept: run the same command to resume", highlight=False, soft_wrap=True)
@@ -533,7 +536,10 @@ def index(
             recut = report.rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size,
                                                          "overlap": overlap})
             stats = kb.stats()
+            notice = kb.masking_notice()  # once: an index masked by an older detector
     _warn_missing_roots(report, rebuild)
+    if notice:
+        err.print(f"[yellow]note:[/] {escape(notice)}", markup=True, highlight=False, soft_wrap=True)
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
         _completed_with_skips(report.failed)
@@ -1320,6 +1326,11 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     elif secrets and not secrets.get("checked", True):
         rows.append(("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
                      "yellow"))
+    elif secrets and secrets.get("outdated"):
+        from ragstead.documents.secrets import MASKING_IMPROVED
+
+        rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked by an older detector: "
+                                f"{MASKING_IMPROVED}", "yellow"))
     elif secrets and secrets["files"]:
         rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
     ok = stats["integrity"] == "ok"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ragstead.documents.secrets import DETECTOR_VERSION
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
-from ragstead.indexing.build import secret_counts, secrets_checked, secrets_imported
+from ragstead.indexing.build import secret_counts, secrets_checked, secrets_detector, secrets_imported
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
 from ragstead.stores import permissions
@@ -32,6 +33,8 @@ class Health:
                               "checked": True if not stats.get("documents") else checked}}
         if secrets_imported(options):  # the files are on the machine the snapshot came from
             stats["secrets"]["imported"] = True
+        elif stats.get("documents") and checked and secrets_detector(options) < DETECTOR_VERSION:
+            stats["secrets"]["outdated"] = True  # masked by an older detector: `index --remask` applies this one
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ragstead.chunking import ChunkingOptions
 from ragstead.documents.ids import file_of, fs_path
 from ragstead.documents.loaders import LOADERS, is_supported
 from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.secrets import MASKING_IMPROVED
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, DocumentNotFoundError, InvalidQueryError, RagsteadError
 from ragstead.filters import clean_text
@@ -36,6 +37,7 @@ from ragstead.indexing.build import (
     index_roots,
     restore_secrets_record,
     secrets_record,
+    tell_masking_improved,
 )
 from ragstead.indexing.lock import index_lock
 from ragstead.indexing.roots import missing_roots
@@ -57,9 +59,12 @@ class Indexer:
         self.runtime = runtime
 
     def index(self, paths: Sequence[str | Path] | None = None, *, rebuild: bool = False, wait: float = 0.0,
-              progress: ProgressHook | None = None, prune_missing_roots: bool = False) -> IndexReport:
+              progress: ProgressHook | None = None, prune_missing_roots: bool = False,
+              remask: bool = False) -> IndexReport:
         """Bring the index in line with the files under `paths` (folders inside the project; default: the
         configured roots). Incremental: only new or changed files are embedded. `rebuild` re-embeds all.
+        `remask` reads every file again and masks it with this detector; only chunks whose text changed are
+        embedded (the others keep their vectors, cached by text).
         The documents of a root this machine cannot re-read (a missing folder, an imported root whose files are
         elsewhere) are kept and named in `report.missing_roots`, unless `prune_missing_roots`."""
         roots = self.existing_roots(paths)
@@ -68,9 +73,14 @@ class Indexer:
         rt = self.runtime
         with rt.writer() as store, self.guarded(store):
             report = index_roots(rt.settings.indexing(roots), store, rt.load_embedder(store), roots, False,
-                                 wait, progress, prune_missing_roots=prune_missing_roots)
+                                 wait, progress, prune_missing_roots=prune_missing_roots, remask=remask)
             self.fill_sentence_vectors(store, report, progress)
         return report
+
+    def masking_notice(self) -> str | None:
+        """`index`'s note, once, for an index masked by an older detector (status says it until applied)."""
+        options = self.runtime.settings.indexing()
+        return MASKING_IMPROVED if tell_masking_improved(options) else None
 
     def sync(self, roots: tuple[str, ...], within: Within | None, wait: float) -> IndexReport:
         """An incremental run over `roots`, narrowed to `within` (the paths a file watcher saw change)."""

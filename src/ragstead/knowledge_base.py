@@ -124,6 +124,7 @@ class KnowledgeBase:
     # -- writing: index runs, files, uploads, ingest, memory, migration ----------------------------------
 
     index = _to("_indexer", Indexer.index)
+    masking_notice = _to("_indexer", Indexer.masking_notice)
     add = _to("_indexer", Indexer.add)
     delete = _to("_indexer", Indexer.delete)
     index_records = _to("_indexer", Indexer.index_records)

@@ -24,6 +24,7 @@ from ragstead.config import Settings
 from ragstead.documents.ids import file_sha256
 from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES, load_document
 from ragstead.documents.secrets import reveal as reveal_secrets
+from ragstead.documents.secrets import reveal_notice
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import QueryVectorCache
 from ragstead.embeddings.catalog import cross_encoder_for, embedder_for
@@ -85,12 +86,14 @@ class Runtime:
     def revealer(self, sources: Iterable[str]) -> Callable[[str], str]:
         """For the owner's own terminal only (`query`/`ask --reveal-secrets`; never a server or an agent): a
         function that gives back the secret values masked in text quoted from `sources` (project-relative
-        paths), read again from the files on disk."""
-        originals = [text for text in map(self._text_on_disk, dict.fromkeys(sources)) if text is not None]
+        paths), read again from the files on disk. A file that is mostly credentials, cited by a notice instead of
+        quoted (documents/secrets.py), is given back whole."""
+        originals = [(Path(source).name, text) for source in dict.fromkeys(sources)
+                     if (text := self._text_on_disk(source)) is not None]
 
         def reveal(text: str) -> str:
-            for original in originals:
-                text = reveal_secrets(text, original)
+            for name, original in originals:
+                text = reveal_secrets(reveal_notice(text, name, original), original)
             return text
 
         return reveal

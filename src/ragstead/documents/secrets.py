@@ -151,12 +151,10 @@ def _wordish(part: str) -> bool:
     return all(run.islower() or run.isupper() or (run[0].isupper() and run[1:].islower()) for run in runs)
 
 
-def find_secrets(text: str, filename: str = "notes.txt", *, context: bool = True) -> list[SecretSpan]:
-    """The secret spans of `text`, sorted and merged (overlapping spans become one). `filename` picks
-    detect-secrets' parsers (a `.env` or `.yaml` file reads `key: value` lines as assignments) and says whether
-    the file holds credentials; `context=False` reads shapes and labels only (a file's name is no document)."""
+def _labelled(text: str) -> list[SecretSpan]:
+    """The values after a label that names a secret, on the lines that hold one (most lines cost one cheap scan)."""
     spans: list[SecretSpan] = []
-    for offset, line in _label_lines(text):  # only lines that name a secret: most lines cost one cheap scan
+    for offset, line in _label_lines(text):
         for pattern in (_LABELLED_LINE, _LABELLED_TOKEN, _LABELLED_WORD, _PASSWORD_WORD):
             for match in pattern.finditer(line):
                 value = match["value"].strip("\"'").rstrip(";,")  # a spreadsheet row's `; ` ends the value
@@ -168,6 +166,14 @@ def find_secrets(text: str, filename: str = "notes.txt", *, context: bool = True
                 value = match["value"].strip("\"'.,;")
                 start = offset + match.start("value") + match["value"].find(value)
                 spans.append(SecretSpan(start, start + len(value), "password or secret"))
+    return spans
+
+
+def find_secrets(text: str, filename: str = "notes.txt", *, context: bool = True) -> list[SecretSpan]:
+    """The secret spans of `text`, sorted and merged (overlapping spans become one). `filename` picks
+    detect-secrets' parsers (a `.env` or `.yaml` file reads `key: value` lines as assignments) and says whether
+    the file holds credentials; `context=False` reads shapes and labels only (a file's name is no document)."""
+    spans = _labelled(text)
     for (pattern, kind), literals in zip(KEY_PATTERNS, _KEY_LITERALS, strict=True):
         if any(literal in text for literal in literals):  # a shape's fixed part first: most texts have none
             spans += [SecretSpan(m.start(), m.end(), kind) for m in pattern.finditer(text)]

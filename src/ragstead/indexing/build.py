@@ -47,7 +47,15 @@ from ragstead.documents.loaders import (
     one_line,
 )
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathMetadata, PathRule, derive_metadata
-from ragstead.documents.secrets import SecretSpan, find_secrets, mask, mask_secrets
+from ragstead.documents.secrets import (
+    DETECTOR_VERSION,
+    SecretSpan,
+    credentials_notice,
+    find_secrets,
+    mask,
+    mask_field,
+    mask_secrets,
+)
 from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
@@ -424,7 +432,24 @@ def _reason(message: str, name: str) -> str:
     return " ".join(message.split())
 
 
+# A file whose name holds a secret is not indexed: every door shows a document's path, and the path is its identity.
+SECRET_IN_NAME = "its name holds a secret (every output shows a file's name); rename it to index it"
+
+
+def name_secrets(rel_path: str) -> list[SecretSpan]:
+    """The secrets in a project-relative path ("kb/wifi password Tr0ub4dor.txt"), read as prose."""
+    return find_secrets(rel_path.replace("/", " / "), "name.txt", context=False)
+
+
+def shown_path(rel_path: str) -> str:
+    """A path as a report shows it: its secrets masked (the report names a file it skipped for its name)."""
+    spans = name_secrets(rel_path)
+    return mask(rel_path.replace("/", " / "), spans).replace(" / ", "/") if spans else rel_path
+
+
 def _prepare(candidate: FileCandidate, options: IndexingOptions) -> list[DocumentWrite] | Skip:
+    if name_secrets(candidate.rel_path):
+        return Skip(SECRET_IN_NAME, failed=False)
     budget = Budget(options.load_limits, storable_path(candidate.path))
     loaded = candidate.loaded or load_document(candidate.path, budget=budget)
     meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
@@ -449,10 +474,15 @@ def _document_write(candidate: FileCandidate, rel_path: str, doc_id: str, loaded
                     options: IndexingOptions, budget: Budget) -> DocumentWrite | None:
     """The records of one document of the file (None when it has no text to index)."""
     chunks = []
-    # Secrets are masked before a chunk is stored or embedded, so no door, export or prompt can show them.
+    # Secrets are masked before a chunk is stored or embedded, so no door, export or prompt can show them: in the
+    # text and in every field shown beside it (headings, title, subject, tags), where a value found in the text
+    # is masked too ("## Door code: 55173" in a heading is the same secret as in the text).
     spans = find_secrets(loaded.text, PurePosixPath(candidate.rel_path).name)
-    for piece, page in _pieces(loaded, options, budget):
-        text = _masked(piece.text, loaded.text, piece.char_start, spans)
+    values = [loaded.text[s.start:s.end] for s in spans]
+    notice = credentials_notice(loaded.text, spans, PurePosixPath(rel_path).name)
+    pieces = [(_notice_piece(notice, loaded.text), None)] if notice else _pieces(loaded, options, budget)
+    for piece, page in pieces:
+        text = notice or _masked(piece.text, loaded.text, piece.char_start, spans)
         text_hash = sha256_text(text)
         chunks.append(
             ChunkRecord(
@@ -465,12 +495,13 @@ def _document_write(candidate: FileCandidate, rel_path: str, doc_id: str, loaded
                 char_start=piece.char_start,
                 char_end=piece.char_end,
                 page=page,
-                section_path=piece.section_path,
+                section_path=mask_field(piece.section_path, values),
                 token_estimate=estimate_tokens(text),
             )
         )
     if not chunks:
         return None
+    tags = sorted(set(meta.tags) | set(loaded.tags))
     document = DocumentRecord(
         doc_id=doc_id,
         file_path=rel_path,
@@ -481,13 +512,19 @@ def _document_write(candidate: FileCandidate, rel_path: str, doc_id: str, loaded
         doc_type=meta.doc_type,
         is_private=meta.is_private,
         user_slug=meta.user_slug,
-        subject=loaded.subject or meta.subject,
+        subject=mask_field(loaded.subject or meta.subject, values),
         created_at=loaded.created_at or meta.created_at,
-        title=mask_secrets(loaded.title) if loaded.title else loaded.title,
-        tags=sorted(set(meta.tags) | set(loaded.tags)),
+        title=mask_field(loaded.title, values),
+        # A tag that holds a secret is left off (a masked tag names nothing, and the tagger would offer it on).
+        tags=[tag for tag in tags if mask_field(tag, values) == tag],
         source=loaded.source,
     )
     return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32), secrets=len(spans))
+
+
+def _notice_piece(notice: str, text: str) -> TextChunk:
+    """The one chunk of a file that is mostly credentials: it spans the whole file, and its text is the notice."""
+    return TextChunk(0, notice, 0, len(text.split()), 0, len(text))
 
 
 def _masked(text: str, whole: str, start: int, spans: list[SecretSpan]) -> str:
@@ -544,6 +581,7 @@ def index_roots(
     take_lock: bool = True,
     within: Within | None = None,
     prune_missing_roots: bool = False,
+    remask: bool = False,
 ) -> IndexReport:
     """Bring the index in line with the files under `roots`; see the module docstring. `rebuild` empties the
     store first (the KnowledgeBase builds aside instead, so a failed rebuild loses nothing).
@@ -563,10 +601,15 @@ def index_roots(
             report.missing_roots = missing_roots(options.root, options.lock_file.parent, manifest)
             report.pruned = prune_missing_roots and bool(report.missing_roots)
         gone = {m.root for m in report.missing_roots}
-        diff = diff_roots(options, roots, manifest, report, within, keep=frozenset() if report.pruned else gone)
+        diff = diff_roots(options, roots, manifest, report, within, keep=frozenset() if report.pruned else gone,
+                          reread=remask)
         if report.pruned:
             diff.removed = sorted({*diff.removed, *(p for p, entry in manifest.items() if entry.root in gone)})
-        _write(diff.todo, diff.removed, diff.touches, manifest, options, store, embedder, report, progress)
+        # Every file read again, and no root left unread: the whole index is now this detector's.
+        remasked = (remask and within is None and not report.missing_roots
+                    and {entry.root for entry in manifest.values()} <= set(roots))
+        _write(diff.todo, diff.removed, diff.touches, manifest, options, store, embedder, report, progress,
+               remask=remasked)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -583,7 +626,8 @@ class RootsDiff:
 
 
 def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry],
-               report: IndexReport, within: Within | None = None, keep: frozenset[str] = frozenset()) -> RootsDiff:
+               report: IndexReport, within: Within | None = None, keep: frozenset[str] = frozenset(),
+               reread: bool = False) -> RootsDiff:
     """The comparison every index run makes (by size and mtime, then SHA-256), without writing anything: what
     `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted.
     The documents of the roots in `keep` (missing on this machine) are never counted as removed."""
@@ -601,7 +645,7 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
         if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
             report.skip(shown, "another file's name reads the same once escaped", failed=True)
             continue
-        if _consider(root, path, rel, info, files, report, todo, touches, options):
+        if _consider(root, path, rel, info, files, report, todo, touches, options, reread):
             seen.add(shown)
     removed = sorted(p for p, entry in manifest.items()
                      if entry.root in roots and entry.root not in keep and file_of(p) not in seen
@@ -619,6 +663,7 @@ def _consider(
     todo: list[FileCandidate],
     touches: list[DocumentRecord],
     options: IndexingOptions,
+    reread: bool = False,
 ) -> bool:
     """Sort one regular, supported file into skipped, unchanged (maybe with fresh stat) or to-do, by stat, then
     hash. True when the file stays in the index (unchanged or to do); a skipped file's old entry goes."""
@@ -634,6 +679,7 @@ def _consider(
     known = indexed.entry if indexed else None
     # An mbox indexed whole (before each message was a document of its own) is read again, changed or not.
     outdated = indexed is not None and shown in indexed.entries and path.suffix.lower() in CONTAINER_SUFFIXES
+    outdated = outdated or reread  # `index --remask`: every file read and masked again (unchanged chunks keep vectors)
     if known and not outdated and known.size == info.st_size and known.mtime == info.st_mtime:
         report.unchanged += 1
         return True
@@ -721,6 +767,7 @@ def _write(
     embedder: Embedder,
     report: IndexReport,
     progress: ProgressHook | None,
+    remask: bool = False,
 ) -> None:
     """Prepare, embed and write candidates in batches of at most BATCH_CHUNKS chunks (the first FIRST_BATCH_CHUNKS,
     then about BATCH_SECONDS of embedding each), one transaction each.
@@ -767,12 +814,16 @@ def _write(
         rate = (report.chunks_embedded - embedded) / max(time.perf_counter() - started, 1e-3)
         limit = BATCH_CHUNKS if report.chunks_embedded == embedded else (
             min(BATCH_CHUNKS, max(FIRST_BATCH_CHUNKS, int(rate * BATCH_SECONDS))))
+        for write in batch:
+            if write.secrets:
+                report.secrets[write.document.file_path] = write.secrets
+        # The record goes first: a run killed after this batch is written leaves it saying what the index holds
+        # (a first run killed before its end said for good that the index predated masking).
+        _record_secret_counts(options, report, fresh=not manifest)
         store.apply(batch, removals + (stale if final else []), [])
         for write in batch:
             path = write.document.file_path
             (report.added if manifest.get(path) is None else report.updated).append(path)
-            if write.secrets:
-                report.secrets[path] = write.secrets
             report.chunks_written += len(write.chunks)
         batch, removals, batch_chunks = [], [], 0
 
@@ -780,7 +831,7 @@ def _write(
         outcome = prepare_file(candidate, options)
         removals += paired.pop(candidate.file_hash, [])
         if isinstance(outcome, Skip):
-            report.skip(candidate.rel_path, outcome.reason, failed=outcome.failed)
+            report.skip(shown_path(candidate.rel_path), outcome.reason, failed=outcome.failed)
             if not candidate.is_new:
                 stale.extend(candidate.stored or [candidate.rel_path])  # stale content of a now-unreadable file goes
         else:
@@ -799,7 +850,7 @@ def _write(
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
     report.removed = sorted(set(removed) | set(stale) | set(dropped))
-    _record_secret_counts(options, report, fresh=not manifest)
+    _record_secret_counts(options, report, fresh=not manifest, remasked=remask)
 
 
 SECRETS_FILE = "secrets.json"
@@ -849,14 +900,15 @@ def secrets_record(options: IndexingOptions) -> dict[str, Any]:
         return {}
 
 
-def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: bool) -> None:
+def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: bool, remasked: bool = False) -> None:
     """Keep the per-file counts beside the lock (a private 0600 file of paths and numbers, never values).
-    `fresh`: this run wrote every document (a new index, a rebuild), so the whole index is masked."""
+    `fresh`: this run writes every document (a new index, a rebuild), so the whole index is masked, by this
+    detector; `remasked`: this run read every file again (`index --remask`), so this detector masked it all."""
     if not options.lock_file.is_absolute():
         return  # options without a project (a test's defaults): nowhere of its own to keep them
     old = secrets_record(options)
     changed = {*report.added, *report.updated, *report.removed}
-    if not fresh and not changed and not report.secrets:
+    if not fresh and not remasked and not changed and not report.secrets:
         return
     counts = {} if fresh else {k: v for k, v in secret_counts(options).items() if k not in changed}
     counts |= report.secrets
@@ -866,7 +918,30 @@ def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: 
     kept = {"complete": old.get("complete", False), "imported": True} if old.get("imported") else {
         "complete": bool(old.get("complete"))}
     state = {"complete": True} if fresh else kept
-    write_text_atomically(path, json.dumps({**state, "files": dict(sorted(counts.items()))}, indent=1))
+    detector = DETECTOR_VERSION if fresh or remasked else old.get("detector", 1)
+    told = {"told": old["told"]} if "told" in old else {}
+    write_text_atomically(path, json.dumps({**state, "detector": detector, **told,
+                                            "files": dict(sorted(counts.items()))}, indent=1))
+
+
+def tell_masking_improved(options: IndexingOptions) -> bool:
+    """True the first time it is asked about an index masked by an older detector (the record keeps that it
+    told, so `index` says it once; `status` says it until `index --remask` applies it)."""
+    record = secrets_record(options)
+    if not record.get("complete") or record.get("imported") or secrets_detector(options) >= DETECTOR_VERSION:
+        return False
+    if record.get("told", 0) >= DETECTOR_VERSION:
+        return False
+    write_text_atomically(options.lock_file.parent / SECRETS_FILE, json.dumps({**record, "told": DETECTOR_VERSION},
+                                                                                indent=1))
+    return True
+
+
+def secrets_detector(options: IndexingOptions) -> int:
+    """The version of the detector that masked the index (documents/secrets.py DETECTOR_VERSION; 1: before it
+    was kept). An older one than this ragstead's is told once by `status` and `index`: `index --remask` applies it."""
+    record = secrets_record(options)
+    return int(record.get("detector", 1)) if record else DETECTOR_VERSION
 
 
 @dataclass

@@ -10,6 +10,7 @@ API to all three.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -196,6 +197,29 @@ class MilvusTextStore(SqliteStore):
         return self.vectors.text_search(terms, filters, k) if terms and k > 0 else []
 
 
+# Milvus Lite serves each data folder from a thread of this process and writes its last segments (a private note's
+# text, with `lexical=milvus`) when that server stops, at the process's exit: after every close had tightened the
+# folder, so they stayed 0644 until the next command opened the store.
+_AT_EXIT: set[Path] = set()
+
+
+def _tighten_at_exit(lite_file: Path) -> None:
+    """At exit: stop Milvus Lite's server for `lite_file` (it writes what it holds), then tighten its folder."""
+    if not _AT_EXIT:
+        atexit.register(_release_and_tighten)
+    _AT_EXIT.add(lite_file)
+
+
+def _release_and_tighten() -> None:
+    from milvus_lite import server_manager_instance
+
+    for lite_file in sorted(_AT_EXIT):
+        with suppress(Exception):  # at exit: a failure here must not hide the command's own outcome
+            server_manager_instance.release_server(str(lite_file))
+        if lite_file.exists():
+            tighten([lite_file])
+
+
 class MilvusVectors(RemoteVectors):
     """A SQLite store's vector side in a Milvus collection (remote_vectors.RemoteVectors): written after each
     SQLite commit (upserts and deletes keyed by the chunk's row id, so a repeated write changes nothing),
@@ -214,6 +238,8 @@ class MilvusVectors(RemoteVectors):
             if location.lite_file is not None:
                 make_private_folder(location.lite_file.parent)
             self._client = pymilvus.MilvusClient(**location.client_arguments())
+            if location.lite_file is not None:
+                _tighten_at_exit(location.lite_file)
         super().__init__(store, location)
         self._loaded = False
         self._unflushed = False
