@@ -1654,7 +1654,8 @@ def serve(
                 typer.echo(banner, err=not as_json)
 
     server_config = connections.server_config(api, host=host, port=bound, head_seconds=head_timeout,
-                                              body_seconds=body_timeout, access_log=False, timeout_keep_alive=5,
+                                              body_seconds=body_timeout, counts=api.state.in_flight_counts,
+                                              access_log=False, timeout_keep_alive=5,
                                               log_level="debug" if log_level == "debug" else "warning",
                                               timeout_graceful_shutdown=5)
     api_logging.configure(log_level)  # after uvicorn.Config, which configures logging

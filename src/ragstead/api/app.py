@@ -224,6 +224,35 @@ class BodyLimit:
         await self.app(scope, counted_receive, guarded_send)
 
 
+class HeadAuth:
+    """ASGI middleware: a request to /v1/ without a valid key is answered 401 from its head, before a byte of its
+    body is read (the route's own check runs only after FastAPI has read the whole body, so 64 anonymous bodies
+    sent slowly held every request slot for the body timeout). When a body was announced it is left unread and
+    the connection closed."""
+
+    def __init__(self, app: ASGIApp, identify: Callable[[str], Caller]) -> None:
+        self.app, self.identify = app, identify
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            try:
+                self.identify(_header(scope, b"authorization"))
+            except ApiError as exc:
+                has_body = _header(scope, b"content-length") not in ("", "0") or _header(scope, b"transfer-encoding")
+                headers = {**exc.headers, **({"Connection": "close"} if has_body else {})}
+                await _error(exc.status, exc.code, exc.message, headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    """One request header from an ASGI scope ("" when absent)."""
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
 @dataclass
 class Caller:
     """Who is asking: the user slug and the scopes their key grants."""
@@ -300,11 +329,14 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     )
     app.state.kb, app.state.config = kb, config
     _add_error_handlers(app)
+    gate = _Gate(config, KeyFile(kb.api_keys_file), RateLimiter(config.rate_per_minute, config.burst),
+                 kb.settings.owner_slug)
+    app.state.in_flight_counts = gate.counts  # `serve` hands it to the server's in-flight limit
     app.add_middleware(BodyLimit, max_body=config.max_body_bytes, max_upload=config.max_upload_bytes)
+    app.add_middleware(HeadAuth, identify=gate.identify)  # before any body is read
     app.add_middleware(HostOriginGuard, extra_hosts=kb.settings.allowed_hosts)  # DNS rebinding, cross-origin
     app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
-    need = _Gate(config, KeyFile(kb.api_keys_file), RateLimiter(config.rate_per_minute, config.burst),
-                 kb.settings.owner_slug).need
+    need = gate.need
     _add_health_routes(app, kb)
     _add_search_routes(app, kb, need, answerers, config)
     _add_document_routes(app, kb, need, config)
@@ -386,24 +418,34 @@ class _Gate:
     def __init__(self, config: ApiConfig, keys: KeyFile, limiter: RateLimiter, owner: str = "") -> None:
         self.config, self.keys, self.limiter, self.owner = config, keys, limiter, owner
 
-    def caller(self, request: Request) -> Caller:
+    def identify(self, header: str) -> Caller:
+        """The caller an `Authorization` header names (or the --no-auth user); ApiError 401 when it names none."""
         config = self.config
         if not config.auth:
-            who = Caller(config.as_user or "", SCOPES, "no-auth")
-        else:
-            header = request.headers.get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
-                raise ApiError(401, "unauthorized", "send `Authorization: Bearer <key>`",
-                               {"WWW-Authenticate": "Bearer"})
-            if config.owner_token and hmac.compare_digest(token.strip().encode(), config.owner_token.encode()):
-                who = Caller(self.owner, SCOPES, "owner-token")  # the page link `serve` printed for its owner
-            else:
-                record: ApiKey | None = self.keys.lookup(token.strip())
-                if record is None:
-                    raise ApiError(401, "unauthorized", "unknown or revoked API key",
-                                   {"WWW-Authenticate": "Bearer"})
-                who = Caller(record.user_slug, record.scopes, record.key_id)
+            return Caller(config.as_user or "", SCOPES, "no-auth")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "unauthorized", "send `Authorization: Bearer <key>`", {"WWW-Authenticate": "Bearer"})
+        if config.owner_token and hmac.compare_digest(token.strip().encode(), config.owner_token.encode()):
+            return Caller(self.owner, SCOPES, "owner-token")  # the page link `serve` printed for its owner
+        record: ApiKey | None = self.keys.lookup(token.strip())
+        if record is None:
+            raise ApiError(401, "unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
+        return Caller(record.user_slug, record.scopes, record.key_id)
+
+    def counts(self, scope: Scope) -> bool:
+        """Whether a request counts against the server's in-flight limit: only once its head names a caller,
+        so anonymous requests (refused at the head, or the page's and docs' own files) can never fill it."""
+        try:
+            self.identify(_header(scope, b"authorization"))
+        except ApiError:
+            return False
+        return True
+
+    def caller(self, request: Request) -> Caller:
+        config = self.config
+        who = self.identify(request.headers.get("authorization", ""))
+        if config.auth:
             setattr(request.state, KEY_ID, who.key_id)  # for the access log (the id, never the key)
         wait = self.limiter.check(who.key_id if config.auth
                                   else f"ip:{request.client.host if request.client else '-'}")
