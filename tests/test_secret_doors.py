@@ -1,9 +1,10 @@
 """Every field through the masker, at every door (issue #50, item 0): a secret planted in the text, a markdown
 heading (section_path), a front-matter title, subject and tag, an e-mail's subject and a file's name never
-reaches `index`, `query`, `ask`, `ls`, `tags`, `status`, `export`, the HTTP API (/v1/query, /v1/ask and its
-stream, /v1/chunks, /v1/documents), MCP (search, ask, get_document), a remote LLM's prompt or the egress log;
-while each document is still found by a question about it. Also: a file that is mostly credentials is cited,
-never quoted, at every door; a masked value reads `Key: [secret]`, also in the answer line."""
+reaches `index`, `query`, `ask`, `ls`, `tags`, `status`, `freshness`, `export`, the HTTP API (/v1/query,
+/v1/ask and its stream, /v1/chunks, /v1/documents, /v1/findability), MCP (search, ask, get_document), a remote
+LLM's prompt or the egress log; while each document is still found by a question about it. Also: a file that
+is mostly credentials is cited, never quoted, at every door; a masked value reads `Key: [secret]`, also in the
+answer line."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def test_no_door_shows_a_secret_from_any_field(project: Path, monkeypatch: pytes
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
     outputs = {"index": _cli(project, "index", "-v")}
-    for command in (["ls"], ["ls", "--json"], ["tags", "--json"], ["status"], ["status", "--json"]):
+    for command in (["ls"], ["ls", "--json"], ["tags", "--json"], ["status"], ["status", "--json"], ["freshness"],
+                    ["freshness", "--json"]):
         outputs[" ".join(command)] = _cli(project, *command)
     snapshot = project / "backup.ragsnap"
     _cli(project, "export", str(snapshot))
@@ -102,6 +104,7 @@ def test_no_door_shows_a_secret_from_any_field(project: Path, monkeypatch: pytes
         client = TestClient(create_app(kb, ApiConfig(auth=False, as_user="ana")))
         mcp = RagsteadMcp(kb, McpScope("ana"))
         outputs["/v1/documents"] = client.get("/v1/documents").text
+        outputs["/v1/findability"] = client.get("/v1/findability").text
         outputs["kb.tags"] = json.dumps(kb.tags())
         for question in QUESTIONS:
             hits = kb.search(question, mode="lexical").to_dict(include_text=True)

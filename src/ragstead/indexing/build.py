@@ -683,6 +683,9 @@ def _consider(
     if known and not outdated and known.size == info.st_size and known.mtime == info.st_mtime:
         report.unchanged += 1
         return True
+    if name_secrets(shown):  # never a candidate: `freshness` and uploads would list its name as new
+        report.skip(shown_path(shown), SECRET_IN_NAME, failed=False)
+        return False
     try:
         file_hash = file_sha256(path)
     except OSError as exc:
