@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ragstead.answer.ask import Answer, Citation, Relevance, Superseded
     from ragstead.answer.base import AnswerProvider, Locator
     from ragstead.config import Settings
+    from ragstead.conversation.turns import Conversation, Rewrite, Turn
     from ragstead.embeddings.base import Embedder
     from ragstead.errors import (
         ConfigError,
@@ -51,6 +52,9 @@ _LAZY = {
     "DocumentInfo": "ragstead.stores.base",
     "AnswerProvider": "ragstead.answer.base",
     "Settings": "ragstead.config",
+    "Conversation": "ragstead.conversation.turns",
+    "Rewrite": "ragstead.conversation.turns",
+    "Turn": "ragstead.conversation.turns",
     "Embedder": "ragstead.embeddings.base",
     "ConfigError": "ragstead.errors",
     "DocumentNotFoundError": "ragstead.errors",
@@ -97,6 +101,7 @@ __all__ = [
     "AppliedFilters",
     "Citation",
     "ConfigError",
+    "Conversation",
     "DocumentInfo",
     "DocumentNotFoundError",
     "Embedder",
@@ -115,12 +120,14 @@ __all__ = [
     "Relevance",
     "RememberResult",
     "Reranker",
+    "Rewrite",
     "SearchOptions",
     "SearchResult",
     "Settings",
     "Store",
     "Superseded",
     "ToolError",
+    "Turn",
     "__version__",
     "init",
     "open",

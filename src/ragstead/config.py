@@ -124,6 +124,9 @@ class Settings:
     # Host names `serve` answers to besides localhost, IP addresses and the one it listens on (docs/http-api.md)
     allowed_hosts: tuple[str, ...] = ()
     auto_tags: bool = True  # tag ingested sources (an LLM provider if configured, else local keyphrases)
+    # Conversations the server keeps (`POST /v1/chat`, conversation/history.py): days after a conversation's last
+    # turn before it is deleted (0: kept until deleted).
+    chat_retention_days: int = 30
     # Other knowledge bases `ingest --targets` writes to: `[targets.NAME]` tables with `root` and `store`.
     targets: tuple[Target, ...] = ()
     # Not a config key: whether `root` is a project (given, or a ragstead.toml or an index found at or above the

@@ -4,9 +4,9 @@ It opens a `Runtime` from the project's `Settings` (the store, one embedder behi
 the re-ranker, the answerers; reads share one store connection behind a lock, so one KnowledgeBase can serve
 many threads) and hands each concern to its service: index runs (`ragstead.indexer`), uploads and the
 all-or-nothing install (`ragstead.landing`), ingest (`ragstead.ingest.service`), freshness, watch, health,
-the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), evaluation and
-project setup (`ragstead.project`). A method handed over whole is one line, `_to(service,
-method)`: the call, its signature and its docstring are the service's.
+the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), conversations
+(`ragstead.conversation`), evaluation and project setup (`ragstead.project`). A method handed over whole is one
+line, `_to(service, method)`: the call, its signature and its docstring are the service's.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ragstead.answer.listing import ListPage, list_answer, list_question
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
 from ragstead.config import Settings, load_settings, provider_env
+from ragstead.conversation.service import Conversations
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.catalog import DEFAULT_MODEL
 from ragstead.errors import DocumentNotFoundError
@@ -105,6 +106,7 @@ class KnowledgeBase:
         self._evaluation = Evaluation(self.runtime)
         self._snapshots = Snapshots(self.runtime)
         self._findability = Findability(self.runtime)
+        self._conversations = Conversations(self.runtime, self.ask, self.remember, self.providers)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -138,7 +140,7 @@ class KnowledgeBase:
     keep_sentence_vectors = _to("runtime", project.keep_sentence_vectors)
     keep_chunking = _to("runtime", project.keep_chunking)
 
-    # -- health, measuring, keeping it fresh ------------------------------------------------------------
+    # -- health, measuring, keeping it fresh, conversations ------------------------------------------------
 
     status = _to("_health", Health.status)
     doctor = _to("_health", Health.doctor)
@@ -148,6 +150,9 @@ class KnowledgeBase:
     evaluate_beir = _to("_evaluation", Evaluation.evaluate_beir)
     freshness = _to("_freshness", FreshnessService.freshness)
     watch = _to("_indexer", follow_folders)
+    chat = _to("_conversations", Conversations.chat)  # a follow-up rewritten from the earlier turns, then asked
+    conversation = _to("_conversations", Conversations.conversation)
+    delete_conversation = _to("_conversations", Conversations.delete_conversation)
 
     # -- reading -------------------------------------------------------------------------------------
 
