@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions.
+| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -17,7 +17,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "latency-feedback",
-                                           "quality", "api",
+                                           "quality", "api", "chat",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
-    parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once)")
+    parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once); "
+                        "chat bench: fit or heldout (default: both)")
     parser.add_argument("--configs", default="", help="rerank bench: only these labels, ';'-separated")
     parser.add_argument("--dataset", type=Path, default=DEFAULT_SCIFACT, help="BEIR folder (default: SciFact)")
     parser.add_argument("--limit", type=int, default=None,
@@ -183,6 +184,10 @@ def main() -> None:
         from bench.superseded import main as superseded_main
 
         superseded_main()
+    if args.what == "chat":  # not in `all`: follow-ups in a conversation against asked alone (~1 min)
+        from bench.chat import main as chat_main
+
+        chat_main(args.split)
     if args.what == "answers":  # not in `all`: ~15 min (every SciFact query twice, sentences embedded)
         from bench.answers import main as answers_main
 
