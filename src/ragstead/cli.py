@@ -1333,6 +1333,9 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
                                 f"{MASKING_IMPROVED}", "yellow"))
     elif secrets and secrets["files"]:
         rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
+    if unfinished := stats.get("unfinished_import"):
+        rows.append(("import", f"unfinished: the index holds part of {unfinished['snapshot']} ({stats['documents']} "
+                               f"of {unfinished['documents']} documents); `ragstead import` of it finishes it", "red"))
     ok = stats["integrity"] == "ok"
     rows.append(("integrity", stats["integrity"], "green" if ok else "red"))
     loose = stats["permissions"]

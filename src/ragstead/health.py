@@ -9,6 +9,7 @@ from ragstead.documents.secrets import DETECTOR_VERSION
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.indexing.build import secret_counts, secrets_checked, secrets_detector, secrets_imported
+from ragstead.indexing.unfinished import unfinished_import
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
 from ragstead.stores import permissions
@@ -21,8 +22,9 @@ class Health:
         self.runtime = runtime
 
     def status(self) -> dict[str, Any]:
-        """`stats()` plus the integrity check, and `permissions`: the index files and folders others could
-        read (looser than 0600 / 0700; empty when all is private)."""
+        """`stats()` plus the integrity check, `permissions`: the index files and folders others could read
+        (looser than 0600 / 0700; empty when all is private), and `unfinished_import` when an import into this
+        store stopped part-way."""
         rt = self.runtime
         with rt.lock:
             stats = rt.store.stats() | {"integrity": rt.store.integrity_check()}
@@ -35,6 +37,9 @@ class Health:
             stats["secrets"]["imported"] = True
         elif stats.get("documents") and checked and secrets_detector(options) < DETECTOR_VERSION:
             stats["secrets"]["outdated"] = True  # masked by an older detector: `index --remask` applies this one
+        unfinished = unfinished_import(rt.settings.lock_file.parent, rt.spec.describe())
+        if unfinished is not None:  # a SIGKILLed import: the index holds part of a snapshot, not an index
+            stats["unfinished_import"] = unfinished.to_dict()
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:

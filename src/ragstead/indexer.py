@@ -9,9 +9,7 @@ so it lives beside it rather than in `ragstead.indexing`, which holds the pipeli
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +37,7 @@ from ragstead.indexing.build import (
     secrets_record,
     tell_masking_improved,
 )
-from ragstead.indexing.lock import index_lock
+from ragstead.indexing.lock import index_lock, interrupts_deferred
 from ragstead.indexing.roots import missing_roots
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
@@ -184,7 +182,7 @@ class Indexer:
                     for batch in _batches((w for w in store.export_documents() if w.document.root in carried), 50):
                         aside.apply(batch, [], [])
                         kept.update(w.document.file_path for w in batch)
-                    with _interrupts_deferred():  # the swap runs to its end once it has begun
+                    with interrupts_deferred():  # the swap runs to its end once it has begun
                         store.reset()
                         store.ensure_model(embedder.name, embedder.dim)
                         store.record_chunking(settings.chunking.describe())
@@ -272,22 +270,6 @@ class Indexer:
                 return copy_store(rt.store, to_store, replace=replace_target, progress=progress)
             finally:
                 to_store.close()
-
-
-@contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) until the block ends, then raise it: for the few seconds of an index swap."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if received:
-        raise KeyboardInterrupt
 
 
 def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

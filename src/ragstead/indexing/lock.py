@@ -6,6 +6,8 @@ never leaves a stale lock behind (a PID file would need a staleness rule for tha
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,3 +33,20 @@ def index_lock(path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block ends, then raise it: for an index swap, which must run to its end
+    once it has begun (`index --rebuild`, `import --replace`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt

@@ -13,9 +13,11 @@ The format (version 1) is a zip archive with three members:
 - `vectors.f32`: the chunks' vectors, little-endian float32, one row of `dim` values per chunk, in the order
   the chunks appear in documents.jsonl.
 
-A reader checks the format, both SHA-256 sums, the counts and the vector size before it writes anything; a
-snapshot that fails any check is refused whole. The file is private data: written 0600, named `*.ragsnap`
-(the guard's secret-file patterns block that name from a push).
+A reader checks the format, both SHA-256 sums, the counts, the vector size and every record (its fields and their
+types, unique document ids, paths and chunk ids, relative paths, sizes) before it writes anything; a snapshot that
+fails any check is refused whole. A line is read at most MAX_LINE_BYTES at a time, so a line of 800 MB of spaces
+(816 KB deflated) is refused after 64 MiB instead of being read whole. The file is private data: written 0600,
+named `*.ragsnap` (the guard's secret-file patterns block that name from a push).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any, Protocol
 
 import numpy as np
@@ -48,6 +50,21 @@ MANIFEST, DOCUMENTS, VECTORS = "manifest.json", "documents.jsonl", "vectors.f32"
 _VECTOR_DTYPE = np.dtype("<f4")
 _READ_BLOCK = 1 << 20
 _CORRUPT = (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, UnicodeDecodeError, TypeError)
+# One document's line holds all of its chunks' text: at most max_file_chars (5 M) characters cut with overlap, as
+# JSON in UTF-8. 64 MiB holds that with room to spare and bounds what one line can make a reader hold.
+MAX_LINE_BYTES = 64 << 20
+MAX_ID_CHARS = 256  # a doc or chunk id, a hash, a type, a user slug: ours are at most 64
+MAX_PATH_CHARS = 4096
+_STR, _INT, _OPT_STR, _OPT_INT = (str,), (int,), (str, type(None)), (int, type(None))
+# The fields of a document and of a chunk line and the JSON types each may hold (bool is not an int here).
+DOCUMENT_FIELDS: dict[str, tuple[type, ...]] = {
+    "doc_id": _STR, "file_path": _STR, "root": _STR, "file_hash": _STR, "size": _INT, "mtime": (int, float),
+    "doc_type": _STR, "is_private": (bool,), "user_slug": _OPT_STR, "subject": _OPT_STR, "created_at": _OPT_STR,
+    "title": _OPT_STR, "tags": (list,), "source": (dict, type(None))}
+OPTIONAL_DOCUMENT_FIELDS = frozenset({"tags", "source"})
+CHUNK_FIELDS: dict[str, tuple[type, ...]] = {
+    "chunk_id": _STR, "chunk_index": _INT, "text": _STR, "text_hash": _STR, "start_word": _INT, "end_word": _INT,
+    "char_start": _INT, "char_end": _INT, "page": _OPT_INT, "section_path": _OPT_STR, "token_estimate": _INT}
 
 
 class SnapshotError(RagsteadError):
@@ -181,12 +198,7 @@ def read_manifest(path: Path) -> SnapshotManifest:
             if not (isinstance(manifest.model, str) and isinstance(manifest.sha256, dict)
                     and all(isinstance(n, int) and n >= 0 for n in counts)):
                 raise SnapshotError(f"{path} is damaged: its manifest is malformed; nothing was imported")
-            documents = chunks = 0
-            with archive.open(DOCUMENTS) as lines:
-                digest = hashlib.sha256()
-                for line in lines:
-                    digest.update(line)
-                    documents, chunks = documents + 1, chunks + len(json.loads(line)["chunks"])
+            digest, documents, chunks = _check_documents(archive, path)
             _check_sum(path, DOCUMENTS, digest, manifest)
             with archive.open(VECTORS) as data:
                 digest, size = hashlib.sha256(), 0
@@ -205,6 +217,87 @@ def read_manifest(path: Path) -> SnapshotManifest:
         raise SnapshotError(f"{path} is damaged: its manifest says {manifest.documents} documents / "
                             f"{manifest.chunks} chunks, it holds {documents} / {chunks}; nothing was imported")
     return manifest
+
+
+def _check_documents(archive: zipfile.ZipFile, path: Path) -> tuple[Any, int, int]:
+    """Read documents.jsonl once: its SHA-256 and its documents and chunks, each record checked (check_record)."""
+    documents = chunks = 0
+    seen = _Seen()
+    digest = hashlib.sha256()
+    try:
+        with archive.open(DOCUMENTS) as lines:
+            for line in bounded_lines(lines):
+                digest.update(line)
+                chunks += check_record(json.loads(line), seen)
+                documents += 1
+    except SnapshotError as exc:
+        raise SnapshotError(f"{path} is damaged: {exc} (record {documents + 1}); nothing was imported") from None
+    return digest, documents, chunks
+
+
+def bounded_lines(member: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a snapshot member, each read at most MAX_LINE_BYTES (+1) at a time: a longer one is refused
+    before the rest of it is read."""
+    while line := member.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES:
+            raise SnapshotError(f"a line of {DOCUMENTS} is over {MAX_LINE_BYTES >> 20} MiB")
+        yield line
+
+
+@dataclass
+class _Seen:
+    """The ids and paths read so far: each must be unique in the snapshot."""
+
+    doc_ids: set[str] = dataclasses.field(default_factory=set)
+    paths: set[str] = dataclasses.field(default_factory=set)
+    chunk_ids: set[str] = dataclasses.field(default_factory=set)
+
+
+def check_record(item: Any, seen: _Seen) -> int:
+    """Check one line of documents.jsonl before anything is written: a document with exactly its fields, each of
+    its JSON type, an id, path and chunk ids not seen before, a relative path inside the project, sizes within
+    bounds. Returns its number of chunks; raises SnapshotError naming the first problem."""
+    if not isinstance(item, dict) or set(item) != {"document", "chunks"} or not isinstance(item["chunks"], list):
+        raise SnapshotError("a line is not a {document, chunks} record")
+    document = _fields(item["document"], DOCUMENT_FIELDS, OPTIONAL_DOCUMENT_FIELDS, "a document")
+    doc_id, file_path = document["doc_id"], document["file_path"]
+    _bounded(document, ("doc_id", "file_hash", "doc_type", "user_slug"), MAX_ID_CHARS, "a document")
+    _bounded(document, ("file_path", "root"), MAX_PATH_CHARS, "a document")
+    if not all(isinstance(tag, str) for tag in document.get("tags", [])):
+        raise SnapshotError(f"document {doc_id}: a tag is not a string")
+    parts = PurePosixPath(file_path).parts
+    if not parts or file_path.startswith("/") or ".." in parts or "\x00" in file_path:
+        raise SnapshotError(f"document {doc_id}: its path {file_path!r} is not a relative path inside the project")
+    for name, pool, value in (("document id", seen.doc_ids, doc_id), ("path", seen.paths, file_path)):
+        if value in pool:
+            raise SnapshotError(f"the {name} {value!r} comes twice")
+        pool.add(value)
+    for raw in item["chunks"]:
+        chunk = _fields(raw, CHUNK_FIELDS, frozenset(), f"a chunk of {file_path!r}")
+        _bounded(chunk, ("chunk_id", "text_hash"), MAX_ID_CHARS, f"a chunk of {file_path!r}")
+        if chunk["chunk_id"] in seen.chunk_ids:
+            raise SnapshotError(f"the chunk id {chunk['chunk_id']!r} comes twice")
+        seen.chunk_ids.add(chunk["chunk_id"])
+    return len(item["chunks"])
+
+
+def _fields(raw: Any, kinds: dict[str, tuple[type, ...]], optional: frozenset[str], what: str) -> dict[str, Any]:
+    """`raw` as a record of exactly these fields (the optional ones may be missing), each of its JSON type."""
+    if not isinstance(raw, dict):
+        raise SnapshotError(f"{what} is not an object")
+    unknown, missing = set(raw) - set(kinds), set(kinds) - set(raw) - optional
+    if unknown or missing:
+        raise SnapshotError(f"{what} has fields {sorted(unknown)} it should not have, lacks {sorted(missing)}")
+    for name, value in raw.items():
+        if not isinstance(value, kinds[name]) or (isinstance(value, bool) and bool not in kinds[name]):
+            raise SnapshotError(f"{what}: {name} is a {type(value).__name__}")
+    return raw
+
+
+def _bounded(record: dict[str, Any], names: tuple[str, ...], limit: int, what: str) -> None:
+    for name in names:
+        if isinstance(record.get(name), str) and len(record[name]) > limit:
+            raise SnapshotError(f"{what}: {name} is over {limit} characters")
 
 
 def _secrets(raw: Any) -> dict[str, Any] | None:
@@ -229,7 +322,7 @@ def read_writes(path: Path, manifest: SnapshotManifest) -> Iterator[DocumentWrit
     """The snapshot's documents with their chunks and vectors, in order (after `read_manifest` checked it)."""
     row_bytes = manifest.dim * _VECTOR_DTYPE.itemsize
     with zipfile.ZipFile(path) as archive, archive.open(DOCUMENTS) as lines, archive.open(VECTORS) as data:
-        for line in lines:
+        for line in bounded_lines(lines):
             item = json.loads(line)
             document = DocumentRecord(**item["document"])
             chunks = [ChunkRecord(**c) for c in item["chunks"]]
@@ -249,21 +342,25 @@ def _read_exactly(data: IO[bytes], size: int) -> bytes:
 
 
 def restore_snapshot(path: Path, target: Store, *, replace: bool = False, embedder: DocumentEmbedder | None = None,
-                     manifest: SnapshotManifest | None = None, batch_size: int = 200) -> ImportReport:
+                     manifest: SnapshotManifest | None = None, batch_size: int = 200,
+                     resume: bool = False) -> ImportReport:
     """Write the snapshot `path` into the empty store `target` (emptied first with `replace`), all or nothing:
     it is checked whole before the first write, and a failure part-way empties the target again.
 
     Without `embedder` the stored vectors are written as they are (nothing embedded); with one, every chunk's
     text is embedded again with it (the snapshot's model differs from the project's: `--reembed`).
-    `manifest`: what `read_manifest(path)` returned, when the caller checked the file already."""
+    `manifest`: what `read_manifest(path)` returned, when the caller checked the file already. `resume`: the
+    target holds part of this snapshot from an import that stopped; its documents are kept, the others written
+    (a failure then leaves what is there, for the next resume)."""
     started = time.perf_counter()
     manifest = manifest or read_manifest(path)  # given: the caller checked it already
     existing = target.stats()
-    if existing["documents"] and not replace:
+    if existing["documents"] and not (replace or resume):
         raise RagsteadError(f"the target {existing['path']} already holds documents; pass --replace to empty it first")
     model, dim = (embedder.name, embedder.dim) if embedder is not None else (manifest.model, manifest.dim)
     if replace:
         target.reset()
+    present = {entry.doc_id for entry in target.manifest().values()} if resume else set()
     documents = chunks = embedded = 0
     batch: list[DocumentWrite] = []
 
@@ -288,6 +385,8 @@ def restore_snapshot(path: Path, target: Store, *, replace: bool = False, embedd
         bulk = getattr(target, "bulk_load", None)  # PostgreSQL builds its ANN index once, after the last row
         with bulk() if bulk else nullcontext():
             for write in read_writes(path, manifest):
+                if write.document.doc_id in present:
+                    continue
                 batch.append(write)
                 if len(batch) >= batch_size:
                     flush()
@@ -296,7 +395,8 @@ def restore_snapshot(path: Path, target: Store, *, replace: bool = False, embedd
             target.record_chunking(manifest.chunking)
         target.settle_lexical()
     except BaseException as exc:
-        target.reset()  # the target was empty: leave it so, never half an index
+        if not resume:
+            target.reset()  # the target was empty: leave it so, never half an index
         if isinstance(exc, _CORRUPT):
             raise SnapshotError(f"{path} is damaged ({_reason(exc)}); nothing was imported") from None
         raise
