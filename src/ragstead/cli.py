@@ -35,6 +35,7 @@ from ragstead.filters import split_values
 from ragstead.requests import (
     DEFAULT_K,
     DEFAULT_LIST_LIMIT,
+    DEFAULT_MAX_CONTEXT_TOKENS,
     MAX_K,
     MAX_LIST_LIMIT,
     SCOPE_FIELDS,
@@ -310,21 +311,97 @@ _SEARCH_PARAMETERS = [
 ]
 
 
+def _with_flags(parameters: list[inspect.Parameter], argument: str,
+                make: Callable[..., Any]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator that gives a command `parameters` (options declared once), collected into one argument named
+    `argument`: `make(**their values)`. The command's keyword-only options come after them in the help."""
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != argument]
+        names = [p.name for p in parameters]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> None:
+            collected = make(**{name: kwargs.pop(name) for name in names})
+            func(**{argument: collected}, **kwargs)
+
+        positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
+        command.__signature__ = inspect.Signature([*positional, *parameters, *keyword])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        return command
+
+    return decorate
+
+
 def with_search_flags(func: Callable[..., None]) -> Callable[..., None]:
     """Give a command the shared search and scope options, collected into one `flags: SearchFlags` argument."""
-    own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "flags"]
-    names = [p.name for p in _SEARCH_PARAMETERS]
+    return _with_flags(_SEARCH_PARAMETERS, "flags", SearchFlags)(func)
 
-    @functools.wraps(func)
-    def command(**kwargs: Any) -> None:
-        flags = SearchFlags(**{name: kwargs.pop(name) for name in names})
-        func(flags=flags, **kwargs)
 
-    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
-    command.__signature__ = inspect.Signature([*positional, *_SEARCH_PARAMETERS, *keyword])  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
-    return command
+@dataclass(frozen=True)
+class AskFlags:
+    """The flags `ask` and `chat` share beside the search flags: how an answer is decided and written."""
+
+    min_confidence: float | None = None
+    min_similarity: float | None = None
+    max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
+    extractive: bool = False
+    template: str | None = None
+    remember: bool = False
+    tools: list[str] | None = None
+    llm: list[str] | None = None
+    list_questions: bool = True
+    offset: int = 0
+    limit: int = DEFAULT_LIST_LIMIT
+
+    def request_fields(self, user: str | None) -> dict[str, Any]:
+        """The `AskRequest` fields these flags set (for `SearchFlags.ask_request`), checked against each other."""
+        if self.remember and not user:
+            raise RagsteadError("--remember needs --user: memory belongs to one person")
+        if self.tools and self.extractive:
+            raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
+        return {"min_similarity": self.min_similarity, "min_confidence": self.min_confidence,
+                "max_context_tokens": self.max_context_tokens, "extractive": self.extractive,
+                "template": self.template, "remember": self.remember,
+                "tools": tuple(self.tools) if self.tools else None,
+                "llm": tuple(split_values(self.llm)) if self.llm else None, "list_questions": self.list_questions,
+                "offset": self.offset, "limit": self.limit}
+
+
+def _ask_option(name: str, default: Any, kind: Any, *names: str, help: str, **extra: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind, typer.Option(*names, help=help, **extra)])
+
+
+_ASK_PARAMETERS = [
+    _ask_option("min_confidence", None, float | None, "--min-confidence", show_default=False,
+                help="The relevance gate's threshold, 0..1; under it: refuse (default: the calibrated model's)."),
+    _ask_option("min_similarity", None, float | None, "--min-similarity", show_default=False,
+                help=f"Replace the relevance gate with a cosine threshold per chunk (the rule before the gate was "
+                     f"{DEFAULT_MIN_SIMILARITY}; -1 hands every chunk over)."),
+    _ask_option("max_context_tokens", DEFAULT_MAX_CONTEXT_TOKENS, int, "--max-context-tokens",
+                help="Token budget of the chunks given to the answerer."),
+    _ask_option("extractive", False, bool, "--extractive", help="Offline extractive answer; no LLM."),
+    _ask_option("template", None, str | None, "--template", help="LLM prompt template: a name (`ragstead "
+                "templates`) or a .toml path (default: config answer_template, else grounded)."),
+    _ask_option("remember", False, bool, "--remember", help="If the question states a lasting fact or preference, "
+                "write it to --user's memory (chat: let a \"remember that ...\" turn write it)."),
+    _ask_option("tools", None, list[str] | None, "--tools", help="Tools the LLM answerer may call: weather "
+                "(Open-Meteo); repeatable or comma-separated (default: config tools, none)."),
+    _ask_option("llm", None, list[str] | None, "--llm", help="Consent to a remote LLM answerer for this question: "
+                "openai | gemini (default: config answerer; none: answered on this machine)."),
+    _ask_option("list_questions", True, bool, "--list-questions/--no-list-questions",
+                help="Answer \"which notes mention X\" and \"how many files ...\" from the whole scope: every "
+                     "matching document once, with how many were examined."),
+    _ask_option("offset", 0, int, "--offset", help="A list answer: the first matching document to show (paging)."),
+    _ask_option("limit", DEFAULT_LIST_LIMIT, int, "--limit",
+                help=f"A list answer: matching documents to show, 1-{MAX_LIST_LIMIT}."),
+]
+
+
+def with_ask_flags(func: Callable[..., None]) -> Callable[..., None]:
+    """Give a command `ask`'s own options, collected into one `answer_flags: AskFlags` argument."""
+    return _with_flags(_ASK_PARAMETERS, "answer_flags", AskFlags)(func)
 
 
 def _open(root: Path | None, config: Path | None, db: str | None = None, store: str | None = None,
@@ -785,34 +862,12 @@ def _ask_trailer(result: Any) -> str:
   ragstead ask "how do we back up?" --extractive   # offline: never an LLM
   ragstead ask "best pancake recipe" --json        # the ask JSON""")
 @with_search_flags
+@with_ask_flags
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     flags: SearchFlags,
-    min_confidence: Annotated[float | None, typer.Option(
-        help="The relevance gate's threshold, 0..1; under it: refuse (default: the calibrated model's).",
-        show_default=False)] = None,
-    min_similarity: Annotated[float | None, typer.Option(
-        help=f"Replace the relevance gate with a cosine threshold per chunk (the rule before the gate was "
-             f"{DEFAULT_MIN_SIMILARITY}; -1 hands every chunk over).", show_default=False)] = None,
-    max_context_tokens: Annotated[int, typer.Option(help="Token budget of the chunks given to the answerer.")] = 3000,
-    extractive: Annotated[bool, typer.Option("--extractive", help="Offline extractive answer; no LLM.")] = False,
-    template: Annotated[str | None, typer.Option(help="LLM prompt template: a name (`ragstead templates`) "
-                                                      "or a .toml path (default: config answer_template, "
-                                                      "else grounded).")] = None,
-    remember_it: Annotated[bool, typer.Option("--remember", help="If the question states a lasting fact or "
-                                                                 "preference, write it to --user's memory.")] = False,
-    tools: Annotated[list[str] | None, typer.Option("--tools", help="Tools the LLM answerer may call: weather "
-                                                                    "(Open-Meteo); repeatable or comma-separated "
-                                                                    "(default: config tools, none).")] = None,
-    llm: Annotated[list[str] | None, typer.Option("--llm", help="Consent to a remote LLM answerer for this "
-                                                                "question: openai | gemini (default: config "
-                                                                "answerer; none: answered on this machine).")] = None,
-    list_questions: Annotated[bool, typer.Option(
-        "--list-questions/--no-list-questions", help="Answer \"which notes mention X\" and \"how many files ...\" "
-        "from the whole scope: every matching document once, with how many were examined.")] = True,
-    offset: Annotated[int, typer.Option(help="A list answer: the first matching document to show (paging).")] = 0,
-    limit: Annotated[int, typer.Option(help=f"A list answer: matching documents to show, 1-{MAX_LIST_LIMIT}.")
-                     ] = DEFAULT_LIST_LIMIT,
+    answer_flags: AskFlags,
+    *,
     output: Annotated[str, _format_opt("text", "json")] = "text",
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -828,42 +883,59 @@ def ask(
     question ("which notes mention Lisbon?") is answered from every document in scope."""
     with _library_errors():
         output = _output(output, as_json, "text", "json")
-        if remember_it and not flags.user:
-            raise RagsteadError("--remember needs --user: memory belongs to one person")
-        if tools and extractive:
-            raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
-        request = flags.ask_request(question, min_similarity=min_similarity, min_confidence=min_confidence,
-                                max_context_tokens=max_context_tokens, extractive=extractive, template=template,
-                                remember=remember_it, tools=tuple(tools) if tools else None,
-                                llm=tuple(split_values(llm)) if llm else None, list_questions=list_questions,
-                                offset=offset, limit=limit)
-        streaming = output == "text" and _on_terminal() and not reveal_secrets
-        stream = _WordWrapper(_stdout().width) if streaming else None
+        request = flags.ask_request(question, **answer_flags.request_fields(flags.user))
+        stream = _answer_stream(output, reveal_secrets)
         with _open(root, config, db, store_spec, model=model, reranker=reranker,
                    allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=stream.feed if stream else None)
-            hint = None if extractive or result.listing is not None else kb.consent_hint(request.llm)
+            hint = None if answer_flags.extractive or result.listing is not None else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
-                reveal = kb.revealer(c.source for c in result.citations)
-                result = replace(result, text=reveal(result.text), citations=tuple(replace(
-                    c, snippet=reveal(c.snippet), quote=c.quote and replace(c.quote, text=reveal(c.quote.text)),
-                    quotes=tuple(replace(q, text=reveal(q.text)) for q in c.quotes)) for c in result.citations))
+                result = _revealed_answer(kb, result)
     if hint:  # privacy: an LLM key alone sends nothing; say how to opt in
         err.print(f"note: {hint}", markup=False, highlight=False, soft_wrap=True)
-    for fallback in result.fallbacks:  # on stderr, so with --json too (the JSON has them as `fallbacks`)
+    _fallback_notes(result)
+    if output == "json":
+        _echo_json(result.to_dict())
+        return
+    _print_answer(result, stream)
+
+
+def _answer_stream(output: str, reveal_secrets: bool) -> _WordWrapper | None:
+    """Where a streamed answer goes: wrapped on a terminal; nowhere in a pipe, in JSON or when secrets are revealed
+    (the revealed text is printed once, whole)."""
+    streaming = output == "text" and _on_terminal() and not reveal_secrets
+    return _WordWrapper(_stdout().width) if streaming else None
+
+
+def _revealed_answer(kb: KnowledgeBase, result: Any) -> Any:
+    """The answer with the secret values the index masks given back, read again from the files it cites."""
+    reveal = kb.revealer(c.source for c in result.citations)
+    return replace(result, text=reveal(result.text), citations=tuple(replace(
+        c, snippet=reveal(c.snippet), quote=c.quote and replace(c.quote, text=reveal(c.quote.text)),
+        quotes=tuple(replace(q, text=reveal(q.text)) for q in c.quotes)) for c in result.citations))
+
+
+def _fallback_notes(result: Any) -> None:
+    """Each answerer or tool that failed, one `note:` line on stderr (with --json too: the JSON has `fallbacks`)."""
+    for fallback in result.fallbacks:
         after = ("the answer went on without it" if fallback["provider"].startswith("tool:")
                  else "the next answerer took over")
         err.print(f"[yellow]note:[/] {escape(fallback['provider'])} failed ({escape(fallback['error'])}); "
                   f"{after}", markup=True, highlight=False, soft_wrap=True)
-    if output == "json":
-        _echo_json(result.to_dict())
-        return
+
+
+def _print_answer(result: Any, stream: _WordWrapper | None, asked_as: str | None = None) -> None:
+    """`ask`'s text for people: the answer (already streamed when `stream`), each citation with the sentence(s)
+    it rests on, what a newer note superseded, the notes, and a last line naming who answered and how sure;
+    `asked_as`, the question that was searched when a conversation rewrote it, goes before that last line."""
     show = _AnswerLines()
     if result.listing is not None:  # the completeness line, then one line per document with its quote
         show.line(result.text)
         for citation in result.citations:
             quoted = citation.quote.text if citation.quote else citation.snippet
             show.line(f"[{citation.n}] {citation.where}: “{' '.join(quoted.split())}”", indent=4)
+        if asked_as:
+            _say(show.wrapped(f"asked as: {asked_as}"), dim=True)
         return
     if stream:
         stream.close()
@@ -883,7 +955,122 @@ def ask(
     if result.withheld:
         err.print(f"withheld from {result.provider} (local-only): {', '.join(result.withheld)}", markup=False,
                   highlight=False, soft_wrap=True)
+    if asked_as:
+        _say(show.wrapped(f"asked as: {asked_as}"), dim=True)
     _say(show.wrapped(_ask_trailer(result)), dim=True)
+
+
+CHAT_HELP = "/new starts a new conversation, /quit (or Ctrl-D) leaves"
+
+
+@app.command(epilog="""Examples:
+  ragstead chat --user alice                      # a conversation in the terminal (/new, /quit)
+  ragstead chat --extractive < questions.txt      # one question a line, answered turn by turn
+  printf 'When does the lease end?\\nAnd the deposit?\\n' | ragstead chat --json   # JSON Lines, a turn a line""")
+@with_search_flags
+@with_ask_flags
+def chat(
+    flags: SearchFlags,
+    answer_flags: AskFlags,
+    *,
+    output: Annotated[str, _format_opt("text", "json")] = "text",
+    as_json: JsonOpt = False,
+    model: ModelOpt = None,
+    reranker: RerankerOpt = None,
+    allow_download: AllowDownloadOpt = False,
+    reveal_secrets: RevealOpt = False,
+    root: RootOpt = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    store_spec: StoreOpt = None,
+) -> None:
+    """A conversation: follow-up questions ("and the deposit?", "who wrote it?") are answered with the earlier
+    turns' subject carried in, in the same scope and with citations, as `ask` answers. On a terminal: a prompt
+    (/new starts over, /quit or Ctrl-D leaves); questions piped in, one a line, are answered turn by turn."""
+    with _library_errors():
+        output = _output(output, as_json, "text", "json")
+        fields = answer_flags.request_fields(flags.user)
+        flags.ask_request("?", **fields)  # a bad flag is an error before the first question, not at every turn
+    interactive = sys.stdin.isatty()
+    failed = False
+    with _library_errors(), _open(root, config, db, store_spec, model=model, reranker=reranker,
+                                  allow_download=allow_download or None) as kb:
+        if interactive and output == "text":
+            _say(f"Ask about your documents; {CHAT_HELP}.", err=True, dim=True)
+        conversation = None
+        for line in _chat_lines(interactive and output == "text"):
+            if line.startswith("/"):
+                conversation = _chat_command(line, conversation)
+                if conversation == "quit":
+                    break
+                continue
+            try:
+                conversation = _chat_turn(kb, flags.ask_request(line, **fields), conversation, output,
+                                          reveal_secrets, echo=not interactive)
+            except RagsteadError as exc:  # one turn's error: its line, and the conversation goes on
+                message = exc.respelled(CLI_SPELLING) if isinstance(exc, InvalidQueryError) else str(exc)
+                err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+                failed = True
+    if failed:
+        raise typer.Exit(code=2)
+
+
+def _chat_lines(prompt: bool) -> Iterator[str]:
+    """The questions: typed at a prompt with line editing and this session's history (never written to disk),
+    or read from a pipe, one a line; blank lines are skipped."""
+    if not prompt:
+        for line in sys.stdin:
+            if line.strip():
+                yield line.strip()
+        return
+    import readline  # noqa: F401 - line editing and the up-arrow history of input()
+
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:  # Ctrl-D
+            typer.echo("")
+            return
+        if line.strip():
+            yield line.strip()
+
+
+def _chat_command(line: str, conversation: Any) -> Any:
+    """A `/command` of the chat loop: the conversation it leaves (None after /new), or "quit"."""
+    word = line.split()[0].lower()
+    if word in ("/quit", "/exit", "/q"):
+        return "quit"
+    if word == "/new":  # notes on stderr: stdout stays the answers (JSON Lines with --json)
+        _say("(a new conversation)", err=True, dim=True)
+        return None
+    _say(f"{CHAT_HELP}; anything else is a question" if word in ("/help", "/?") else
+         f"unknown command {word}: {CHAT_HELP}", err=True)
+    return conversation
+
+
+def _chat_turn(kb: KnowledgeBase, request: Any, conversation: Any, output: str, reveal_secrets: bool, *,
+               echo: bool) -> Any:
+    """Ask one turn and print it: a JSON line, or the answer as `ask` prints it (a piped question first)."""
+    if echo and output == "text":
+        typer.echo(f"> {request.query}")
+    stream = _answer_stream(output, reveal_secrets)
+    conversation = kb.chat(request, conversation=conversation, on_text=stream.feed if stream else None)
+    turn = conversation.last
+    result = turn.answer
+    if result is not None and reveal_secrets:
+        result = _revealed_answer(kb, result)
+        turn = replace(turn, answer=result)
+    if result is not None:
+        _fallback_notes(result)
+    if output == "json":
+        typer.echo(json.dumps({"turn": len(conversation.turns), **turn.to_dict()}, ensure_ascii=False))
+    elif result is None:  # a "remember that ..." turn: the memory rule's decision
+        _AnswerLines().line(turn.text)
+    else:
+        _print_answer(result, stream, asked_as=turn.rewritten if turn.rewrite.method != "none" else None)
+    if output == "text":
+        typer.echo("")  # a blank line between turns
+    return conversation
 
 
 class _AnswerLines:
