@@ -26,7 +26,8 @@ def fuzzed_api(make_project):
 
 @pytest.mark.parametrize("operation_key", ["GET /healthz", "GET /readyz", "POST /v1/query", "POST /v1/ask",
                                            "GET /v1/documents", "POST /v1/documents", "DELETE /v1/documents/{doc_id}",
-                                           "GET /v1/findability"])
+                                           "GET /v1/findability", "POST /v1/chat", "GET /v1/chat/{conversation_id}",
+                                           "DELETE /v1/chat/{conversation_id}"])
 def test_no_request_makes_the_server_fail(fuzzed_api, operation_key):
     # Hypothesis drives schemathesis' strategy directly (its pytest fixture plugin does not load on
     # pytest 9); one test per operation so a failure names it.

@@ -166,6 +166,19 @@ def test_a_malformed_history_turn_is_an_invalid_query(bad):
     assert caught.value.fields == ("history",)
 
 
+@pytest.mark.parametrize("odd", [
+    {"question": "q", "rewrite": {"carried": 5, "method": ["x"]}, "rewritten": 7},
+    {"question": "q", "answer": {"citations": [{"source": "a.md", "locator": "x", "n": True}, 3], "kind": None}},
+    {"question": "q", "answer": {"answer": 5}}, {"question": "q", "memory_write": [1], "asked_at": 12},
+])
+def test_odd_history_values_are_read_or_refused_never_a_crash(odd):
+    try:
+        read = Turn.of(odd)
+    except InvalidQueryError:
+        return
+    assert read.question == "q" and isinstance(read.to_dict(), dict)
+
+
 # -- kb.chat over a project ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -207,6 +207,51 @@ def test_a_citation_highlights_the_sentence_it_quotes_and_escape_closes_it(page,
     expect(page.locator("#passage")).to_be_hidden()
 
 
+def test_a_follow_up_continues_the_conversation_in_a_thread(page, served):
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append({"method": r.method, "url": r.url, "body": r.post_data_json
+                                              if r.method == "POST" and r.url.endswith("/v1/chat") else None}))
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-text")).to_contain_text("PostgreSQL 16")
+    expect(page.locator("#answer-asked-as")).to_be_hidden()  # the first question: asked as typed
+    run_query(page, "And when does the migration run?", "ask")
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive")
+    expect(page.locator("#answer-question")).to_have_text("And when does the migration run?")
+    expect(page.locator("#answer-asked-as")).to_have_text("Asked as: When does the migration run? (Billing "
+                                                          "decision)")
+    expect(page.locator("#answer-text")).to_contain_text("weekend")
+    earlier = page.locator("#thread li")
+    expect(earlier).to_have_count(1)
+    expect(earlier.first).to_contain_text("what did we decide about the billing database")
+    earlier.first.locator("button.cite").first.click()  # an earlier turn's citations still open their source
+    expect(page.locator("#passage-chunks .chunk.focus mark.quote.first")).to_contain_text("PostgreSQL 16")
+    page.keyboard.press("Escape")
+    chats = [r["body"] for r in sent if r["body"] is not None]
+    conversation = chats[1]["conversation_id"]
+    assert "conversation_id" not in chats[0] and conversation.startswith("c_")  # the second turn continues the first
+    screenshot(page, "web-page-conversation")
+
+    with page.expect_response(lambda r: r.request.method == "DELETE" and r.url.endswith(conversation)) as deleted:
+        page.click("#new-conversation")
+    assert deleted.value.status == 200  # forgotten on the server too
+    expect(page.locator("#thread li")).to_have_count(0)
+    expect(page.locator("#answer")).to_be_hidden()
+    with httpx.Client(base_url=served.base) as http:
+        gone = http.get(f"/v1/chat/{conversation}", headers={"Authorization": f"Bearer {served.keys['alice']}"})
+    assert gone.status_code == 404
+
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive")
+    page.locator("#filters summary").click()
+    page.select_option("#scope", "public")  # another scope: a new conversation, the old one forgotten
+    with page.expect_response(lambda r: r.request.method == "DELETE"):
+        run_query(page, "And the install?", "ask")
+    expect(page.locator("#answer-meta")).not_to_have_text("Answering…")
+    expect(page.locator("#thread li")).to_have_count(0)
+    expect(page.locator("#answer-asked-as")).to_be_hidden()
+
+
 def test_a_near_miss_answer_says_it_is_tentative(page, served):
     # The billing note never names a MySQL version: the gate lets the question through (it is on the note's topic)
     # at a relevance under one half, and the page says the answer is tentative; a sure answer does not.

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstead import __version__
+from ragstead.conversation.turns import MAX_ANSWER_CHARS, MAX_HISTORY_TURNS
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError, RagsteadError
 from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
@@ -92,6 +93,11 @@ class SearchArgs(_Filters):
         default=None, description="hybrid (default: meaning and keywords), vector (meaning), lexical (keywords).")
 
 
+class HistoryTurn(_Strict):
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="An earlier question, as asked.")
+    answer: str = Field(default="", max_length=MAX_ANSWER_CHARS, description="Its answer's text, as `ask` gave it.")
+
+
 class AskArgs(_Filters):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question to answer.")
     k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages the answer may draw on.")
@@ -101,6 +107,10 @@ class AskArgs(_Filters):
                         "answer's next_offset).")
     limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT, description="A list or count question: "
                        "how many matching documents to cite.")
+    history: list[HistoryTurn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS, description="The "
+                                       "earlier turns of the user's conversation, oldest first, when the question is "
+                                       "a follow-up ('and the deposit?', 'who wrote it?'): it is rewritten from them "
+                                       "before it is searched (the answer's `rewrite` says how). Nothing is kept.")
 
 
 class ListDocumentsArgs(_Strict):
@@ -223,7 +233,12 @@ class RagsteadMcp:
     def _ask(self, args: AskArgs) -> dict[str, Any]:
         request = AskRequest(args.question, k=args.k, extractive=args.extractive, offset=args.offset,
                              limit=args.limit, scope=self._request_scope(args))
-        return self.kb.ask(request).to_dict()
+        if not args.history:
+            return self.kb.ask(request).to_dict()
+        # One question per call still: the agent keeps the conversation; its turns only resolve a follow-up.
+        turn = self.kb.chat(request, history=[h.model_dump() for h in args.history]).turns[-1]
+        return {**turn.to_dict()["answer"], "rewrite": {"question": turn.question, "rewritten": turn.rewritten,
+                                                         **turn.rewrite.to_dict()}}
 
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
         filters = self.kb.scope(user=None if self.scope.public_only else self.scope.user,

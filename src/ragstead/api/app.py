@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, File, Request, UploadFile
@@ -30,6 +30,7 @@ from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
 from ragstead.api.page import add_page, stream_lines
 from ragstead.api.ratelimit import RateLimiter
+from ragstead.conversation.turns import MAX_HISTORY_TURNS, history_turns
 from ragstead.errors import (
     DocumentNotFoundError,
     IndexLockedError,
@@ -166,6 +167,26 @@ class AskRequest(QueryRequest):
                           min_confidence=self.min_confidence, max_context_tokens=self.max_context_tokens,
                           extractive=self.extractive, list_questions=self.list_questions, offset=self.offset,
                           limit=self.limit)
+
+
+class ChatRequest(AskRequest):
+    """Body of POST /v1/chat: an ask body plus the conversation it continues: a kept one's id, or the client's own
+    history; neither starts a new kept conversation."""
+
+    conversation_id: str | None = Field(default=None, pattern=r"^c_[0-9a-f]{20}$", description="continue this "
+                                        "conversation (kept on the server, the key's user's own)")
+    history: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_HISTORY_TURNS, description="the "
+                                                 "earlier turns, oldest first, as this route returns them or as "
+                                                 "{question, answer}; nothing is kept on the server")
+    remember: bool = Field(default=False, description="let a 'remember that ...' turn write to the key's user's "
+                                                      "memory (the key needs the upload scope)")
+
+    def chat_request(self, who: Caller) -> library.AskRequest:
+        if self.conversation_id is not None and self.history is not None:
+            raise ApiError(422, "invalid_request", "give conversation_id or history, not both")
+        if self.remember and "upload" not in who.scopes:
+            raise ApiError(403, "forbidden", "this key lacks the 'upload' scope a memory write needs")
+        return replace(self.ask_request(who), remember=self.remember)
 
 
 class IngestRequest(BaseModel):
@@ -339,6 +360,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     need = gate.need
     _add_health_routes(app, kb)
     _add_search_routes(app, kb, need, answerers, config)
+    _add_chat_routes(app, kb, need, answerers)
     _add_document_routes(app, kb, need, config)
     add_page(app)
     return app
@@ -373,7 +395,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 # The JSON bodies by route: an unknown field is checked against the body's own field names for a did-you-mean.
 _BODY_MODELS: dict[str, type[BaseModel]] = {"/v1/query": QueryRequest, "/v1/ask": AskRequest,
-                                            "/v1/ingest": IngestRequest}
+                                            "/v1/chat": ChatRequest, "/v1/ingest": IngestRequest}
 # What the library and the CLI call a body field (`k`, `--k`), and a URL's habits (`?q=`): this door's name for
 # it. The rest (`--doc-type`, `--tag`, typos) is close enough in spelling for difflib.
 _OTHER_SPELLINGS = {**API_SPELLING, "q": "query", "question": "query", "url": "sources", "urls": "sources"}
@@ -529,6 +551,44 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
         public = scope == "public"
         return run_library(lambda: kb.passage(chunk_id, around=around, user=None if public else who.user_slug,
                                               public_only=public).to_dict())
+
+
+def _add_chat_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: list[AnswerProvider]) -> None:
+    @app.post("/v1/chat", tags=["chat"])
+    def chat(body: ChatRequest, who: Caller = Depends(need("ask"))) -> Any:  # noqa: B008
+        """Ask the next turn of a conversation: a follow-up ("and the deposit?") is rewritten from the earlier turns
+        before it is searched, in the conversation's scope. `{conversation_id, turn}`: the turn is the question, the
+        question that was searched (`rewritten`, `rewrite`) and the `ask` JSON. With `stream`, NDJSON lines as the
+        answer is written, then `{type: chat, chat: <the same object>}`."""
+        # Bad filters, another user's id, another scope: a plain error before a stream starts.
+        request = run_library(lambda: body.chat_request(who))
+        before = run_library(lambda: kb.conversation(body.conversation_id, owner=who.user_slug)
+                             if body.conversation_id else None)
+        history = run_library(lambda: history_turns(body.history)) if body.history is not None else None
+        if before is not None and before.scope != request.scope:
+            raise ApiError(400, "invalid_query", "scope: this conversation keeps the scope of its first question; "
+                                                 "start a new conversation (no conversation_id) for another")
+
+        def run(on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
+            found = kb.chat(request, conversation=before, history=history, owner=who.user_slug,
+                            keep=history is None, answerers=answerers, on_text=on_text)
+            return {"conversation_id": found.id, "turn": found.last.to_dict() if found.last else None,
+                    "turns": len(found.turns)}
+
+        if not body.stream:
+            return run_library(run)
+        return stream_lines(run, log, kind="chat")
+
+    @app.get("/v1/chat/{conversation_id}", tags=["chat"])
+    def get_conversation(conversation_id: str, who: Caller = Depends(need("ask"))) -> dict[str, Any]:  # noqa: B008
+        """A kept conversation of the caller: its scope and turns. Another user's answers 404, like a missing one."""
+        return run_library(lambda: kb.conversation(conversation_id, owner=who.user_slug).to_dict())
+
+    @app.delete("/v1/chat/{conversation_id}", tags=["chat"])
+    def delete_conversation(conversation_id: str, who: Caller = Depends(need("ask"))) -> dict[str, Any]:  # noqa: B008
+        """Forget a kept conversation of the caller (its file is deleted). Another user's answers 404."""
+        run_library(lambda: kb.delete_conversation(conversation_id, owner=who.user_slug))
+        return {"deleted": conversation_id}
 
 
 def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: ApiConfig) -> None:

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragstead.errors import IndexLockedError, RagsteadError
+from ragstead.errors import DocumentNotFoundError, IndexLockedError, RagsteadError
 
 STATIC = Path(__file__).parent / "static"
 # Only this server's own files: no inline script, no eval, no remote anything, no framing, no plugins.
@@ -100,17 +100,20 @@ def add_page(app: FastAPI) -> None:
     app.mount("/ui", _Assets(directory=STATIC), name="ui")
 
 
-def stream_lines(work: Callable[[Callable[[str], None]], dict[str, Any]], log: logging.Logger) -> StreamingResponse:
+def stream_lines(work: Callable[[Callable[[str], None]], dict[str, Any]], log: logging.Logger,
+                 kind: str = "answer") -> StreamingResponse:
     """Run `work(on_text)` on a thread and stream NDJSON: `{"type": "text", "text"}` for each piece it passes to
-    `on_text`, then `{"type": "answer", "answer": <what it returned>}`, or `{"type": "error", "error": {code,
-    message}}` if it failed (the status line was already sent as 200)."""
+    `on_text`, then `{"type": kind, kind: <what it returned>}` (`answer` for /v1/ask, `chat` for /v1/chat), or
+    `{"type": "error", "error": {code, message}}` if it failed (the status line was already sent as 200)."""
     lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def run() -> None:
         try:
-            lines.put({"type": "answer", "answer": work(lambda piece: lines.put({"type": "text", "text": piece}))})
+            lines.put({"type": kind, kind: work(lambda piece: lines.put({"type": "text", "text": piece}))})
         except IndexLockedError as exc:
             lines.put({"type": "error", "error": {"code": "index_busy", "message": str(exc)}})
+        except DocumentNotFoundError as exc:  # another user's conversation reads like a missing one
+            lines.put({"type": "error", "error": {"code": "not_found", "message": str(exc)}})
         except RagsteadError as exc:
             lines.put({"type": "error", "error": {"code": "bad_request", "message": str(exc)}})
         except Exception:

@@ -105,7 +105,8 @@ class Turn(Record):
         rewrite = data.get("rewrite") if isinstance(data.get("rewrite"), Mapping) else {}
         rewritten = data.get("rewritten") if isinstance(data.get("rewritten"), str) else question
         method = rewrite.get("method") if rewrite.get("method") in METHODS else "none"
-        carried = tuple(str(c)[:200] for c in rewrite.get("carried") or () if isinstance(c, str))[:10]
+        listed = rewrite.get("carried")
+        carried = tuple(c[:200] for c in listed if isinstance(c, str))[:10] if isinstance(listed, list) else ()
         return cls(question, Rewrite(question, _text(rewritten, "rewritten", 2 * MAX_QUERY_CHARS), method, carried,
                                      str(rewrite.get("reason") or "")[:300], rewrite.get("model") or None),
                    text, bool(answer.get("refused", False)), _sources(answer.get("citations")),

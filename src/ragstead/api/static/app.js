@@ -6,6 +6,9 @@ const KEY = "ragstead-key";
 const THEME = "ragstead-theme";
 const $ = (id) => document.getElementById(id);
 let lastCitations = [];
+// The conversation the Ask button continues: its id on the server, the filters it was started with (another scope
+// starts a new one), and the turn on show (moved into the thread when the next question is asked).
+const conversation = { id: null, filters: null, shown: null };
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -210,11 +213,9 @@ async function search() {
   renderResults(await response.json(), body.query);
 }
 
-// -- ask: the answer streams in, then every [n] becomes a button that opens its source ----------------------
-function renderAnswer(result) {
-  lastCitations = result.citations;
+// -- ask: a conversation turn; the answer streams in, then every [n] becomes a button that opens its source ------
+function citedText(box, result) {
   const numbers = new Set(result.citations.map((c) => c.n));
-  const box = $("answer-text");
   box.replaceChildren();
   result.answer.split(/(\[\d{1,3}\])/).forEach((part) => {
     const n = /^\[(\d{1,3})\]$/.exec(part);
@@ -225,20 +226,64 @@ function renderAnswer(result) {
       const cited = result.citations.find((c) => c.n === Number(n[1]));
       button.title = cited.source;
       button.setAttribute("aria-label", `Source ${n[1]}: ${cited.source}`);
-      button.addEventListener("click", () => openCitation(Number(n[1])));
+      button.addEventListener("click", () => openCitation(Number(n[1]), result.citations));
       box.append(button);
     } else {
       box.append(document.createTextNode(part));
     }
   });
+}
+
+function renderAnswer(result) {
+  lastCitations = result.citations || [];
+  citedText($("answer-text"), Object.assign({ citations: [] }, result));
   const meta = [];
-  meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
+  if (result.kind === "memory") meta.push("A request to remember, not a question: the memory rule decided.");
+  else meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
   if (!result.refused && result.gate && result.gate.confidence === "tentative") {
     meta.push("Tentative: the sources may not hold this answer; check the citations.");
   }
   for (const f of result.fallbacks || []) meta.push(`Note: ${f.provider} failed (${f.error}).`);
   $("answer-meta").textContent = meta.join(" ");
   $("answer-sure").textContent = sureness(result);
+}
+
+// A turn of the conversation: the answer, and the question that was searched when a follow-up was rewritten.
+function renderTurn(turn) {
+  conversation.shown = turn;
+  renderAnswer(turn.answer);
+  const rewritten = turn.rewrite && turn.rewrite.method !== "none" && turn.rewritten !== turn.question;
+  $("answer-asked-as").textContent = rewritten ? `Asked as: ${turn.rewritten}` : "";
+  $("answer-asked-as").hidden = !rewritten;
+}
+
+// The turn on show moves into the thread above, its citations still buttons, when the next question is asked.
+function archiveTurn() {
+  const turn = conversation.shown;
+  conversation.shown = null;
+  if (!turn) return;
+  const li = el("li");
+  const said = el("p", null, "said");
+  citedText(said, Object.assign({ citations: [] }, turn.answer));
+  li.append(el("p", turn.question, "asked"), said);
+  if (turn.rewrite && turn.rewrite.method !== "none" && turn.rewritten !== turn.question) {
+    li.append(el("p", `Asked as: ${turn.rewritten}`, "meta"));
+  }
+  $("thread").append(li);
+}
+
+// A new conversation: the thread is cleared and the old one is forgotten on the server too (nothing can reopen it).
+function newConversation() {
+  const old = conversation.id;
+  Object.assign(conversation, { id: null, filters: null, shown: null });
+  $("thread").replaceChildren();
+  for (const id of ["answer-question", "answer-text", "answer-meta", "answer-sure", "answer-asked-as"]) {
+    $(id).textContent = "";
+  }
+  $("answer-asked-as").hidden = true;
+  $("answer").hidden = true;
+  $("passage").hidden = true;
+  if (old) api(`/v1/chat/${encodeURIComponent(old)}`, { method: "DELETE" }).catch(() => {});
 }
 
 // How sure the answer is, as the CLI says it: the gate's relevance and its verdict, then any note of the check.
@@ -255,11 +300,19 @@ function sureness(result) {
 
 async function ask() {
   const body = Object.assign(queryBody(), { extractive: $("extractive").checked, stream: true });
+  // A conversation keeps one scope: new filters (whose documents, types, dates, tags) start a new one.
+  const filters = JSON.stringify(Object.assign({}, body, { query: null }));
+  if (conversation.id && conversation.filters !== filters) newConversation();
+  archiveTurn();
+  if (conversation.id) body.conversation_id = conversation.id;
+  conversation.filters = filters;
   $("answer").hidden = false;
+  $("answer-question").textContent = body.query;
   $("answer-text").textContent = "";
+  $("answer-asked-as").hidden = true;
   $("answer-meta").textContent = "Answering…";
   $("answer-sure").textContent = "";
-  const response = await postJson("/v1/ask", body);
+  const response = await postJson("/v1/chat", body);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffered = "";
@@ -274,17 +327,21 @@ async function ask() {
     }
     if (done) break;
   }
+  $("q").value = "";
 }
 
 function handleLine(event) {
   if (event.type === "text") $("answer-text").append(document.createTextNode(event.text));
-  else if (event.type === "answer") renderAnswer(event.answer);
+  else if (event.type === "chat") {
+    conversation.id = event.chat.conversation_id;
+    renderTurn(event.chat.turn);
+  } else if (event.type === "answer") renderAnswer(event.answer);
   else if (event.type === "error") throw new ApiError(`The answer failed: ${event.error.message}`);
 }
 
 // -- a source in context -----------------------------------------------------------------------------------
-function openCitation(n) {
-  const citation = lastCitations.find((c) => c.n === n);
+function openCitation(n, citations = lastCitations) {
+  const citation = citations.find((c) => c.n === n);
   if (!citation) return;
   if (citation.locator.tool) {  // a tool's result (e.g. the weather): its text is the source
     showPassage(`[${n}] ${citation.source}`, citation.locator.link, "", [{ text: citation.snippet, focus: true }]);
@@ -426,6 +483,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("key").value = "";
   }));
   $("forget").addEventListener("click", () => {
+    newConversation();  // forgotten on the server while the key still opens it
     sessionStorage.removeItem(KEY);
     showNotice("");
     $("results").hidden = true;
@@ -439,6 +497,10 @@ document.addEventListener("DOMContentLoaded", () => {
     return which === "ask" ? ask() : search();
   }));
   $("passage-close").addEventListener("click", closePassage);
+  $("new-conversation").addEventListener("click", () => {
+    newConversation();
+    $("q").focus();
+  });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("passage").hidden) closePassage();
   });
