@@ -26,6 +26,9 @@ demo: install
 	@echo "== ask: a cited answer from alice's notes (extractive, offline), then a question the notes cannot answer"
 	$(BIN)/ragstead ask "what did we decide about the billing database" --root $(SAMPLE) --user alice --extractive
 	$(BIN)/ragstead ask "best pancake recipe without eggs" --root $(SAMPLE) --extractive
+	@echo "== chat: a question, then a follow-up that leans on it ('asked as' says what was searched)"
+	printf 'what did we decide about the billing database\nand how long do we keep MySQL as a fallback?\n' | \
+		$(BIN)/ragstead chat --root $(SAMPLE) --user alice --extractive
 
 # The judged end-to-end run: the whole flow on a scratch copy of the sample -> artifacts/sanity_output.json
 sanity: install

@@ -995,6 +995,7 @@ def chat(
     failed = False
     with _library_errors(), _open(root, config, db, store_spec, model=model, reranker=reranker,
                                   allow_download=allow_download or None) as kb:
+        kb.store  # noqa: B018 - a missing index is one error before the first question, not one per turn
         if interactive and output == "text":
             _say(f"Ask about your documents; {CHAT_HELP}.", err=True, dim=True)
         conversation = None
