@@ -89,6 +89,66 @@ def test_the_loop_shares_asks_flags_and_their_errors(project):
     assert public.returncode == 0 and no_bob(public.stdout) and "kb/users/alice" not in public.stdout
 
 
+class LoopbackLLM:
+    """An OpenAI-compatible server on 127.0.0.1 (a local answerer: no consent needed, nothing leaves the machine):
+    the condensing prompt gets REWRITTEN, any other prompt ANSWER, streamed in pieces."""
+
+    REWRITTEN = "How much is the deposit of the flat on Elm Street?"
+    ANSWER = ("The deposit is ", "2,400 euros ", "[1].")
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        prompts = self.prompts = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompts.append(body["messages"])
+                condensing = "standalone question" in body["messages"][0]["content"]
+                pieces = (LoopbackLLM.REWRITTEN,) if condensing else LoopbackLLM.ANSWER
+                events = "".join(f"data: {json.dumps({'choices': [{'delta': {'content': p}}]})}\n\n" for p in pieces)
+                data = (events + "data: [DONE]\n\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.env = {**OFFLINE_ENV, "RAGSTEAD_OPENAI_BASE_URL": f"http://127.0.0.1:{self.server.server_port}/v1",
+                    "RAGSTEAD_OPENAI_MODEL": "local-model"}
+
+
+def test_with_an_llm_the_condensing_prompts_output_is_what_json_shows_and_the_answer_streams(project, monkeypatch):
+    from ragstead import cli as ragstead_cli
+
+    llm = LoopbackLLM()
+    try:
+        lines = "When does the lease end?\nAnd the deposit?\n"
+        result = run_ragstead("chat", "--root", str(project), "--user", "alice", "--json", input=lines, env=llm.env)
+        assert result.returncode == 0, result.stderr
+        first, second = (json.loads(line) for line in result.stdout.splitlines())
+        assert first["rewrite"]["method"] == "none" and first["answer"]["provider"] == "openai-compatible:local-model"
+        assert second["rewritten"] == LoopbackLLM.REWRITTEN == second["answer"]["question"]
+        assert second["rewrite"] == {"method": "llm", "carried": [], "reason": "a condensing prompt rewrote it",
+                                     "model": "openai-compatible:local-model"}
+        condensing = llm.prompts[1][-1]["content"]  # the first turn's answer, the condensing prompt, the answer
+        assert "When does the lease end?" in condensing and "And the deposit?" in condensing
+        assert all("When does the lease end?" not in m["content"] for m in llm.prompts[2])  # no history to answer
+        monkeypatch.setattr(ragstead_cli, "_on_terminal", lambda: True)
+        shown = run_ragstead("chat", "--root", str(project), "--user", "alice", input=lines, env=llm.env)
+        assert "The deposit is 2,400 euros [1]." in shown.stdout  # streamed piece by piece, wrapped as it came
+        assert f"asked as: {LoopbackLLM.REWRITTEN}" in shown.stdout
+    finally:
+        llm.server.shutdown()
+
+
 def test_remember_that_in_the_loop_is_the_memory_rule_not_a_question(project, tmp_path):
     write_files(tmp_path, FILES)
     assert run_ragstead("index", "-q", "--root", str(tmp_path), env=OFFLINE_ENV).returncode == 0
