@@ -73,7 +73,7 @@ class Conversations:
             raise InvalidQueryError("give a conversation or a history, not both", fields=("history",))
         # `remember` is checked against the scope once it is known: a later turn may leave its user out.
         remember = bool(fields.pop("remember", False)) if isinstance(question, str) else question.remember
-        request = AskRequest.of(question, **fields) if isinstance(question, str) else replace(question, remember=False)
+        request = AskRequest.of(question if isinstance(question, str) else replace(question, remember=False), **fields)
         prior = self._prior(conversation, history, owner, keep, request)
         request = replace(request, scope=prior.scope, remember=remember)
         now = datetime.now(UTC).isoformat(timespec="seconds")
