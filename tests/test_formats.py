@@ -347,6 +347,7 @@ def test_an_mbox_indexed_whole_by_an_older_version_is_split_at_the_next_run(tmp_
     runner = CliRunner()
     with monkeypatch.context() as old:
         old.setitem(loaders.LOADERS, ".mbox", loaders.load_text)  # one document for the whole mailbox, as before
+        old.setenv("RAGSTEAD_MAX_READER_MB", "0")  # read in this process, where the loader is patched
         runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path)])
     assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox"]
     again = runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path), "--json"])

@@ -395,9 +395,10 @@ def test_limit_html_depth_refuses_before_parsing(tmp_path, pattern):
 
 
 def test_limit_html_depth_counts_as_a_browser_nests(tmp_path):
-    """Void elements, optional end tags, self-closing tags, comments and scripts do not add depth."""
-    page = ("<p>para <img src=x><br><input type=text><li>item<td>cell<div/><!-- <div><div> -->"
-            "<script>'<div>'.repeat(9)</script>") * 5000
+    """Void elements, optional end tags, self-closing SVG elements, comments and scripts do not add depth (a
+    self-closing `<div/>` does: the parser opens a div, #45)."""
+    page = ("<p>para <img src=x><br/><input type=text><li>item<td>cell<svg><path d='M0 0'/><g /></svg>"
+            "<!-- <div><div> --><script>'<div>'.repeat(9)</script><div><span>x</div>") * 5000
     path = tmp_path / "sloppy.html"
     path.write_bytes(f"<html><body><main>{page}</main></body></html>".encode())
     assert "para" in load_document(path, LoadLimits(max_html_depth=10)).text

@@ -115,6 +115,7 @@ class Settings:
     file_seconds: float = IndexingOptions.file_seconds
     follow_symlinks: str = IndexingOptions.follow_symlinks  # scope | project
     ocr: bool = IndexingOptions.ocr  # read images and scanned PDF pages with Tesseract (false: skip images)
+    max_reader_mb: int = IndexingOptions.max_reader_bytes >> 20  # the file reader process's memory (0: no sandbox)
     # `ragstead ingest`: network limits per source, and the server's SSRF guard (docs/ingest.md).
     fetch_connect_seconds: float = 10.0
     fetch_read_seconds: float = 30.0
@@ -215,6 +216,7 @@ class Settings:
                                max_pdf_pages=self.max_pdf_pages, max_file_chars=self.max_file_chars,
                                max_html_depth=self.max_html_depth, file_seconds=self.file_seconds,
                                follow_symlinks=self.follow_symlinks, ocr=self.ocr,
+                               max_reader_bytes=self.max_reader_mb << 20,
                                exclude=(*self.exclude, *self.ignore_file_patterns()))
 
     def ignore_file_patterns(self) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
-from ragstead.documents.loaders import LOADERS, is_supported, load_document
+from ragstead.documents.loaders import LOADERS, is_supported
+from ragstead.documents.sandbox import load_isolated
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError, LoadError, UnsupportedFileError
 from ragstead.filters import QueryFilters
@@ -71,7 +72,7 @@ class Landing:
                     shutil.copyfileobj(data, out, 1 << 20)
             try:
                 # Unreadable content is refused before it replaces anything, under the project's limits.
-                load_document(tmp, options.load_limits)
+                load_isolated(tmp, options.load_limits)
             except LoadError as exc:
                 raise LoadError(str(exc).replace(str(tmp), name)) from None
             report = self.install([(tmp, target)], [], staged, [rel], options, wait)

@@ -22,7 +22,8 @@ from ragstead.answer.ask import UnitVectorCache
 from ragstead.answer.base import AnswerProvider
 from ragstead.config import Settings
 from ragstead.documents.ids import file_sha256
-from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES, load_document
+from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES
+from ragstead.documents.sandbox import load_isolated
 from ragstead.documents.secrets import reveal as reveal_secrets
 from ragstead.documents.secrets import reveal_notice
 from ragstead.embeddings.base import Embedder
@@ -125,7 +126,7 @@ class Runtime:
                 return None
             if file_hash is not None and file_sha256(path) != file_hash:
                 return None
-            return load_document(path).text
+            return load_isolated(path, self.settings.indexing().load_limits).text
         except (LoadError, OSError):
             return None
 

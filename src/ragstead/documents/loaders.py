@@ -47,6 +47,8 @@ class LoadLimits:
     seconds: float = 60.0  # time to read one file (and, in the indexer, to chunk it)
     max_html_depth: int = 512  # elements open at once in an HTML file, counted before it is parsed
     ocr: bool = True  # read images and scanned PDF pages with OCR (formats/ocr.py)
+    # The address space of the process a file is read in (sandbox.py); 0: read in the calling process, unlimited.
+    max_reader_bytes: int = 2048 * MIB
 
 
 # A zip member smaller than this unpacked cannot hurt, whatever its ratio (a run of blanks compresses well).
@@ -269,36 +271,107 @@ def load_pdf(data: bytes, budget: Budget) -> LoadedDocument:
 _BOILERPLATE_TAGS = "script, style, noscript, nav, header, footer, aside, form, iframe, svg, template"
 
 
-# What the depth pre-scan steps over: comments and raw-text elements whole (their `<` are not tags), then tags.
-# A tag runs to the next `>` or `<` (never to the end of the file), so the scan stays linear on broken markup.
-_MARKUP = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|textarea|xmp)\b.*?(?:</\1\s*>|\Z)"
-                     r"|<(/?)([a-zA-Z][^\s/<>]*)([^<>]*)", re.DOTALL | re.IGNORECASE)
-# Elements that never nest (void) or that the parser closes by itself (optional end tags): not counted.
+# The depth pre-scan models the HTML parser's stack of open elements (WHATWG "tree construction"), erring only
+# toward counting deeper than the parser builds, never shallower. It finds comments and tags; a tag runs to the
+# next `>` or `<` (never to the end of the file), so the scan stays linear on broken markup.
+_SCAN = re.compile(r"<(?:(!--)|(/?)([a-zA-Z][^\s/<>]*)([^<>]*))")
+_COMMENT_END = re.compile(r"--!?>")
+# Elements that never nest (void) or that the parser closes by itself (optional end tags): never on the stack.
 _FLAT_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr keygen "
                        "p li dt dd tr td th thead tbody tfoot colgroup caption option optgroup rb rt rp "
                        "html head body".split())
+# Whose content is text up to their end tag, in HTML (in SVG or MathML they are elements like any other).
+_RAW_TEXT = frozenset("script style textarea xmp title".split())
+# In SVG or MathML, these start tags leave foreign content (the parser pops back to HTML first).
+_BREAKOUT = frozenset("b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i img "
+                      "li listing menu meta nobr ol p pre ruby s small span strong strike sub sup table tt u ul "
+                      "var".split())
+_FONT_BREAKOUT = re.compile(r"\b(?:color|face|size)\b", re.IGNORECASE)
+# Foreign elements whose content is HTML again (integration points).
+_INTEGRATION = frozenset("foreignobject desc title mi mo mn ms mtext annotation-xml".split())
+# An end tag never closes past these ("has an element in scope").
+_SCOPE = frozenset("applet caption html table td th marquee object template".split()) | _INTEGRATION
+# The "special" elements: an end tag that is not one of theirs stops at them instead of closing through them.
+_SPECIAL = frozenset(
+    "address applet area article aside base basefont bgsound blockquote body br button caption center col colgroup "
+    "dd details dialog dir div dl dt embed fieldset figcaption figure footer form frame frameset h1 h2 h3 h4 h5 h6 "
+    "head header hgroup hr html iframe img input keygen li link listing main marquee menu meta nav noembed "
+    "noframes noscript object ol p param plaintext pre script search section select source style summary table "
+    "tbody td template textarea tfoot th thead title tr track ul wbr xmp".split()) | _INTEGRATION
+_HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
+
+_Open = tuple[str, bool]  # an element on the modelled stack: its name and whether it is SVG/MathML (foreign)
 
 
 def check_html_depth(html: str, budget: Budget) -> None:
     """Refuse markup nested deeper than `max_html_depth` before it is parsed: lexbor's tree building costs
     time growing with the square of the depth (200,000 nested <div>s: minutes in one C call no budget check
-    can interrupt). A linear scan counts start tags minus end tags, leaving out void elements and those
-    with optional end tags, so sloppy but honest HTML counts no deeper than a browser builds it."""
+    can interrupt). A linear scan keeps the parser's stack as the HTML standard builds it: `<div/>` opens a div
+    (the slash only closes SVG and MathML elements), an end tag closes only an element that is open and in scope
+    (`</x>` closes nothing), `<!-->` is a whole comment, script and style text ends at `</script`, not `</script>`.
+    Void elements and those with optional end tags are never counted, so sloppy but honest HTML counts no deeper
+    than a browser builds it."""
     limit = budget.limits.max_html_depth
-    depth = 0
-    for count, match in enumerate(_MARKUP.finditer(html)):
-        name = match.group(3)
-        if name is None or name.lower() in _FLAT_TAGS:
-            continue
-        if match.group(2):
-            depth = max(depth - 1, 0)
-        elif not match.group(4).rstrip().endswith("/"):
-            depth += 1
-            if depth > limit:
-                raise LoadError(f"{budget.name}: HTML nested over {limit} elements deep (max_html_depth), "
-                                "skipped")
+    stack: list[_Open] = []
+    at, count = 0, 0
+    while match := _SCAN.search(html, at):
+        at = match.end()
+        count += 1
         if count % 65536 == 0:
             budget.tick()
+        if match.group(1):  # a comment: `<!-->` and `<!--->` end at once, the rest at `-->` or `--!>`
+            if html.startswith((">", "->"), at):
+                at += 1 if html.startswith(">", at) else 2
+                continue
+            end = _COMMENT_END.search(html, at)
+            at = end.end() if end else len(html)
+            continue
+        name = match.group(3).lower()
+        if match.group(2):
+            _close(stack, name)
+            continue
+        closed = match.group(4).rstrip().endswith("/") and html.startswith(">", at)
+        at = _open(stack, name, match.group(4), closed, html, at)
+        if len(stack) > limit:
+            raise LoadError(f"{budget.name}: HTML nested over {limit} elements deep (max_html_depth), skipped")
+
+
+def _open(stack: list[_Open], name: str, attributes: str, closed: bool, html: str, at: int) -> int:
+    """A start tag on the modelled stack; returns where the scan goes on (past a raw-text element's text)."""
+    foreign = bool(stack) and stack[-1][1] and stack[-1][0] not in _INTEGRATION
+    if foreign and (name in _BREAKOUT or (name == "font" and _FONT_BREAKOUT.search(attributes))):
+        while stack and stack[-1][1] and stack[-1][0] not in _INTEGRATION:  # back to HTML content
+            stack.pop()
+        foreign = False
+    if foreign or name in ("svg", "math"):
+        if not (closed and attributes.rstrip()[-2:-1] in ("", " ", '"', "'", "\t", "\n")):
+            stack.append((name, True))  # a self-closing foreign element opens nothing
+        return at
+    if name in _RAW_TEXT:
+        end = re.compile(rf"</{re.escape(name)}[\s/>]", re.IGNORECASE).search(html, at)
+        return end.start() if end else len(html)
+    if name not in _FLAT_TAGS:
+        stack.append((name, False))  # in HTML a `/>` closes nothing
+    return at
+
+
+def _close(stack: list[_Open], name: str) -> None:
+    """An end tag: it closes the nearest open element of its name, with everything opened inside it, unless an
+    element it cannot close through comes first (a scope boundary; for a non-special name, any special element).
+    `</form>` takes only the form off the stack; `</h2>` closes any heading."""
+    special = name in _SPECIAL
+    for index in range(len(stack) - 1, -1, -1):
+        element, foreign = stack[index]
+        if element == name or (name in _HEADINGS and element in _HEADINGS and not foreign):
+            if name == "form":
+                del stack[index]
+            else:
+                del stack[index:]
+            return
+        if foreign and element not in _INTEGRATION:
+            continue  # a foreign element closes when an outer one does
+        if element in _SCOPE or (not special and element in _SPECIAL):
+            return
 
 
 def load_html(data: bytes, budget: Budget) -> LoadedDocument:
@@ -487,7 +560,11 @@ def _read(path: Path, limits: LoadLimits, name: str) -> bytes:
             if size > limits.max_file_bytes:
                 raise LoadError(f"{name}: {size / MIB:.1f} MiB, over the {limits.max_file_bytes / MIB:g} MiB "
                                 "file size limit (max_file_mb), skipped")
-            data = handle.read(limits.max_file_bytes + 1)
+            # Asked for its size (+1 to see it grow), not for the limit: read(n) allocates n bytes up front, which
+            # under the reader's address-space limit (sandbox.py) failed a 20-byte note with max_file_mb = 600.
+            data = handle.read(size + 1)
+            if len(data) > size:  # it grew while we read
+                data += handle.read(limits.max_file_bytes + 1 - len(data))
     except OSError as exc:
         raise LoadError(f"{name}: cannot read ({exc.strerror or exc})") from exc
     if len(data) > limits.max_file_bytes:  # it grew while we read

@@ -43,10 +43,10 @@ from ragstead.documents.loaders import (
     LoadedDocument,
     LoadLimits,
     is_supported,
-    load_document,
     one_line,
 )
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathMetadata, PathRule, derive_metadata
+from ragstead.documents.sandbox import load_isolated
 from ragstead.documents.secrets import (
     DETECTOR_VERSION,
     SecretSpan,
@@ -105,6 +105,7 @@ class IndexingOptions:
     file_seconds: float = _LIMITS.seconds
     follow_symlinks: str = "scope"
     ocr: bool = True  # images and scanned PDF pages are read with OCR (Tesseract)
+    max_reader_bytes: int = _LIMITS.max_reader_bytes  # the reader process's memory (0: read in this process)
     exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
 
     def __post_init__(self) -> None:
@@ -112,6 +113,8 @@ class IndexingOptions:
                      "max_html_depth", "file_seconds"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be above 0, got {getattr(self, name)!r}")
+        if self.max_reader_bytes < 0:
+            raise ConfigError(f"max_reader_mb must be 0 or above, got {self.max_reader_bytes >> 20!r}")
         if self.follow_symlinks not in FOLLOW_SYMLINKS:
             raise ConfigError(f"follow_symlinks must be one of {FOLLOW_SYMLINKS}, got {self.follow_symlinks!r}")
 
@@ -120,7 +123,7 @@ class IndexingOptions:
         return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
                           max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
                           max_chars=self.max_file_chars, max_html_depth=self.max_html_depth,
-                          seconds=self.file_seconds, ocr=self.ocr)
+                          seconds=self.file_seconds, ocr=self.ocr, max_reader_bytes=self.max_reader_bytes)
 
 
 @dataclass
@@ -451,7 +454,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> list[Documen
     if name_secrets(candidate.rel_path):
         return Skip(SECRET_IN_NAME, failed=False)
     budget = Budget(options.load_limits, storable_path(candidate.path))
-    loaded = candidate.loaded or load_document(candidate.path, budget=budget)
+    loaded = candidate.loaded or load_isolated(candidate.path, budget=budget)
     meta = derive_metadata(candidate.rel_path, candidate.mtime or None, options.path_rules)
     id_path = candidate.id_path or candidate.rel_path
     # The file's own document, and the documents inside it (an mbox's messages, attachments) under `path#key`.

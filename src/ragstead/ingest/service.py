@@ -21,7 +21,7 @@ from ragstead.atomic import make_private_folder
 from ragstead.config import load_settings
 from ragstead.documents.formats.mail import ADDRESS_TAG_PREFIXES
 from ragstead.documents.ids import fs_path
-from ragstead.documents.loaders import load_document
+from ragstead.documents.sandbox import load_isolated
 from ragstead.documents.sources import sidecar_path
 from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import PassageMemo
@@ -179,7 +179,7 @@ class IngestTarget:
         try:
             written = write_archive(staged / target.name, extracted, source, tags)
             try:
-                load_document(staged / target.name, options.load_limits)  # unreadable content never lands
+                load_isolated(staged / target.name, options.load_limits)  # unreadable content never lands
             except LoadError as exc:
                 raise LoadError(str(exc).replace(f"{staged / target.name}", target.name)) from None
             old = [p for d in replaces for p in (fs_path(rt.root, d["file_path"]),

@@ -27,6 +27,11 @@ from ragstead.documents.formats.parts import Meter, Nested, Parts, check_count
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 _MBOX_SEPARATOR = re.compile(rb"^From [^\n]*\n", re.MULTILINE)
+# The e-mail parser holds a message several times over (raw, each part decoded, the text): a 99 MB message peaked
+# at 1.2 GB. 32 MiB holds a message with 25 MB of attachments (mail services' usual cap) in base64; a bigger one
+# is read for its headers only, and says so in its text.
+MAX_MESSAGE_BYTES = 32 << 20
+_HEAD_BYTES = 1 << 20
 
 
 def _date(message: EmailMessage) -> str | None:
@@ -119,8 +124,23 @@ def _message(message: EmailMessage, label: str, key: str, budget: Meter, nested:
 
 
 def _parse(data: bytes) -> EmailMessage:
+    """The message, or, past MAX_MESSAGE_BYTES, a message of its headers whose body says it was too large: its size
+    is checked before the parser reads it."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        return _headers_only(data)
     message = BytesParser(policy=policy.default).parsebytes(data)
     assert isinstance(message, EmailMessage)  # policy.default makes EmailMessage objects
+    return message
+
+
+def _headers_only(data: bytes) -> EmailMessage:
+    head = BytesParser(policy=policy.default).parsebytes(data[:_HEAD_BYTES], headersonly=True)
+    message = EmailMessage()
+    for name in (*_HEADERS, "Message-ID"):
+        if head[name] is not None:
+            message[name] = str(head[name])
+    message.set_content(f"(This message is {len(data) / (1 << 20):.0f} MiB, over the {MAX_MESSAGE_BYTES >> 20} MiB "
+                        "a message may be: only its headers were read.)")
     return message
 
 
