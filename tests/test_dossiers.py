@@ -15,10 +15,11 @@ import shutil
 import sqlite3
 import stat
 import tempfile
+import uuid
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -373,15 +374,63 @@ def test_an_unreachable_server_is_a_one_line_reason(root: Path) -> None:
 # -- PostgreSQL ------------------------------------------------------------------------------------------------
 
 
+def _as_role(url: str, role: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+
+
 @pytest.fixture
 def pg_trades(pg_url: str) -> str:
+    """The trades table, and the URL of a role made as docs/ingest.md says, which can only read it (the server's
+    superuser URL is refused)."""
+    role = f"dossiers_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE trades (user_slug text, proxy_wallet text, day date, market text, "
                      "pnl numeric(12, 2), size double precision, note text)")
         with conn.cursor() as cursor:
             cursor.executemany("INSERT INTO trades VALUES (%s, %s, %s, %s, %s, %s, %s)", TRADES)
         conn.execute("CREATE SEQUENCE trade_ids")
-    return pg_url
+        conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION")
+        conn.execute(f"GRANT SELECT ON trades TO {role}")
+        conn.execute(f"GRANT USAGE, SELECT, UPDATE ON SEQUENCE trade_ids TO {role}")  # nextval: READ ONLY refuses it
+    return _as_role(pg_url, role)
+
+
+@pytest.mark.parametrize("granted", [None, "pg_write_server_files", "pg_signal_backend", "pg_read_server_files",
+                                     "pg_execute_server_program", "through another role"])
+def test_postgresql_refuses_a_role_that_can_act_outside_the_database(pg_url: str, pg_trades: str, root: Path,
+                                                                     granted: str | None) -> None:
+    """The function check is a deny-list with gaps; the role is the bound: a superuser, or a member of a role that
+    writes or reads server files, runs server programs or signals other sessions, runs nothing (#45)."""
+    url = pg_url  # the server's superuser
+    if granted is not None:
+        role = f"dossiers_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+            conn.execute(f"GRANT SELECT ON trades TO {role}")
+            if granted == "through another role":
+                conn.execute(f"CREATE ROLE {role}_ops NOLOGIN")
+                conn.execute(f"GRANT pg_signal_backend TO {role}_ops")
+                conn.execute(f"GRANT {role}_ops TO {role}")
+            else:
+                conn.execute(f"GRANT {granted} TO {role}")
+        url = _as_role(pg_url, role)
+    refused = "a superuser" if granted is None else (
+        "pg_signal_backend" if granted == "through another role" else granted)
+    with pytest.raises(SourceError, match=rf"is (a member of )?{refused}.*postgresql-a-role-for-dossiers") as error:
+        render_dossiers(url, query=QUERY, root=root)
+    assert "\n" not in str(error.value)
+    assert not (root / "artifacts").exists()  # nothing ran, nothing was written
+    assert render_dossiers(pg_trades, query=QUERY, root=root).written  # the reader role is fine
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT name'\\' AS a, lo_export(1, '/tmp/x') AS b",  # `name'\'` is a typed literal, not E'...'
+    "SELECT ts_rewrite('a'::tsquery, 'SELECT pg_terminate_backend(1)')",
+])
+def test_postgresql_deny_list_bypasses_of_the_probe_are_refused(query: str) -> None:
+    with pytest.raises(SourceError, match="acts outside the database"):
+        check_read_only_statement(query, "postgresql")
 
 
 def test_postgresql_rows_become_dossiers(pg_trades: str, root: Path) -> None:

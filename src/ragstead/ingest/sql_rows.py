@@ -133,6 +133,13 @@ def _in_name(out: list[str]) -> bool:
     return bool(out) and bool(re.match(r"[A-Za-z0-9_$]", out[-1][-1:]))
 
 
+def _escape_string_prefix(sql: str, quote: int) -> bool:
+    """Whether the `'` at `quote` opens a PostgreSQL escape string: E'…' with the E a token of its own. In
+    `name'\'` the e ends a type name (a typed literal, `name '\'`): the string is a plain one, a backslash and
+    its end, and reading it as E'…' hid the rest of the query from the function check (#45)."""
+    return quote > 0 and sql[quote - 1] in "eE" and not (quote > 1 and re.match(r"[A-Za-z0-9_$]", sql[quote - 2]))
+
+
 def _code_only(sql: str, engine: str) -> str:
     """The statement with every comment, string literal and quoted identifier blanked out, so a keyword or
     `;` found in what is left is real SQL. Lexes as the engine does: backslash escapes in ClickHouse strings,
@@ -157,7 +164,7 @@ def _code_only(sql: str, engine: str) -> str:
                 raise SourceError("the query has a Unicode-escaped identifier (U&\"…\"): spell names plainly")
             close = "]" if ch == "[" else ch
             j = i + 1
-            escapes = backslash or (engine == "postgresql" and ch == "'" and i > 0 and sql[i - 1] in "eE")
+            escapes = backslash or (engine == "postgresql" and ch == "'" and _escape_string_prefix(sql, i))
             while j < n:
                 if escapes and sql[j] == "\\":
                     j += 2
@@ -199,7 +206,7 @@ _PG_DENIED_FUNCTIONS = re.compile(
     r"pg_(?:start|stop)_backup|pg_backup_\w+|pg_create_\w+|pg_drop_replication_slot|pg_replication_\w+|"
     r"pg_logical_\w+|pg_notify|pg_advisory_\w+|pg_try_advisory_\w+|pg_stat_reset\w*|pg_import_\w+|"
     r"dblink\w*|set_config|query_to_xml\w*|cursor_to_xml\w*|table_to_xml\w*|schema_to_xml\w*|"
-    r"database_to_xml\w*|ts_stat)\s*\(", re.IGNORECASE)
+    r"database_to_xml\w*|ts_stat|ts_rewrite)\s*\(", re.IGNORECASE)
 _SQLITE_DENIED_FUNCTIONS = re.compile(r"\b(load_extension|writefile|readfile|edit|fts3_tokenizer)\s*\(",
                                       re.IGNORECASE)
 _DENIED_FUNCTIONS = {"postgresql": _PG_DENIED_FUNCTIONS, "sqlite": _SQLITE_DENIED_FUNCTIONS}
@@ -375,6 +382,7 @@ def _fetch_postgresql(src: DataSource, query: str, limits: Limits) -> tuple[list
         raise SourceError(f"cannot connect to {src.label} at {src.where}: {_pg_reason(exc, secrets)}") from None
     try:
         conn.read_only = True  # the transaction the first statement opens is BEGIN READ ONLY
+        _check_role(conn, src)
         conn.execute("SELECT set_config('statement_timeout', %s, true)",
                      [f"{max(1, math.ceil(limits.query_timeout * 1000))}ms"])
         # A server-side cursor: DECLARE accepts one SELECT or VALUES, with no data-modifying WITH, and streams
@@ -397,6 +405,28 @@ def _fetch_postgresql(src: DataSource, query: str, limits: Limits) -> tuple[list
     finally:
         conn.close()  # without a commit: the read-only transaction is rolled back
     return columns, rows
+
+
+# Predefined roles whose members act on the server outside the database, whatever the transaction: write or read
+# its files (COPY, lo_export, pg_read_file), run programs there, signal other sessions.
+_SERVER_ROLES = ("pg_execute_server_program", "pg_read_server_files", "pg_signal_backend", "pg_write_server_files")
+ROLE_HELP = "docs/ingest.md#postgresql-a-role-for-dossiers"
+
+
+def _check_role(conn: Any, src: DataSource) -> None:
+    """Refuse to run the query as a superuser or as a member of a role in _SERVER_ROLES: the function check is a
+    deny-list, and a deny-list has gaps (#45: a typed literal and ts_rewrite got lo_export and pg_terminate_backend
+    past it); a role that cannot act outside the database is the bound that holds."""
+    row = conn.execute(
+        "SELECT current_user::text, r.rolsuper, ARRAY(SELECT g.rolname::text FROM pg_roles g WHERE g.rolname = ANY(%s) "
+        "AND pg_has_role(current_user, g.oid, 'MEMBER') ORDER BY g.rolname) FROM pg_roles r "
+        "WHERE r.rolname = current_user", [list(_SERVER_ROLES)]).fetchone()
+    user, superuser, granted = (row[0], bool(row[1]), list(row[2])) if row else (src.username, False, [])
+    if superuser or granted:
+        what = "a superuser" if superuser else f"a member of {', '.join(granted)}"
+        raise SourceError(f"{src.label} user {user!r} is {what}, which can act outside the database "
+                          "(server files, other sessions); dossiers run as a role that can only read: create one "
+                          f"({ROLE_HELP})")
 
 
 def _pg_reason(exc: BaseException, secrets: Sequence[str]) -> str:
