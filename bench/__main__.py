@@ -22,7 +22,11 @@ def main() -> None:
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
                                            "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes",
-                                           "partitions"])
+                                           "partitions", "train-reader", "reader"])
+    parser.add_argument("--label", default="", help="reader bench: a name for this run's results file")
+    parser.add_argument("--squad", type=Path, default=None,
+                        help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
+    parser.add_argument("--epochs", type=float, default=1.0, help="train-reader: passes over the training pairs")
     parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
@@ -143,6 +147,18 @@ def main() -> None:
         from bench.milvus_scifact import main as milvus_scifact_main
 
         milvus_scifact_main(args.dataset, args.workdir)
+    if args.what == "reader":  # not in `all`: ~5 min; --squad adds the public answer-or-refuse set
+        from bench.reader_eval import main as reader_bench
+
+        reader_bench(args.squad, label=args.label)
+        return
+    if args.what == "train-reader":  # not in `all`: needs torch and the SQuAD file (the `train` extra)
+        from bench.train_reader import main as train_reader
+
+        if args.squad is None:
+            parser.error("train-reader needs --squad PATH (SQuAD 2.0's train-v2.0.json)")
+        train_reader(args.squad, epochs=args.epochs, limit=args.limit)
+        return
     if args.what == "partitions":  # not in `all`: the PostgreSQL server extras, ~10 min at 100k chunks
         from bench.partitions import main as partitions_main
 
