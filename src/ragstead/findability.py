@@ -25,13 +25,15 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.documents.ids import file_of
 from ragstead.filters import QueryFilters
 from ragstead.indexing.build import IndexReport, Skip, diff_roots, prepare_file
 from ragstead.retrieval.lexical_query import STOP_WORDS
@@ -45,6 +47,8 @@ TITLE_TERMS = 6  # of which from its title and headings at most
 MIN_WORDS = 12  # fewer words than this, and an unfindable document is "too short"
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two documents' word sets above which one can shadow the other
 FETCH_BATCH = 500  # chunk row ids resolved to documents per store call
+T = TypeVar("T")
+SCOPE_SHARE = 4  # a scope under a quarter of the index reads its documents' chunks one document at a time
 LAST_RUN = "findability.json"
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -128,11 +132,9 @@ class Findability:
         With `filters` (a caller's scope) only the documents and left-out files of that scope take part, and
         the run is not compared with nor saved as the last run."""
         started = time.perf_counter()
-        rt = self.runtime
-        # The store's read connection is shared by a server's threads: held for the one pass that reads the
-        # documents, then per query, never across the run (other callers' searches wait for a query, not the run).
-        with rt.lock:
-            docs = self._read_documents() if filters is None else self._read_scope(filters)
+        # The store's read connection is shared by a server's threads: held per batch of documents and per query,
+        # never across the run (other callers' searches wait for a query, not the run).
+        docs = self._read_documents() if filters is None else self._read_scope(filters)
         ranked = self._rank(docs, top)
         left_out = self._left_out(filters)
         not_findable = [u for u in (self._judge(doc, ranked[doc.doc_id], docs, top) for doc in docs.values())
@@ -156,7 +158,7 @@ class Findability:
     def _read_documents(self) -> dict[str, _Doc]:
         """Every document with its word counts and headings (one pass over the store, in batches)."""
         docs: dict[str, _Doc] = {}
-        for write in self.runtime.store.export_documents():
+        for write in _locked(self.runtime.store.export_documents(), self.runtime.lock):
             record = write.document
             docs[record.doc_id] = _doc(record.doc_id, record.file_path, record.title, _owner_scope(record),
                                        ((chunk.text, chunk.section_path) for chunk in write.chunks))
@@ -164,21 +166,32 @@ class Findability:
 
     def _read_scope(self, filters: QueryFilters) -> dict[str, _Doc]:
         """The documents `filters` admit, by the store's own filters (the WHERE of every search) and checked
-        against their paths as searches are, each with its chunks; each ranks in `filters`."""
-        store, rules = self.runtime.store, self.runtime.settings.scope_rules
-        admitted: set[str] = set()
+        against their paths as searches are, each with its chunks; each ranks in `filters`. Only the scope is
+        read (#45: a key owning nothing made the server read every document of the index)."""
+        store, rules, lock = self.runtime.store, self.runtime.settings.scope_rules, self.runtime.lock
+        admitted: dict[str, dict[str, Any]] = {}
         offset = 0
         while True:
-            page = store.list_documents(filters, FETCH_BATCH, offset)
+            with lock:
+                page = store.list_documents(filters, FETCH_BATCH, offset)
             # A row whose stored metadata disagrees with its path is left out, as a search leaves it out.
-            admitted.update(row["doc_id"] for row in page if filters.admits(row["file_path"], rules))
+            admitted.update((row["doc_id"], row) for row in page if filters.admits(row["file_path"], rules))
             if len(page) < FETCH_BATCH:
                 break
             offset += FETCH_BATCH
-        # The chunks in one batched pass, as the whole-index run reads them, skipping the documents outside the
-        # scope: one chunk query per document was 3x slower for 900 notes in SQLite.
         docs: dict[str, _Doc] = {}
-        for write in store.export_documents():
+        with lock:
+            total = store.count_documents(QueryFilters())
+        if len(admitted) * SCOPE_SHARE < total:  # a small scope: its documents' chunks, one query each
+            for doc_id, row in admitted.items():
+                with lock:
+                    chunks = store.document_chunks(filters, doc_id=doc_id)
+                docs[doc_id] = _doc(doc_id, row["file_path"], row.get("title"), filters,
+                                    ((chunk["text"], chunk.get("section_path")) for chunk in chunks))
+            return _with_queries(docs)
+        # Most of the index: one batched pass, as the whole-index run reads it (a query per document was 3x
+        # slower for 900 notes in SQLite), skipping the documents outside the scope.
+        for write in _locked(store.export_documents(), lock):
             record = write.document
             if record.doc_id in admitted:
                 docs[record.doc_id] = _doc(record.doc_id, record.file_path, record.title, filters,
@@ -252,8 +265,9 @@ class Findability:
         report = IndexReport()
         with rt.lock:
             manifest = rt.store.manifest()
-        # Reading the new files (extraction, OCR) runs without the store's lock.
-        diff = diff_roots(options, roots, manifest, report)
+        # Reading the new files (extraction, OCR) runs without the store's lock; a scoped run hashes and reads
+        # only the files of its scope (another user's changed files are not its business, nor its cost).
+        diff = diff_roots(options, roots, manifest, report, None if filters is None else _InScope(in_scope))
         out = [Unfindable(item["path"], _kind(item["reason"]), item["reason"]) for item in report.skipped
                if in_scope(item["path"])]
         for candidate in diff.todo:
@@ -284,6 +298,30 @@ class Findability:
                   "documents": {d.path: d.path not in missing for d in docs.values()}}
         make_private_folder(self.last_run_file.parent)
         write_text_atomically(self.last_run_file, json.dumps(record, indent=1, sort_keys=True))
+
+
+class _InScope:
+    """The files of a caller's scope, for the walk of `diff_roots` (in place of a `Within`): every folder is
+    walked (a scope is a rule on paths, not a folder), only the files the scope admits are stat'ed and hashed."""
+
+    def __init__(self, admits: Callable[[str], bool]) -> None:
+        self.admits = admits
+
+    def holds(self, rel: str) -> bool:
+        return self.admits(file_of(rel))
+
+    def leads_to(self, folder: str) -> bool:
+        return True
+
+
+def _locked(items: Iterator[T], lock: AbstractContextManager[Any]) -> Iterator[T]:
+    """`items`, each one taken from the (store's) iterator under `lock`, which is released between them."""
+    while True:
+        with lock:
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
 
 
 def _doc(doc_id: str, path: str, title: str | None, scope: QueryFilters,

@@ -29,7 +29,7 @@ from ragstead.answer.base import AnswerProvider
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
 from ragstead.api.page import add_page, stream_lines
-from ragstead.api.ratelimit import RateLimiter
+from ragstead.api.ratelimit import ByteBudget, PerKey, RateLimiter
 from ragstead.conversation.turns import MAX_HISTORY_TURNS, history_turns
 from ragstead.errors import (
     DocumentNotFoundError,
@@ -78,6 +78,11 @@ class ApiConfig:
     index_wait_seconds: float = 30.0
     max_top_k: int = MAX_K  # unused: top_k's limit is the request model's
     max_tokens: int = 8000  # /v1/query's default budget for the returned chunks' text (0: none)
+    # The costly calls one key may have running at once (more answer 429), and the bytes the server's concurrent
+    # fetches may hold: each /v1/ingest reserves its cap (fetch_max_mb) before it fetches (more answer 503).
+    key_findability: int = 1
+    key_ingests: int = 1
+    fetch_bytes_held: int = 256 << 20
     # `ragstead serve`'s one-time token: the project owner's key for this server's life (the page link it
     # prints, `/?token=…`, as Jupyter does); None: API keys only.
     owner_token: str | None = None
@@ -309,6 +314,11 @@ def run_library(call: Callable[[], Any]) -> Any:
         raise ApiError(404, "not_found", str(exc)) from exc
     except RagsteadError as exc:
         raise ApiError(400, "bad_request", str(exc)) from exc
+
+
+def _busy_key(what: str, limit: int) -> ApiError:
+    return ApiError(429, "busy_key", f"this key already has {limit} {what}{'' if limit == 1 else 's'} running; "
+                    "retry when it ends", {"Retry-After": "5"})
 
 
 def nothing_visible_note(kb: KnowledgeBase, user: str) -> str | None:
@@ -592,6 +602,9 @@ def _add_chat_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: lis
 
 
 def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: ApiConfig) -> None:
+    checking, ingesting = PerKey(config.key_findability), PerKey(config.key_ingests)
+    fetches = ByteBudget(config.fetch_bytes_held)
+
     @app.get("/v1/findability", tags=["documents"])
     def findability(scope: Literal["private", "public"] = "private", include_archive: bool = False,
                     who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
@@ -604,7 +617,10 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
             filters = caller_scope(who, scope, include_archive=include_archive).filters()
             return kb.findability(filters=filters).to_dict()
 
-        return run_library(run)
+        with checking.enter(who.key_id) as allowed:
+            if not allowed:
+                raise _busy_key("findability check", config.key_findability)
+            return run_library(run)
 
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
@@ -644,9 +660,18 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
         metadata addresses are refused unless the server's config sets allow_private_urls."""
         if any(len(s) > 4096 for s in body.sources) or any(len(t) > 100 for t in body.tags):
             raise ApiError(422, "invalid_request", "a source is at most 4096 characters, a tag at most 100")
-        return run_library(lambda: kb.ingest(body.sources, tags=body.tags, user=who.user_slug, refresh=body.refresh,
-                                             allow_private=False, urls_only=True,
-                                             wait=config.index_wait_seconds).to_dict())
+        # The sources of one call are fetched one after another: one response's cap is what the call may hold.
+        cap = min(kb.settings.fetch_max_mb << 20, config.fetch_bytes_held)
+        with ingesting.enter(who.key_id) as allowed:
+            if not allowed:
+                raise _busy_key("ingest", config.key_ingests)
+            with fetches.reserve(cap) as room:
+                if not room:
+                    raise ApiError(503, "busy", f"the server is fetching other sources ({fetches.held >> 20} MiB "
+                                   f"held of {config.fetch_bytes_held >> 20}); retry", {"Retry-After": "5"})
+                return run_library(lambda: kb.ingest(body.sources, tags=body.tags, user=who.user_slug,
+                                                     refresh=body.refresh, allow_private=False, urls_only=True,
+                                                     wait=config.index_wait_seconds).to_dict())
 
     @app.delete("/v1/documents/{doc_id}", tags=["documents"])
     def delete_document(doc_id: str, who: Caller = Depends(need("delete"))) -> dict[str, Any]:  # noqa: B008

@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from limits import RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
@@ -42,3 +45,45 @@ class RateLimiter:
             for item in self._items:
                 self._limiter.hit(item, key)
             return 0
+
+
+class PerKey:
+    """At most `limit` calls of one kind at once per key (#45: one key's eight parallel findability checks stalled
+    other users' queries); `enter` says whether this one may start."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self._running, self._lock = limit, Counter[str](), threading.Lock()
+
+    @contextmanager
+    def enter(self, key: str) -> Iterator[bool]:
+        with self._lock:
+            allowed = self._running[key] < self.limit
+            if allowed:
+                self._running[key] += 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._lock:
+                    self._running[key] -= 1
+
+
+class ByteBudget:
+    """The bytes a server's concurrent fetches may hold, reserved whole before a fetch starts (each reserves its
+    cap, `fetch_max_mb`): forty 283-byte compression bombs fetched at once held 50 MB each, 2.1 GB in all."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.held, self._lock = total, 0, threading.Lock()
+
+    @contextmanager
+    def reserve(self, size: int) -> Iterator[bool]:
+        with self._lock:
+            allowed = self.held + size <= self.total
+            if allowed:
+                self.held += size
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._lock:
+                    self.held -= size

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -295,8 +295,16 @@ class Within:
         return folder in ("", ".") or folder in self.ancestors or self.holds(folder)
 
 
+class PathScope(Protocol):
+    """What a walk is narrowed to: a `Within` (paths), or any rule on paths (findability's caller's scope)."""
+
+    def holds(self, rel: str) -> bool: ...
+
+    def leads_to(self, folder: str) -> bool: ...
+
+
 def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
-          within: Within | None = None) -> Iterator[tuple[str, Path, str, os.stat_result]]:
+          within: PathScope | None = None) -> Iterator[tuple[str, Path, str, os.stat_result]]:
     """Yield (root, file, real relative path, stat) for every regular file under the roots that a loader
     reads, skipping hidden entries and the index's own folder. Everything else met on the way is reported as
     skipped: unsupported types, symlinks outside their scope, symlinked folders (never followed: no loops),
@@ -629,7 +637,7 @@ class RootsDiff:
 
 
 def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry],
-               report: IndexReport, within: Within | None = None, keep: frozenset[str] = frozenset(),
+               report: IndexReport, within: PathScope | None = None, keep: frozenset[str] = frozenset(),
                reread: bool = False) -> RootsDiff:
     """The comparison every index run makes (by size and mtime, then SHA-256), without writing anything: what
     `index` would do to these roots. Files left out land in `report` as skips; unchanged ones are counted.

@@ -1,0 +1,152 @@
+"""What one key can make the server spend (#45.4, #45.6): a findability check reads only the caller's scope (a key
+owning nothing reads nothing, hashes and parses no one else's files) and never holds the shared read connection
+across its run; one key runs one findability check and one ingest at a time; the bytes concurrent fetches may hold
+are one server-wide budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ragstead import findability
+from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.api import ApiConfig, create_app
+from ragstead.api.keys import KeyFile
+from ragstead.indexing import build
+from ragstead.knowledge_base import KnowledgeBase
+
+ALICE = {f"kb/users/alice/note{i}.md": f"# Alice {i}\n\nAlice's note {i} on herons, kestrels and the ferry {i}.\n"
+         for i in range(3)}
+CAROL = {f"kb/users/carol/note{i}.md": f"# Carol {i}\n\nCarol's note {i} about the budget line {i} and tides.\n"
+         for i in range(30)}
+
+
+@pytest.fixture
+def embedder(fake_embedder):  # type: ignore[no-untyped-def]
+    return fake_embedder
+
+
+@pytest.fixture
+def served(make_project):  # type: ignore[no-untyped-def]
+    project = make_project({**ALICE, **CAROL})
+    project.index()
+    keys = KeyFile(project.settings.db_file.parent / "api_keys.json")
+    tokens = {user: keys.add(user)[0] for user in ("alice", "bob", "carol")}  # bob owns nothing
+    kb = KnowledgeBase(project.settings, embedder=project.embedder, providers=[ExtractiveAnswerer()])
+
+    def client(**config: Any) -> TestClient:
+        return TestClient(create_app(kb, ApiConfig(rate_per_minute=0, burst=0, **config)))
+
+    yield project, kb, tokens, client
+    kb.close()
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _count_calls(monkeypatch, target: Any, name: str, calls: list[str]) -> None:  # type: ignore[no-untyped-def]
+    real = getattr(target, name)
+    monkeypatch.setattr(target, name, lambda *a, **k: calls.append(name) or real(*a, **k))
+
+
+def test_a_key_owning_nothing_makes_the_check_read_and_hash_nothing(served, monkeypatch):
+    project, kb, tokens, client = served
+    for i in range(5):  # carol's files changed and added since the run: a whole-project check hashes and reads them
+        (project.root / f"kb/users/carol/note{i}.md").write_text(f"# Carol {i}\n\nRewritten {i}.\n")
+        (project.root / f"kb/users/carol/new{i}.md").write_text(f"# New {i}\n\nNot indexed yet {i}.\n")
+    calls: list[str] = []
+    _count_calls(monkeypatch, kb.runtime.store, "export_documents", calls)
+    _count_calls(monkeypatch, kb.runtime.store, "document_chunks", calls)
+    hashed: list[str] = []
+    real_hash = build.file_sha256
+    monkeypatch.setattr(build, "file_sha256", lambda path: hashed.append(str(path)) or real_hash(path))
+    prepared: list[str] = []
+    real_prepare = build.prepare_file
+    monkeypatch.setattr("ragstead.findability.prepare_file",
+                        lambda candidate, options: prepared.append(candidate.rel_path) or real_prepare(candidate,
+                                                                                                      options))
+    answer = client().get("/v1/findability", headers=auth(tokens["bob"]))
+    assert answer.status_code == 200 and answer.json()["documents"] == 0
+    assert calls == [] and hashed == [] and prepared == []  # was: every document of the index read, carol's files
+    answer = client().get("/v1/findability", headers=auth(tokens["alice"]))
+    assert answer.json()["documents"] == 3
+    assert calls == ["document_chunks"] * 3 and hashed == [] and prepared == []  # her 3, not carol's 30
+
+
+def test_the_check_never_holds_the_read_connection_across_its_run(served, monkeypatch):
+    _, _, tokens, client = served
+    events: list[str] = []
+    real = findability._doc
+
+    def slow(*args: Any, **kwargs: Any) -> Any:  # the work on each document read (its words), made slow
+        events.append("read")
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(findability, "_doc", slow)
+    http = client()
+    checker = threading.Thread(target=lambda: http.get("/v1/findability", headers=auth(tokens["alice"])))
+    checker.start()
+    while "read" not in events:
+        time.sleep(0.01)
+    found = http.post("/v1/query", json={"query": "budget tides"}, headers=auth(tokens["carol"]))
+    events.append("carol answered")
+    checker.join(timeout=60)
+    assert found.status_code == 200
+    assert events.index("carol answered") < len(events) - 1  # was: carol's query waited for alice's whole read
+
+
+def _held(monkeypatch, kb: KnowledgeBase, method: str) -> tuple[threading.Event, threading.Event]:  # type: ignore[no-untyped-def]
+    """`kb.<method>` made to wait: (started, release)."""
+    started, release = threading.Event(), threading.Event()
+    real = getattr(kb, method)
+
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kb, method, waiting)
+    return started, release
+
+
+def test_one_key_runs_one_findability_check_at_a_time(served, monkeypatch):
+    _, kb, tokens, client = served
+    started, release = _held(monkeypatch, kb, "findability")
+    http = client()
+    first: list[Any] = []
+    thread = threading.Thread(target=lambda: first.append(http.get("/v1/findability", headers=auth(tokens["alice"]))))
+    thread.start()
+    assert started.wait(30)
+    second = http.get("/v1/findability", headers=auth(tokens["alice"]))
+    release.set()
+    thread.join(timeout=60)
+    assert second.status_code == 429 and second.json()["error"]["code"] == "busy_key"  # was: both ran
+    assert first[0].status_code == 200
+    assert http.get("/v1/findability", headers=auth(tokens["alice"])).status_code == 200  # once it ended
+
+
+def test_concurrent_fetches_share_one_byte_budget(served, monkeypatch):
+    project, kb, tokens, client = served
+    started, release = _held(monkeypatch, kb, "ingest")
+    cap = project.settings.fetch_max_mb << 20
+    http = client(fetch_bytes_held=cap + cap // 2)  # room for one response's cap, not two
+    body = {"sources": ["https://example.org/a"]}
+    first: list[Any] = []
+    thread = threading.Thread(target=lambda: first.append(http.post("/v1/ingest", json=body,
+                                                                      headers=auth(tokens["alice"]))))
+    thread.start()
+    assert started.wait(30)
+    same_key = http.post("/v1/ingest", json=body, headers=auth(tokens["alice"]))
+    other_key = http.post("/v1/ingest", json=body, headers=auth(tokens["carol"]))
+    release.set()
+    thread.join(timeout=120)
+    assert same_key.status_code == 429 and same_key.json()["error"]["code"] == "busy_key"
+    assert other_key.status_code == 503 and other_key.json()["error"]["code"] == "busy"  # was: 40 fetches, 2.1 GB
+    assert "Retry-After" in other_key.headers
+    assert first[0].status_code == 200  # the first one ran (its fetch fails offline: a result, not an error)
