@@ -101,6 +101,22 @@ def test_every_request_that_leaves_is_logged_and_nothing_else_leaves(project: Pa
     assert "api.openai.com" in table.output and "news.example.org" in table.output
 
 
+def test_freshness_urls_checks_are_logged(project: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """`freshness --urls` re-fetches every ingested page: each request is a line, as ingest's own are (#45: they
+    were not)."""
+    network = Network()
+    settings = load_settings(project).with_overrides(auto_tags=False)
+    with KnowledgeBase(settings, embedder=embedder, transport=network.transport) as kb:
+        kb.index()
+        kb.ingest(["https://news.example.org/weather"], transport=network.transport, allow_private=True)
+        fetched = len(network.attempts)
+        kb.freshness(urls=True, transport=network.transport)
+        log = kb.egress_log()
+    checks = [r for r in log if r["purpose"] == "freshness check"]
+    assert len(network.attempts) > fetched and len(checks) == len(network.attempts) - fetched
+    assert {r["host"] for r in checks} == {"news.example.org"}
+
+
 def test_a_default_index_query_and_ask_make_no_outside_request(project: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000000000")
     monkeypatch.setenv("GEMINI_API_KEY", "gm-test")

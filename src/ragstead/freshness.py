@@ -587,7 +587,7 @@ class FreshnessService:
                                deadline_seconds=settings.fetch_deadline_seconds)
         kept_file = settings.db_file.parent / VALIDATORS_FILE  # private: it names the pages users ingested
         kept = read_validators(kept_file)
-        with make_client(options, transport) as client:
+        with make_client(options, transport) as client, egress.purpose("freshness check"):
             plan = plan_urls(pages, client, options, kept)
             plan_feeds(pages, client, options, plan)
         if plan.validators:

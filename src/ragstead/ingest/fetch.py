@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import httpcore
 import httpx
 
+from ragstead import egress
 from ragstead.ingest.base import SourceError, http_failure, read_capped
 from ragstead.ingest.deadline import DeadlineTransport, source_deadline
 from ragstead.ingest.decoding import ACCEPT_ENCODING
@@ -62,9 +63,12 @@ def make_client(options: FetchOptions, transport: httpx.BaseTransport | None = N
     """The client every fetcher of one ingest call shares. With `allow_private` off, each request (redirects
     included) is checked before it is sent, and each connection at connect time (CheckedBackend). `transport`
     replaces the network (tests); `resolver` replaces DNS (tests)."""
-    hooks: dict[str, list[Callable[..., None]]] = {}
+    hooks: dict[str, list[Callable[..., None]]] = {"request": []}
     if not options.allow_private:
-        hooks["request"] = [lambda request: check_public_host(request.url.host, request.url.port, resolver)]
+        hooks["request"].append(lambda request: check_public_host(request.url.host, request.url.port, resolver))
+    # Every request of every fetching client (each redirect hop) is in the egress log, under the caller's
+    # `egress.purpose`: a caller that made its own client without the hook left a gap (`freshness --urls`, #45).
+    hooks["request"].append(egress.hook)
     return httpx.Client(
         transport=DeadlineTransport(transport or network_transport(options.allow_private, resolver)),
         timeout=httpx.Timeout(options.read_seconds, connect=options.connect_seconds),

@@ -149,7 +149,6 @@ def ingest_sources(
     bad = [t for t in given_tags if not normalize_tag(t)]
     fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
-        client.event_hooks["request"].append(egress.hook)  # every fetch (each redirect hop) is logged
         for given, folder_tags, feed in _expanded(sources, root, not urls_only, client, fetch_options):
             result = _one(given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
                           None if urls_only else root, database, urls_only, feed)
