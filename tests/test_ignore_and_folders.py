@@ -60,3 +60,26 @@ def test_init_writes_a_commented_starter_and_private_team_folders(tmp_path: Path
         report = kb.doctor()
         assert not report["ok"] and any(r["path"].endswith("kb/users/alice") for r in report["loose"])
         assert kb.doctor(fix=True)["ok"]
+
+
+def test_a_symlink_to_an_ignored_file_is_ignored_too(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """#45: `kb/notes/plan.md -> drafts/wip.md` read the ignored draft under another name."""
+    _files(tmp_path)
+    (tmp_path / "kb" / "notes" / "plan.md").symlink_to("drafts/wip.md")
+    (tmp_path / "kb" / "notes" / "keep-link.md").symlink_to("keep.md")  # a symlink to a kept file still counts
+    with ragstead.open(tmp_path, embedder=embedder, roots=("kb",)) as kb:
+        report = kb.index()
+        assert "kb/notes/plan.md" not in report.added and "kb/notes/keep-link.md" in report.added
+        assert not any("draft note" in hit.snippet for hit in kb.search("draft note", k=5).hits)
+
+
+def test_ingest_of_an_ignored_file_is_refused_unread(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """#45: `ragstead ingest kb/notes/drafts/wip.md` archived the ignored draft where the index reads it."""
+    _files(tmp_path)
+    (tmp_path / "outside-link.md").symlink_to("kb/notes/drafts/wip.md")
+    with ragstead.open(tmp_path, embedder=embedder, roots=("kb",)) as kb:
+        for given in ("kb/notes/drafts/wip.md", str(tmp_path / "kb/top-draft.md"), "outside-link.md"):
+            result = kb.ingest([given]).results[0]
+            assert result.status == "failed" and "ignores this file" in (result.reason or ""), given
+        assert kb.ingest(["kb/notes/keep.md"]).results[0].status == "added"  # a kept file is ingested as before
+        assert not any("draft note" in hit.snippet for hit in kb.search("draft note", k=5).hits)

@@ -346,13 +346,22 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
                 rel = path.relative_to(base).as_posix()
                 if within is not None and not within.holds(rel):
                     continue
-                if ignore.ignored(rel):
+                if ignore.ignored(rel) or _leads_to_ignored(path, base, ignore):
                     report.excluded += 1
                     continue
                 info = _admit(path, rel, top, base, own, options, report)
                 if info is not None:
                     yield root, path, rel, info
         _folder_errors(errors, base, report)
+
+
+def _leads_to_ignored(path: Path, base: Path, ignore: IgnoreRules) -> bool:
+    """A symlink whose target the project ignores: `notes/plan.md -> ../private/plan.md` with `private/` in
+    .ragsteadignore read the ignored file under another name (#45)."""
+    if not os.path.islink(path):
+        return False
+    target = Path(os.path.realpath(path))
+    return target.is_relative_to(base) and ignore.ignored(target.relative_to(base).as_posix())
 
 
 def is_sidecar(path: Path) -> bool:

@@ -140,32 +140,53 @@ def ingest_sources(
     on_result: Callable[[SourceResult], None] | None = None,
     database: Callable[[Source, SourceResult], None] | None = None,
     urls_only: bool = False,
+    ignored: Callable[[Path], bool] | None = None,
 ) -> IngestReport:
     """Ingest each source into every target. `tagger(text, existing_tags)` auto-tags (None: only `tags`);
     `database(source, result)` handles an analytics source (rows rendered as dossiers) and fills `result`.
-    `urls_only`: only http(s) URLs (a server never reads its own files or databases for a client)."""
+    `urls_only`: only http(s) URLs (a server never reads its own files or databases for a client). `ignored`:
+    whether a local file is one the project leaves out (.ragsteadignore, `exclude`): it is refused, unread."""
     report = IngestReport()
     given_tags = [t for t in tags if t.strip()]
     bad = [t for t in given_tags if not normalize_tag(t)]
     fetch_options = fetch_options or FetchOptions()
     with make_client(fetch_options, transport) as client, egress.purpose("ingest fetch"):
-        for given, folder_tags, feed in _expanded(sources, root, not urls_only, client, fetch_options):
-            result = _one(given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
-                          None if urls_only else root, database, urls_only, feed)
+        for given, folder_tags, feed in _expanded(sources, root, not urls_only, client, fetch_options, ignored):
+            result = _refused_file(given, root, ignored) or _one(
+                given, targets, client, [*given_tags, *folder_tags], bad, refresh, fetch_options, tagger,
+                None if urls_only else root, database, urls_only, feed)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)
     return report
 
 
+def _refused_file(given: str, root: Path | None, ignored: Callable[[Path], bool] | None) -> SourceResult | None:
+    """A failed result for a local file the project ignores (`ingest PATH` read it and archived it where the
+    index reads it, #45); None for anything else, which `_one` handles."""
+    if ignored is None or given.strip().lower().startswith(("http://", "https://")):
+        return None
+    try:
+        source = parse_source(given, root=root)
+    except SourceError:
+        return None  # `_one` says why
+    if source.kind != "file" or not ignored(Path(source.url)):
+        return None
+    return SourceResult(source=redact(given), status="failed", kind="file", url=source.url,
+                        reason="the project ignores this file (.ragsteadignore or the exclude setting): not ingested")
+
+
 def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: httpx.Client,
-              options: FetchOptions) -> list[tuple[str, list[str], str | None]]:
+              options: FetchOptions, ignored: Callable[[Path], bool] | None = None
+              ) -> list[tuple[str, list[str], str | None]]:
     """Each source with its own tags and the feed it came from: a bookmark export stands for its bookmarks,
     tagged with their folders (only where local files may be read: never for a server's client), a feed for
     its entries' pages (each remembering the feed, so `freshness --urls` can look for new entries)."""
     out: list[tuple[str, list[str], str | None]] = []
     for given in sources:
         export = bookmarks_file(given, root) if local else None
+        if export is not None and ignored is not None and ignored(export):
+            export = None  # an ignored bookmark export is refused as a file, below, not read for its links
         links = read_bookmarks(export) if export is not None else []
         if links:  # a bookmark file without bookmarks (or not one after all) is ingested, or refused, as given
             out.extend((link, tags, None) for link, tags in links)

@@ -7,6 +7,7 @@ that call, handed to each target, never state on a shared object.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from ragstead.embeddings.cache import PassageMemo
 from ragstead.errors import ConfigError, LoadError, RagsteadError, one_line_reason
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
+from ragstead.indexing.ignore import IgnoreRules
 from ragstead.ingest.archive import archive_path, write_archive
 from ragstead.ingest.base import Extracted
 from ragstead.ingest.dossiers import render_dossiers
@@ -99,11 +101,22 @@ class IngestService:
                     on_result=on_result,
                     database=(lambda source, result: _ingest_dossiers(chosen, source, result, query, template,
                                                                       group_by, only_user, wait)) if query else None,
-                    urls_only=urls_only)
+                    urls_only=urls_only, ignored=self._ignored)
         finally:
             for name, landing in landings.items():
                 if name != "default":
                     landing.runtime.close()
+
+    def _ignored(self, path: Path) -> bool:
+        """Whether a local file is one this project leaves out: by its own path, or (a symlink) by where it
+        leads, when either is inside the project."""
+        rt = self.runtime
+        root = rt.root.resolve()
+        rules = IgnoreRules(root, rt.settings.indexing().exclude)
+        for candidate in {Path(os.path.abspath(path)), Path(os.path.realpath(path))}:
+            if candidate.is_relative_to(root) and rules.ignored(candidate.relative_to(root).as_posix()):
+                return True
+        return False
 
     def _targets(self, names: Sequence[str]) -> dict[str, Landing]:
         """Where an ingest writes: this project ("default") and the configured `[targets.NAME]`, each opened
