@@ -142,6 +142,19 @@ def test_a_page_on_another_origin_cannot_upload_or_read(served):
     assert listed.status_code == 200 and "evil" not in listed.text  # the same origin (the web page) is served
 
 
+def test_a_page_of_another_local_server_is_another_origin(served):
+    """#45: the listen address is an allowed host, and any port of an allowed host passed the Origin check, so a
+    page served by another program on 127.0.0.1 could read and write through the browser."""
+    base, port = served
+    other = f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}"
+    files = {"file": ("evil.md", b"planted by another local server", "text/markdown")}
+    assert httpx.post(f"{base}/v1/documents", files=files, headers={"Origin": other}, timeout=30).status_code == 403
+    assert httpx.get(f"{base}/v1/documents", headers={"Origin": other}, timeout=30).status_code == 403
+    assert httpx.get(f"{base}/v1/documents", headers={"Origin": f"http://localhost:{port}"},
+                     timeout=30).status_code == 403  # another name for this server is another origin too
+    assert httpx.get(f"{base}/v1/documents", headers={"Origin": base}, timeout=30).status_code == 200
+
+
 def test_with_keys_too_every_route_checks_host_and_origin_and_allowed_hosts_let_a_name_in(make_project):
     project = make_project({"kb/users/alice/notes.md": "Alice's notes on the heron survey."})
     project.index()
@@ -157,4 +170,5 @@ def test_with_keys_too_every_route_checks_host_and_origin_and_allowed_hosts_let_
     assert client.get("/v1/documents", headers={**auth, "Host": "[::1]:8000"}).status_code == 200
     assert client.post("/v1/query", json=query, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
     assert client.post("/v1/query", json=query, headers={**auth, "Origin": "https://kb.lan"}).status_code == 200
+    assert client.post("/v1/query", json=query, headers={**auth, "Origin": "https://kb.lan:8443"}).status_code == 403
     assert client.post("/v1/query", json=query, headers=auth).status_code == 200

@@ -34,24 +34,45 @@ def _is_ip(name: str) -> bool:
     return True
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_entry(host: str) -> tuple[str, int | None]:
+    """An `allowed_hosts` entry as (name, port): "kb.lan:8443" -> ("kb.lan", 8443), "kb.lan" -> ("kb.lan", None),
+    None meaning the scheme's default port (a reverse proxy on 80 or 443)."""
+    name = _host_name(host)
+    rest = host.strip().lower()
+    rest = rest.split("]", 1)[1] if rest.startswith("[") else ("" if rest.count(":") != 1 else rest[rest.index(":"):])
+    port = rest.lstrip(":")
+    return name, int(port) if port.isdigit() else None
+
+
 class HostOriginGuard:
     def __init__(self, app: ASGIApp, extra_hosts: Iterable[str] = ()) -> None:
         self.app = app
         self.hosts = LOCAL_NAMES | {_host_name(h) for h in extra_hosts if h.strip()}
+        self.origins = {_origin_entry(h) for h in extra_hosts if h.strip()}
 
     def host_allowed(self, name: str, scope: Scope) -> bool:
         server = scope.get("server") or ("", None)
         return name in self.hosts or _is_ip(name) or name == str(server[0]).lower()
 
     def origin_allowed(self, origin: str, host: str) -> bool:
-        """The server's own origin, or one on a name of `allowed_hosts` (a reverse proxy that rewrites Host)."""
+        """The server's own origin, or one on an `allowed_hosts` entry, its port included (a reverse proxy that
+        rewrites Host): an entry without a port admits the scheme's default one. Before, any port of an allowed
+        name passed, so a page of another local server (`http://127.0.0.1:9999`) could call this one (#45)."""
         try:
             parts = urlsplit(origin)
             name = (parts.hostname or "").rstrip(".")
+            port = parts.port
         except ValueError:
             return False
-        return parts.netloc.lower() == host.lower() or (parts.scheme in ("http", "https") and name in self.hosts
-                                                        and name not in LOCAL_NAMES)
+        if parts.netloc.lower() == host.lower():
+            return True
+        if parts.scheme not in DEFAULT_PORTS or name in LOCAL_NAMES:
+            return False
+        return (name, port) in self.origins or (port in (None, DEFAULT_PORTS[parts.scheme])
+                                                and (name, None) in self.origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
