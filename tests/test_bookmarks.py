@@ -3,6 +3,8 @@ tagged with its folders; the server's clients cannot make it read a local export
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import ragstead
@@ -141,3 +143,23 @@ def test_chromes_json_and_firefoxs_places_are_read_too(tmp_path):
 
     assert bookmarks_file(str(places), None) == places and bookmarks_file(str(chrome), None) == chrome
     assert read_bookmarks(places) == [("https://c.example/", ["toolbar", "travel"])]
+
+
+def test_a_bookmarks_file_nested_thousands_deep_fails_alone(tmp_path, web, fake_embedder):
+    """#45: Chrome's `Bookmarks` nested 2,000 deep raised RecursionError out of ingest, with a traceback, and the
+    other sources were lost."""
+    base, _ = web
+    (tmp_path / "kb").mkdir()
+    deep = '{"type": "folder", "name": "f", "children": [' * 3000 + \
+        f'{{"type": "url", "url": "{base}/paper.pdf"}}' + "]}" * 3000
+    (tmp_path / "Bookmarks").write_text(f'{{"roots": {{"bookmark_bar": {deep}}}}}')
+    wide = {"type": "folder", "name": "top", "children": [
+        {"type": "folder", "name": f"f{i}", "children": [{"type": "url", "url": f"{base}/article.html?{i}"}]}
+        for i in range(2)]}
+    (tmp_path / "Wide").mkdir()
+    (tmp_path / "Wide" / "Bookmarks").write_text(json.dumps({"roots": {"bookmark_bar": wide}}))
+    assert [tags for _, tags in read_bookmarks(tmp_path / "Wide" / "Bookmarks")] == [["top", "f0"], ["top", "f1"]]
+    with ragstead.open(tmp_path, embedder=fake_embedder, owner="ana", auto_tags=False) as kb:
+        report = kb.ingest([str(tmp_path / "Bookmarks"), f"{base}/article.html"])
+    assert [r.status for r in report.results] == ["failed", "added"]  # the page is ingested all the same
+    assert report.results[0].reason

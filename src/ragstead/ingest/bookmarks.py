@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ragstead.documents.loaders import Budget, LoadLimits, check_html_depth
+from ragstead.errors import LoadError
 from ragstead.ingest.tagging import normalize_tag
 
 _SIGNATURE = b"NETSCAPE-Bookmark-file"
 _MAX_BYTES = 50 << 20  # a browser's whole history of bookmarks is a few MiB
 MAX_BOOKMARKS = 10_000
+MAX_FOLDER_TAGS = 8  # the outermost folders a bookmark is tagged with
 
 
 def bookmarks_file(given: str, root: Path | None) -> Path | None:
@@ -62,7 +65,12 @@ def read_bookmarks(path: Path) -> list[tuple[str, list[str]]]:
 def _html_links(path: Path) -> Iterator[tuple[str, list[str]]]:
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(path.read_bytes().decode("utf-8", errors="replace"))
+    markup = path.read_bytes().decode("utf-8", errors="replace")
+    try:  # nested folders are nested <DL>s: lexbor's cost grows with the square of the depth, as for any page
+        check_html_depth(markup, Budget(LoadLimits(), path.name))
+    except LoadError:
+        return
+    tree = LexborHTMLParser(markup)
     for link in tree.css("a[href]"):
         folders = []
         node = link.parent
@@ -74,23 +82,24 @@ def _html_links(path: Path) -> Iterator[tuple[str, list[str]]]:
                 if heading is not None:
                     folders.append(heading.text(strip=True))
             node = node.parent
-        yield link.attributes.get("href") or "", folders[::-1]
+        yield link.attributes.get("href") or "", folders[::-1][:MAX_FOLDER_TAGS]
 
 
 def _json_links(path: Path) -> Iterator[tuple[str, list[str]]]:
     """Chrome's `Bookmarks`: {"roots": {"bookmark_bar": {"type": "folder", "name": …, "children": […]}, …}}."""
     try:
         roots = json.loads(path.read_text(encoding="utf-8", errors="replace")).get("roots", {})
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # nested past the parser's depth: no browser's export
         return
     stack: list[tuple[Any, list[str]]] = [(node, []) for node in roots.values() if isinstance(node, dict)]
     while stack:
-        node, folders = stack.pop(0)
+        node, folders = stack.pop()
         if node.get("type") == "url":
             yield str(node.get("url") or ""), folders
         elif isinstance(node.get("children"), list):
-            inner = [*folders, str(node.get("name") or "")]
-            stack[:0] = [(child, inner) for child in node["children"] if isinstance(child, dict)]
+            # The tags are the outer folders: a few names, not one per level of a file nested thousands deep.
+            inner = folders if len(folders) >= MAX_FOLDER_TAGS else [*folders, str(node.get("name") or "")]
+            stack.extend((child, inner) for child in reversed(node["children"]) if isinstance(child, dict))
 
 
 def _sqlite_links(path: Path) -> Iterator[tuple[str, list[str]]]:

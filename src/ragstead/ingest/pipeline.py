@@ -187,7 +187,10 @@ def _expanded(sources: Sequence[str], root: Path | None, local: bool, client: ht
         export = bookmarks_file(given, root) if local else None
         if export is not None and ignored is not None and ignored(export):
             export = None  # an ignored bookmark export is refused as a file, below, not read for its links
-        links = read_bookmarks(export) if export is not None else []
+        try:
+            links = read_bookmarks(export) if export is not None else []
+        except Exception:  # a malformed export: ingested (or refused, with the reason) as given, the rest go on
+            links = []
         if links:  # a bookmark file without bookmarks (or not one after all) is ingested, or refused, as given
             out.extend((link, tags, None) for link, tags in links)
             continue
