@@ -189,6 +189,29 @@ def test_when_the_folder_holding_the_index_goes_watch_stops_and_creates_nothing(
         watcher.kb.close()
 
 
+def test_when_only_the_index_file_is_deleted_watch_stops_and_builds_no_partial_index(tmp_path, embedder):
+    """#45: with kb/rag/ragstead.db deleted and the folder left, the next batch made a new index holding only the
+    files of that batch."""
+    write_files(tmp_path, FILES)
+    watcher = Watching(tmp_path, embedder)
+    index_file = watcher.kb.runtime.spec.sqlite_file
+    try:
+        assert index_file is not None and index_file.exists()
+        for path in index_file.parent.glob(f"{index_file.name}*"):  # the file and its -wal/-shm
+            path.unlink()
+        write_files(tmp_path, {"kb/notes/after.md": "Written after the index file was deleted."})
+        watcher.thread.join(PATIENCE)
+        assert not watcher.thread.is_alive(), "watch kept running without its index file"
+        assert not watcher.errors, watcher.errors
+        notes = [b.note for b in watcher.batches if b.note]
+        assert any("index file" in note and "gone" in note and "stopped" in note for note in notes), notes
+        assert not index_file.exists()  # no new, partial index in its place
+    finally:
+        watcher.stop.set()
+        watcher.thread.join(PATIENCE)
+        watcher.kb.close()
+
+
 def test_a_root_that_does_not_exist_yet_is_followed_once_it_appears(tmp_path, embedder):
     write_files(tmp_path, {"kb/notes/tides.md": FILES["kb/notes/tides.md"]})
     watcher = Watching(tmp_path, embedder)  # artifacts/ is a configured root, missing for now

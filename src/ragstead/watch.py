@@ -11,8 +11,9 @@ A root that disappears is left alone in the index (as `index` leaves a missing r
 is not a mass delete); the watcher re-arms when it comes back and catches it up. A folder without permission
 is reported by the walk and skipped; the rest is still watched (folder by folder, see `_follow`).
 
-The index's own folder (`kb/rag`) is different: when it goes (its root moved or deleted), any index run would
-create a new, empty index in its place. The watcher stops instead, saying so, and creates nothing.
+The index's own folder (`kb/rag`) and its file are different: when either goes (its root moved or deleted, the
+index file deleted), any index run would create a new index in its place holding only what changed next. The
+watcher stops instead, saying so, and creates nothing.
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ class WatchBatch:
         return out
 
 
+_Identity = tuple[tuple[int, int], tuple[int, int] | None]
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def _stamp() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -88,7 +100,8 @@ class FolderFollower:
 
     def __init__(self, options: IndexingOptions, roots: tuple[str, ...], sync: Sync, *,
                  debounce: float = DEFAULT_DEBOUNCE, on_batch: Callable[[WatchBatch], None] | None = None,
-                 stop: threading.Event | None = None, force_polling: bool | None = None) -> None:
+                 stop: threading.Event | None = None, force_polling: bool | None = None,
+                 index_file: Path | None = None) -> None:
         if not 0.05 <= debounce <= 3600:
             raise InvalidQueryError(f"--debounce must be between 0.05 and 3600 seconds, got {debounce:g}")
         self.base = options.root.resolve()
@@ -102,7 +115,10 @@ class FolderFollower:
         self._ignore = IgnoreRules(self.base, options.exclude)
         self._tops = {root: (self.base / root).resolve() for root in roots}
         self._index_dir = Path(os.path.realpath(options.lock_file.parent))
-        self._index_identity: tuple[int, int] | None = None  # (device, inode) once the index's folder exists
+        # The embedded store's file (None for a server store): deleted alone, it would come back holding only the
+        # next batch's files (#45).
+        self._index_file = Path(os.path.realpath(index_file)) if index_file is not None else None
+        self._index_identity: _Identity | None = None  # the folder's and file's (device, inode) once they exist
         self._pending: set[str] = set()
         self._notes: dict[str, str] = {}  # what to say at the next catch-up (a root that came back)
         self._started = False
@@ -266,24 +282,29 @@ class FolderFollower:
 
     # -- roots that come and go --------------------------------------------------------------------------
 
-    def _index_folder(self) -> tuple[int, int] | None:
-        try:
-            info = os.stat(self._index_dir)
-        except OSError:
+    def _index_folder(self) -> _Identity | None:
+        """The index's folder and file as (device, inode) each (the file's None for a server store); None while
+        the folder is missing, or the file, once it existed, is."""
+        folder = _identity(self._index_dir)
+        if folder is None:
             return None
-        return info.st_dev, info.st_ino
+        file = _identity(self._index_file) if self._index_file is not None else None
+        return (folder, file)
 
     def _index_gone(self) -> bool:
-        """True (and the watcher stopped, with a note) when the index's folder, once seen, is missing or is
-        another folder: an index run now would create an empty index in its place. A project without an index
-        yet gets one from the first catch-up, as `index` would."""
+        """True (and the watcher stopped, with a note) when the index's folder or file, once seen, is missing or
+        is another one: an index run now would create a new index in its place, holding only what changed next.
+        A project without an index yet gets one from the first catch-up, as `index` would."""
         now = self._index_folder()
-        if self._index_identity is None or now == self._index_identity:
-            self._index_identity = now
+        seen = self._index_identity
+        if seen is None or now == seen or (now is not None and seen[1] is None and now[0] == seen[0]):
+            self._index_identity = now  # the first sight, or the file the first run created
             return False
-        shown = self._index_dir.relative_to(self.base).as_posix() if self._index_dir.is_relative_to(self.base) \
-            else str(self._index_dir)
-        self.on_batch(WatchBatch(_stamp(), note=f"the index folder {shown} is gone (moved or deleted): watching "
+        gone = self._index_dir if now is None or now[0] != seen[0] else self._index_file
+        shown = gone.relative_to(self.base).as_posix() if gone is not None and gone.is_relative_to(self.base) \
+            else str(gone)
+        what = "folder" if gone == self._index_dir else "file"
+        self.on_batch(WatchBatch(_stamp(), note=f"the index {what} {shown} is gone (moved or deleted): watching "
                                                 "stopped, and no index is created in its place; put it back or "
                                                 "run `ragstead index`, then `ragstead watch` again"))
         self.stop.set()
@@ -361,4 +382,4 @@ def watch(indexer: Indexer, paths: Sequence[str | Path] | None = None, *, deboun
         return indexer.sync(roots, within, wait)
 
     FolderFollower(runtime.settings.indexing(watched), watched, sync, debounce=debounce, on_batch=on_batch,
-                   stop=stop).run()
+                   stop=stop, index_file=runtime.spec.sqlite_file).run()
