@@ -630,22 +630,22 @@ def index(
     )
     for label, paths in (("+", report.added), ("~", report.updated), ("-", report.removed)):
         for path in paths:
-            typer.echo(f"  {label} {path}")
+            typer.echo(f"  {label} {_escaped(path)}")  # a newline in a file name cannot forge a line
     failed_paths = set(report.failed)
     # Photos without text are no news, one by one: one line names them all.
     photos = [item["path"] for item in report.skipped if item["path"].lower().endswith(IMAGE_SUFFIXES)
               and item["reason"].startswith("no text to index")]
     for item in report.skipped:  # what could not be read is always named; what was left out by design, with -v
         if item["path"] not in photos and (verbose or item["path"] in failed_paths):
-            typer.echo(f"  skipped {item['path']}: {item['reason']}", err=True)
+            typer.echo(f"  skipped {_escaped(item['path'])}: {_escaped(item['reason'])}", err=True)
     if photos:
         typer.echo(f"  skipped {len(photos)} image{'s' if len(photos) != 1 else ''} with no text: "
-                   f"{', '.join(photos[:10])}{', …' if len(photos) > 10 else ''}", err=True)
+                   f"{_escaped(', '.join(photos[:10]))}{', …' if len(photos) > 10 else ''}", err=True)
     by_design = [s for s in report.skipped if s["path"] not in failed_paths and s["path"] not in photos]
     if not verbose and (summary := _skip_summary(by_design)):
         typer.echo(f"  {summary}", err=True)
     for path, count in report.secrets.items():
-        typer.echo(f"{path}: {count} secret{'s' if count != 1 else ''}, masked")
+        typer.echo(f"{_escaped(path)}: {count} secret{'s' if count != 1 else ''}, masked")
     if report.sentence_vector_chunks:
         typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
                    f"(for `--rerank`)")
@@ -771,9 +771,11 @@ def _print_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], output: st
 
 
 def _csv_cell(value: Any) -> Any:
+    """A CSV cell, control characters escaped (`\\n`, `\\x1b`): a file name or a text must not carry raw
+    terminal escapes or line breaks into a spreadsheet or a pipe."""
     if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return value
+        return _escaped(",".join(str(v) for v in value))
+    return _escaped(value) if isinstance(value, str) else value
 
 
 QUERY_FORMATS = ("table", "json", "jsonl", "csv")
@@ -1425,7 +1427,7 @@ def ls(
     summary = f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})"
     if not _on_terminal():  # a pipe: TSV for cut and awk, the summary a `#` comment line after it
         for row in [columns, *rows] if rows else []:
-            typer.echo("\t".join(row))
+            typer.echo("\t".join(_escaped(cell) for cell in row))  # a tab or newline in a name stays in its cell
         typer.echo(f"# {summary}")
         return
     console = _stdout()
@@ -2037,7 +2039,7 @@ def _batch_line(batch: Any) -> str | None:
     if not batch.changed and not batch.catch_up:
         return None
     paths = [*report.added, *report.updated, *report.removed]
-    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    shown = _escaped(", ".join(paths[:5])) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
     head = f"{clock} {batch.note or 'caught up' if batch.catch_up else ''}".rstrip()
     line = f"{head} +{len(report.added)} ~{len(report.updated)} -{len(report.removed)}"
     line += f": {shown}" if shown else f" ({report.unchanged} unchanged)" if batch.catch_up else ""
@@ -2045,7 +2047,7 @@ def _batch_line(batch: Any) -> str | None:
         line += f" ({_count(batch.events, 'event')}, {report.seconds:.2f}s)"
     failed = [s for s in report.skipped if s["path"] in report.failed]
     if failed:
-        line += "; could not read " + ", ".join(f"{s['path']} ({s['reason']})" for s in failed[:5])
+        line += "; could not read " + _escaped(", ".join(f"{s['path']} ({s['reason']})" for s in failed[:5]))
     return line
 
 
