@@ -75,17 +75,23 @@ class LocalPostgres:
         if self.as_user is None or (_closed_parent(server) is None and server.stat().st_mode & 0o004):
             return bin_dir
         install = bin_dir.parent
-        copy = Path("/tmp") / f"ragstead-pginstall-{install.stat().st_ino}-{int(install.stat().st_mtime)}"
+        copy = Path("/tmp") / f"ragstead-pgcopy-{install.stat().st_ino}-{int(install.stat().st_mtime)}"
         if not (copy / ".complete").exists():
             staging = copy.with_name(copy.name + f".{os.getpid()}")
-            shutil.copytree(install, staging, symlinks=True)
-            os.chmod(staging, 0o755)
+            # The wheel's binaries find their bundled libraries (libpq-<hash>.so) by an RPATH relative to bin/
+            # ($ORIGIN/../../../<dist>.libs): the copy keeps the installation's depth and those folders beside it.
+            site = install.parent.parent
+            shutil.copytree(install, staging / install.parent.name / install.name, symlinks=True)
+            for libs in site.glob(f"{install.parent.name}*.libs"):
+                shutil.copytree(libs, staging / libs.name, symlinks=True)
+            for folder in (staging, staging / install.parent.name, staging / install.parent.name / install.name):
+                os.chmod(folder, 0o755)
             (staging / ".complete").touch()
             try:
                 staging.rename(copy)
             except OSError:  # another process finished the same copy first
                 shutil.rmtree(staging, ignore_errors=True)
-        return copy / "bin"
+        return copy / install.parent.name / install.name / "bin"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         # The server's own environment: no PG* variables of the caller leak into initdb/pg_ctl.
