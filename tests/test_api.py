@@ -358,7 +358,7 @@ def test_ask_answers_from_the_callers_documents_only_or_refuses(api):
         refused = c.post("/v1/ask", json={"query": "best pancake recipe without eggs"},
                          headers=auth(tokens["alice"])).json()
         assert refused["refused"] and refused["citations"] == []
-        assert refused["answer"] == "I could not find relevant information in your documents."
+        assert refused["answer"] == "I could not find relevant information in the uploaded documents."
         assert_error(c.post("/v1/ask", json={"query": "cat"}, headers=auth(tokens["alice-read"])), 403, "forbidden")
         assert_error(c.post("/v1/ask", json={"query": "cat", "user_slug": "bob"}, headers=auth(tokens["alice"])),
                      422, "invalid_request")

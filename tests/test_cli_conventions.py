@@ -196,6 +196,26 @@ def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(
         assert not forced["refused"] and forced["gate"]["confidence"] == "tentative"
 
 
+def test_the_refusal_is_the_seeds_sentence_and_a_project_may_set_its_own(project):
+    question = ("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive")
+    assert REFUSAL == "I could not find relevant information in the uploaded documents."  # seed 003, exactly
+    assert ragstead(*question, root=project).stdout.splitlines()[0] == REFUSAL
+    config = project / "ragstead.toml"
+    config.write_text('[ragstead]\nrefusal = "Nothing in the notes says so."\n', encoding="utf-8")
+    try:
+        said = ragstead(*question, root=project)
+        assert said.returncode == 0, said.stderr
+        assert said.stdout.splitlines()[0] == "Nothing in the notes says so."
+        payload = json.loads(ragstead(*question, "--json", root=project).stdout)
+        assert payload["answer"] == "Nothing in the notes says so." and payload["refused"]
+        assert payload["citations"] == []
+        config.write_text('[ragstead]\nrefusal = "  "\n', encoding="utf-8")
+        bad = ragstead(*question, root=project)
+        assert bad.returncode != 0 and "refusal must be one line" in bad.stderr
+    finally:
+        config.unlink()
+
+
 def test_keys_add_prints_the_key_alone_and_says_it_is_shown_once(project):
     added = ragstead("keys", "add", "--user", "alice", root=project)
     assert added.returncode == 0, added.stderr

@@ -351,7 +351,7 @@ def test_an_llm_condenses_the_follow_up_and_its_output_is_what_is_searched(kb):
 
 def test_an_unusable_condensing_reply_leaves_the_offline_rule_to_it(kb):
     first = kb.chat("When does the lease end?", user="alice", extractive=True)
-    for reply in ("", "I could not find relevant information in your documents.", "The deposit is 2,400 [1]."):
+    for reply in ("", "I could not find relevant information in the uploaded documents.", "The deposit is 2,400 [1]."):
         second = kb.chat("And the deposit?", conversation=first, condensers=[Condenser(reply)],
                          answerers=[ExtractiveAnswerer()]).last
         assert second.rewrite.method == "carried" and "fake-llm gave no usable rewrite" in second.rewrite.reason

@@ -173,7 +173,7 @@ def test_cli_ask_answers_with_citations_or_refuses_exactly(sample):
     assert answerer.startswith("answered by extractive (relevance ")
     refused = command(sample, "ask", "best pancake recipe without eggs", "--extractive", check=True)
     sentence, knob = refused.stdout.strip().splitlines()
-    assert sentence == "I could not find relevant information in your documents."
+    assert sentence == "I could not find relevant information in the uploaded documents."
     assert knob.startswith("relevance ") and "lower --min-confidence" in knob
     payload = json.loads(command(sample, "ask", "billing spreadsheets", "--user", "bob", "--format", "json",
                              check=True).stdout)

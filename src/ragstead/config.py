@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ragstead.answer.base import REFUSAL
 from ragstead.answer.consent import remote_names
 from ragstead.atomic import write_text_atomically
 from ragstead.chunking import ChunkingOptions
@@ -88,6 +89,8 @@ class Settings:
     owner: str = ""
     # Files `index` leaves out: gitignore-style patterns relative to the root, with those of .ragsteadignore.
     exclude: tuple[str, ...] = ()
+    # The sentence `ask` says when the documents do not answer (every door: CLI, API, MCP, page): one line.
+    refusal: str = REFUSAL
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
     # Deprecated alias of `answerers`: `answerer = "x"` means `answerers = ["x", ...ANSWERERS]`.
     answerer: tuple[str, ...] = ()
@@ -347,6 +350,8 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     settings.indexing()  # and the per-file limits
     _check_answerers(settings.answerers)
     remote_names(settings.answerer)  # the alias's names, checked (unknown ones are an error)
+    if not settings.refusal.strip() or "\n" in settings.refusal.strip():
+        raise ConfigError(f"refusal must be one line of text, got {settings.refusal!r}")
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
     return settings

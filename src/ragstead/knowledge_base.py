@@ -32,7 +32,7 @@ from ragstead.answer.ask import (
     ordered_chain,
 )
 from ragstead.answer.ask import providers_from_env as _providers_from_env
-from ragstead.answer.base import AnswerProvider
+from ragstead.answer.base import REFUSAL, AnswerProvider
 from ragstead.answer.consent import consent_hint
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.listing import ListPage, list_answer, list_question
@@ -250,7 +250,8 @@ class KnowledgeBase:
                                          self.settings.scope_rules, self._unit_vectors)
         if listed is None:
             with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
-                result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry)
+                result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry,
+                                self.settings.refusal.strip() or REFUSAL)
         if request.remember and request.scope.user:
             result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
         return result

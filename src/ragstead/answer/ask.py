@@ -423,8 +423,12 @@ def answer(
     providers: list[AnswerProvider],
     on_text: Callable[[str], None] | None = None,
     tools: ToolRegistry | None = None,
+    refusal_text: str = REFUSAL,
 ) -> Answer:
     """The answering half of `ask` (needs no store): the provider chain over `contexts`, or the refusal.
+
+    `refusal_text`: the sentence a refusal says (the project's `refusal` setting); an answerer that replies
+    with it, or with the sentence its prompt taught (REFUSAL), refuses.
 
     With `tools`, an answerer that can call tools (`answer_with_tools`) may use them; their results are cited
     after the retrieved chunks. With tools and nothing retrieved, only such answerers are tried (a tool may
@@ -445,14 +449,15 @@ def answer(
     fallbacks: list[dict[str, str]] = []
 
     def refusal(provider: str | None) -> Answer:
-        return Answer(text=REFUSAL, refused=True, citations=(), provider=provider, fallbacks=tuple(fallbacks), **base)
+        return Answer(text=refusal_text, refused=True, citations=(), provider=provider, fallbacks=tuple(fallbacks),
+                      **base)
 
     tool_users = [p for p in providers if callable(getattr(p, "answer_with_tools", None))] if tools else []
     if tools is not None and not contexts:
         providers = tool_users
     if not contexts and (tools is None or not providers):
         if on_text:
-            on_text(REFUSAL)
+            on_text(refusal_text)
         return refusal(None)
     all_contexts = contexts
     withheld: tuple[str, ...] = ()
@@ -477,7 +482,7 @@ def answer(
             continue
         fallbacks.extend(session.fallbacks if session else ())
         sources = [*contexts, *(session.contexts if session else ())]
-        if text.strip() == REFUSAL:
+        if text.strip() in (REFUSAL, refusal_text):
             return refusal(provider.name)
         text, cited = _check_citations(text, len(sources))
         # Each marker is checked against its source: its quote must stand there (answer/quotes.py).
