@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -281,6 +282,32 @@ def test_piped_query_is_tsv_of_the_relevant_hits_and_says_how_many_were_hidden(p
     assert (f"{hidden} less relevant hit" in piped.stderr) == bool(hidden)
     everything = cli(*args, "--all")
     assert len(everything.stdout.splitlines()) == len(full) + 1 and "hidden" not in everything.stderr
+
+
+def test_query_numbers_the_shown_hits_without_a_gap_where_a_weak_one_is_hidden(project, monkeypatch):
+    from ragstead import cli as cli_module
+    from ragstead.knowledge_base import KnowledgeBase
+
+    search = KnowledgeBase.search
+
+    def second_hit_weak(self, request):  # the second hit alone is neither close in meaning nor sharing a word
+        payload = search(self, request).to_dict()
+        for i, row in enumerate(payload["results"]):
+            row.update(vector_score=0.0, lexical_score=None) if i == 1 else row.update(vector_score=0.9)
+        return SimpleNamespace(to_dict=lambda: payload)
+
+    monkeypatch.setattr(KnowledgeBase, "search", second_hit_weak)
+    args = ("query", "billing", "--k", "4", "--root", str(project))
+    full = json.loads(cli(*args, "--json").stdout)["results"]
+    assert len(full) >= 3 and [r["final_rank"] for r in full] == list(range(1, len(full) + 1))  # JSON as it was
+    piped = cli(*args)
+    rows = [line.split("\t") for line in piped.stdout.splitlines()[1:]]
+    assert [row[1] for row in rows] == [r["file_path"] for i, r in enumerate(full) if i != 1]
+    assert [row[0] for row in rows] == [str(n) for n in range(1, len(rows) + 1)] and "hidden" in piped.stderr
+    monkeypatch.setattr(cli_module, "_on_terminal", lambda: True)
+    shown = cli(*args).stdout.splitlines()
+    heads = [words[0] for words in map(str.split, shown[1:]) if words[1:2] and words[1].startswith(("kb/", "docs/"))]
+    assert heads == [str(n) for n in range(1, len(rows) + 1)]
 
 
 def test_piped_ls_is_tsv_and_paths_are_whole(project):

@@ -726,8 +726,9 @@ def _hit_location(row: dict[str, Any], lines: tuple[int, int] | None = None) -> 
 
 def _print_table(payload: dict[str, Any], show_all: bool = False,
                  lines: Mapping[str, tuple[int, int]] | None = None) -> None:
-    """`query` for people: the relevant hits (the first always), and how many less relevant ones were hidden. On
-    a terminal, one block per hit (the path whole, the snippet wrapped at words); in a pipe, TSV with a header."""
+    """`query` for people: the relevant hits (the first always), numbered 1, 2, 3 as shown, and how many less
+    relevant ones were hidden (`final_rank`, the rank among every hit, stays in --json, jsonl and csv). On a
+    terminal, one block per hit (the path whole, the snippet wrapped at words); in a pipe, TSV with a header."""
     from ragstead.answer.ask import CONTEXT_FLOOR
 
     results = payload["results"]
@@ -736,17 +737,17 @@ def _print_table(payload: dict[str, Any], show_all: bool = False,
     if _on_terminal():
         console = _stdout()
         console.print(Text(f"{payload['mode']}: {payload['question']}", style="bold"), soft_wrap=True)
-        for row in shown:
+        for rank, row in enumerate(shown, start=1):  # numbered as shown: a hidden hit leaves no gap
             where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
-            head = Text.assemble((f"{row['final_rank']:>2}  ", "bold"), (row["file_path"], "cyan"),
+            head = Text.assemble((f"{rank:>2}  ", "bold"), (row["file_path"], "cyan"),
                                  f"  {where}  " if where else "  ", (f"{row['score']:.4f}", "dim"))
             console.print(head, soft_wrap=True)  # a path is never broken: the terminal wraps the line whole
             console.print(Padding(Text(" ".join(row["snippet"].split())), (0, 0, 0, 4)))
     else:
         typer.echo("\t".join(("rank", "file", "loc", "score", "snippet")))
-        for row in shown:
+        for rank, row in enumerate(shown, start=1):
             where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
-            typer.echo("\t".join((str(row["final_rank"]), row["file_path"], where, f"{row['score']:.4f}",
+            typer.echo("\t".join((str(rank), row["file_path"], where, f"{row['score']:.4f}",
                                   " ".join(row["snippet"].split()))))
     if hidden:
         err.print(f"{_count(hidden, 'less relevant hit')} hidden (--all shows them; --json has every hit)",
