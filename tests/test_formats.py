@@ -276,21 +276,31 @@ def test_a_scanned_page_declaring_a_giant_image_is_refused_before_decoding(tmp_p
         load_document(tmp_path / "bomb.pdf")
 
 
-def test_without_tesseract_an_image_is_skipped_naming_the_extra_not_failed(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("missing", "names", "not_named"), [
+    ("extra", "pip install 'ragstead[ocr]'", "tesseract-ocr"),
+    ("program", "apt-get install tesseract-ocr", "pip install"),
+])
+def test_without_tesseract_an_image_is_skipped_naming_what_is_missing_not_failed(tmp_path, monkeypatch, missing,
+                                                                                  names, not_named):
     import hashlib
     import sys
 
     from ragstead.indexing.build import FileCandidate, IndexingOptions, Skip, prepare_file
 
-    monkeypatch.setitem(sys.modules, "pytesseract", None)  # `import pytesseract` raises ImportError
+    if missing == "extra":
+        monkeypatch.setitem(sys.modules, "pytesseract", None)  # `import pytesseract` raises ImportError
+    else:
+        pytesseract = pytest.importorskip("pytesseract")
+        monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", str(tmp_path / "no-tesseract"))
     path = tmp_path / "w.png"
     data = make_png("quinoapocalypse")
     path.write_bytes(data)
     candidate = FileCandidate(rel_path="kb/w.png", root="kb", path=path, size=len(data), mtime=0.0,
                               file_hash=hashlib.sha256(data).hexdigest(), is_new=True)
-    outcome = prepare_file(candidate, IndexingOptions(root=tmp_path))
+    # Read in this process (max_reader_bytes=0), where the patch above holds; a worker process would not see it.
+    outcome = prepare_file(candidate, IndexingOptions(root=tmp_path, max_reader_bytes=0))
     assert isinstance(outcome, Skip) and not outcome.failed
-    assert "pip install 'ragstead[ocr]'" in outcome.reason and "tesseract-ocr" in outcome.reason
+    assert names in outcome.reason and not_named not in outcome.reason, outcome.reason
 
 
 def test_a_message_gone_from_an_mbox_leaves_the_index_and_the_others_keep_their_paths(tmp_path):

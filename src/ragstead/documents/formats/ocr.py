@@ -20,15 +20,17 @@ from ragstead.errors import LoadError, UnsupportedFileError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".heic", ".heif")
 MAX_PIXELS = 64_000_000  # a 8000 x 8000 scan; a decompression bomb claims billions
 _MIN_SIDE = 16  # an icon or a spacer image holds no text worth reading
-INSTALL = "OCR needs Tesseract: apt-get install tesseract-ocr, and pip install 'ragstead[ocr]'"
+# What to install, naming only what is missing (#47.8): the Python extra, or the Tesseract program it drives.
+INSTALL_EXTRA = "OCR needs pip install 'ragstead[ocr]' (pytesseract)"
+INSTALL_PROGRAM = "OCR needs the Tesseract program: apt-get install tesseract-ocr (Debian, Ubuntu)"
 
 
 def _engine(budget: Meter) -> Any:
-    """pytesseract, or LoadError naming what to install."""
+    """pytesseract, or UnsupportedFileError naming the extra to install."""
     try:
         import pytesseract
     except ImportError:
-        raise UnsupportedFileError(f"{budget.name}: {INSTALL}, skipped") from None
+        raise UnsupportedFileError(f"{budget.name}: {INSTALL_EXTRA}, skipped") from None
     return pytesseract
 
 
@@ -63,7 +65,7 @@ def recognise(image: Any, budget: Meter) -> str:
     except RuntimeError as exc:  # pytesseract's timeout
         raise LoadError(f"{budget.name}: OCR took over the per-file time budget (file_seconds), skipped") from exc
     except engine.TesseractNotFoundError:
-        raise UnsupportedFileError(f"{budget.name}: {INSTALL}, skipped") from None
+        raise UnsupportedFileError(f"{budget.name}: {INSTALL_PROGRAM}, skipped") from None
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 
