@@ -157,3 +157,21 @@ def test_relevant_urls_are_judged_against_the_source_url(tmp_path):
     note = SimpleNamespace(source_url=None, file_path="notes/a.md")
     assert _doc_key(page, case.key) in case.relevant  # an ingested page: its URL, not its archive path
     assert _doc_key(note, case.key) == "notes/a.md"
+
+
+def test_relevant_urls_as_typed_to_ingest_are_keyed_as_ingest_keys_them(tmp_path):
+    from types import SimpleNamespace
+
+    from ragstead.evaluation.runner import _doc_key
+    from ragstead.ingest.urls import parse_source
+
+    typed = ["https://Example.com/a?utm_source=news&utm_medium=mail", "https://example.com/b/#top",
+             "https://example.com/c?id=7&fbclid=IwAR0x", "notes/d.md"]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"query": "q", "relevant_urls": typed}))
+    [case] = load_jsonl_cases(cases)
+    assert set(case.relevant) == {"https://example.com/a", "https://example.com/b", "https://example.com/c?id=7",
+                                  "notes/d.md"}
+    for url in typed[:3]:  # the page ingest archived from each, under the source URL it stored
+        page = SimpleNamespace(source_url=parse_source(url).url, file_path="kb/users/me/ingested/web/x.md")
+        assert _doc_key(page, case.key) in case.relevant, url

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragstead.errors import RagsteadError
+from ragstead.ingest.base import SourceError
+from ragstead.ingest.urls import parse_source
 
 RELEVANCE_KEYS = ("relevant_doc_ids", "relevant_paths", "relevant_urls")
 
@@ -47,14 +49,28 @@ def load_jsonl_cases(path: Path) -> list[EvalCase]:
         if not isinstance(data, dict) or not isinstance(data.get("query"), str) or len(found) != 1:
             raise RagsteadError(f"{path}:{number}: needs a string 'query' and exactly one of {RELEVANCE_KEYS}")
         values = data[found[0]]
-        values = [values] if isinstance(values, str) else values
-        # URLs are judged against an ingested document's source URL (its file path is an archive name).
+        values = [str(v) for v in ([values] if isinstance(values, str) else values)]
+        # URLs are judged against an ingested document's source URL (its file path is an archive name), so a URL
+        # as typed to `ingest` (tracking parameters, a fragment) is keyed as ingest keyed it.
         key = {"relevant_doc_ids": "doc_id", "relevant_urls": "source_url"}.get(found[0], "file_path")
-        cases.append(EvalCase(str(data.get("id", number)), data["query"], {str(v): 1.0 for v in values}, key,
+        if key == "source_url":
+            values = [_as_ingested(v) for v in values]
+        cases.append(EvalCase(str(data.get("id", number)), data["query"], dict.fromkeys(values, 1.0), key,
                               data.get("notes")))
     if not cases:
         raise RagsteadError(f"{path}: no eval cases")
     return cases
+
+
+def _as_ingested(value: str) -> str:
+    """The source URL ingest stores for `value` (ingest/urls.py: normalised, without tracking parameters or
+    fragment; a video or post at its canonical address); a file path, or what is not an http(s) URL, as given."""
+    if value.split("://", 1)[0].lower() not in ("http", "https") or "://" not in value:
+        return value
+    try:
+        return parse_source(value).url
+    except SourceError:
+        return value
 
 
 def load_beir(folder: Path, split: str = "test") -> BeirCorpus:
