@@ -197,7 +197,11 @@ def test_ask_names_the_answerer_and_a_refusal_shows_the_best_score_and_the_knob(
         assert not forced["refused"] and forced["gate"]["confidence"] == "tentative"
 
 
-def test_the_refusal_is_the_seeds_sentence_and_a_project_may_set_its_own(project):
+def test_the_refusal_is_the_seeds_sentence_and_a_project_may_set_its_own(project, monkeypatch):
+    from ragstead import open as open_kb
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # an LLM answerer is built (never called: nothing is asked)
+    monkeypatch.setenv("RAGSTEAD_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     question = ("ask", "best pancake recipe without eggs", "--user", "alice", "--extractive")
     assert REFUSAL == "I could not find relevant information in the uploaded documents."  # seed 003, exactly
     assert ragstead(*question, root=project).stdout.splitlines()[0] == REFUSAL
@@ -210,6 +214,9 @@ def test_the_refusal_is_the_seeds_sentence_and_a_project_may_set_its_own(project
         payload = json.loads(ragstead(*question, "--json", root=project).stdout)
         assert payload["answer"] == "Nothing in the notes says so." and payload["refused"]
         assert payload["citations"] == []
+        with open_kb(project, answerers=("openai", "extractive")) as kb:  # the LLM is taught the same sentence
+            system = kb.providers()[0].template.messages("q", [])[0]["content"]
+        assert "Nothing in the notes says so." in system and REFUSAL not in system
         config.write_text('[ragstead]\nrefusal = "  "\n', encoding="utf-8")
         bad = ragstead(*question, root=project)
         assert bad.returncode != 0 and "refusal must be one line" in bad.stderr

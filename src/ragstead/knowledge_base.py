@@ -201,6 +201,7 @@ class KnowledgeBase:
         if extractive:
             return [ExtractiveAnswerer()]
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
+        prompt = replace(prompt, refusal=self.settings.refusal.strip() or REFUSAL)  # taught as the project says it
         if self._providers is not None:
             return list(self._providers)
         remote = self.settings.consented_for(llm)

@@ -46,20 +46,21 @@ class PromptTemplate:
     user: str
     examples: tuple[Example, ...] = ()
     source: str = ""
+    refusal: str = REFUSAL  # the sentence it teaches for a refusal (the project's `refusal` setting)
 
     def messages(self, question: str, contexts: list[Context]) -> list[dict[str, str]]:
         """system, then (user, assistant) per example, then the real question with its documents."""
-        out = [{"role": "system", "content": self.system.format(refusal=REFUSAL)}]
+        out = [{"role": "system", "content": self.system.format(refusal=self.refusal)}]
         for example in self.examples:
             docs = [c.to_dict() for c in _example_contexts(example.documents)]
             out.append({"role": "user", "content": self._user(example.question, docs)})
-            out.append({"role": "assistant", "content": example.answer.format(refusal=REFUSAL)})
+            out.append({"role": "assistant", "content": example.answer.format(refusal=self.refusal)})
         out.append({"role": "user", "content": self._user(question, [c.to_dict() for c in contexts])})
         return out
 
     def _user(self, question: str, documents: list[dict[str, Any]]) -> str:
         data = json.dumps(documents, ensure_ascii=False, indent=1)
-        return self.user.format(question=question, documents=data, refusal=REFUSAL)
+        return self.user.format(question=question, documents=data, refusal=self.refusal)
 
 
 def _example_contexts(documents: list[dict[str, Any]]) -> list[Context]:
