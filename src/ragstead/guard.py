@@ -15,15 +15,21 @@ reason. Secret values are never printed: a finding names the file, the kind of s
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import re
 import shlex
 import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -36,8 +42,9 @@ import pathspec
 from ragstead.config import CONFIG_FILE, IGNORE_FILE, Settings, load_settings
 from ragstead.documents.ids import open_regular
 from ragstead.documents.metadata import derive_metadata
+from ragstead.documents.secret_context import looks_secret
 from ragstead.documents.secrets import KEY_PATTERNS as SHAPE_PATTERNS
-from ragstead.documents.secrets import URL_PASSWORD, base64_blocks
+from ragstead.documents.secrets import URL_PASSWORD, base64_blocks, random_looking
 from ragstead.errors import InvalidQueryError, RagsteadError
 
 # Folders private by layout, whatever the roots, and the two marker files that may be published.
@@ -441,13 +448,15 @@ class _Scanner:
             return None
         self._count += 1
         # The text goes to a private folder inside the git directory (where its bytes are already), under its
-        # own file name: detect-secrets picks its parsers and filters by name.
+        # own file name: detect-secrets picks its parsers and filters by name. After it, the text's other
+        # readings (#45): without invisible characters, an XML part's text without its tags, base64 decoded.
+        lines = text.count("\n") + 1
         folder = self.scratch / str(self._count)
         folder.mkdir(mode=0o700)
         target = folder / name
         try:
-            target.write_bytes(text.encode("utf-8", "surrogateescape"))
-            return self._scan(item, target)
+            target.write_bytes("\n".join([text, *_other_readings(text, name)]).encode("utf-8", "surrogateescape"))
+            return self._scan(item, target, lines)
         finally:
             target.unlink(missing_ok=True)
             folder.rmdir()
@@ -456,7 +465,9 @@ class _Scanner:
         return Finding(item.path, "too-large", f"too large to scan for secrets ({size / (1 << 20):.1f} MiB, over "
                                                f"--max-scan-mb {self.max_bytes / (1 << 20):g})", item.commit)
 
-    def _scan(self, item: _File, path: Path) -> Finding | None:
+    def _scan(self, item: _File, path: Path, lines: int | None = None) -> Finding | None:
+        """detect-secrets, the key shapes and base64 key bodies line by line, and a table's password column over
+        the whole text. A line past `lines` is one of the text's other readings (decoded), reported as such."""
         from detect_secrets.core.scan import scan_file
 
         accepted = self.accepted.get(item.path, set())
@@ -476,9 +487,16 @@ class _Scanner:
         text = path.read_text(encoding="utf-8", errors="replace")
         for start, _end in base64_blocks(text):
             kinds.setdefault("a base64-encoded key", text.count("\n", 0, start) + 1)
+        if (line := _password_column(text, path.name.lower().endswith(".csv"))) is not None:
+            kinds.setdefault("a password in a table's password column", line)
+        for match in _CREDENTIAL_ASSIGNMENT.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            if random_looking(match["value"]) and not _ALLOWLISTED.search(match.group(0)):
+                kinds.setdefault(f"a random value assigned to {match['name']}", line)
         if not kinds:
             return None
-        found = ", ".join(f"{kind} (line {line})" for kind, line in sorted(kinds.items(), key=lambda kv: kv[1]))
+        ordered = sorted(kinds.items(), key=lambda kv: kv[1])
+        found = ", ".join(f"{kind} ({_where(line, lines)})" for kind, line in ordered)
         return Finding(item.path, "secret-content", f"secret-like content: {found}", item.commit)
 
     def close(self) -> None:
@@ -499,6 +517,10 @@ def _as_text(data: bytes) -> str | None:
     stray NUL bytes (one put early to pass for binary). None: binary."""
     if b"\0" not in data:
         return data.decode("utf-8", "replace")
+    if data[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):  # before UTF-16: its byte-order mark begins so
+        return data.decode("utf-32", "replace")
+    if _interleaved(data[:400], 4):
+        return data.decode("utf-32-le" if data[0] else "utf-32-be", "replace")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16", "replace")
     sample = data[:200]
@@ -521,6 +543,12 @@ def _archive_kind(data: bytes) -> str | None:
         return "zip"
     if data[:2] == b"\x1f\x8b":
         return "gzip"
+    if data[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if data[:3] == b"BZh":
+        return "bzip2"
+    if data[257:262] == b"ustar":
+        return "tar"
     return None
 
 
@@ -538,15 +566,121 @@ def _archive_members(data: bytes, name: str, limit: int) -> list[tuple[str, byte
                     with archive.open(info) as handle:
                         members.append((info.filename, handle.read(limit)))
             return members
-        if kind == "gzip":
-            import gzip
-
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-                inner = name[:-3] if name.lower().endswith(".gz") else name
+        if kind in _STREAMS:
+            opener, suffix = _STREAMS[kind]
+            with opener(io.BytesIO(data)) as handle:
+                inner = name[: -len(suffix)] if name.lower().endswith(suffix) else name
                 return [(inner, handle.read(limit))]
-    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile):
+        if kind == "tar":
+            return _tar_members(data, limit)
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile, tarfile.TarError):
         return None  # a broken archive: its bytes are scanned as they are
     return None
+
+
+# One compressed stream, named by its suffix (`notes.txt.xz` holds `notes.txt`; a `.tar.gz`'s stream is a tar,
+# opened in turn: its members' names are checked like a zip's).
+_STREAMS: dict[str, tuple[Any, str]] = {"gzip": (lambda f: gzip.GzipFile(fileobj=f), ".gz"),
+                                        "xz": (lzma.LZMAFile, ".xz"), "bzip2": (bz2.BZ2File, ".bz2")}
+
+
+def _tar_members(data: bytes, limit: int) -> list[tuple[str, bytes]]:
+    members = []
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        for info in archive.getmembers()[:MAX_ARCHIVE_MEMBERS]:
+            handle = archive.extractfile(info) if info.isfile() else None
+            if handle is not None:
+                members.append((info.name, handle.read(limit)))
+    return members
+
+
+def _interleaved(sample: bytes, width: int) -> bool:
+    """ASCII text in UTF-32 without a byte-order mark: of every four bytes, a printable one first (or last) and
+    three NULs (a run of zeros, as in a binary, is not text)."""
+    rows = [sample[i : i + width] for i in range(0, len(sample) - width + 1, width)]
+    if len(rows) < 2:
+        return False
+    for at in (0, width - 1):
+        text = sum(1 for row in rows if 9 <= row[at] < 127 and row.count(0) == width - 1)
+        if text >= 0.9 * len(rows):
+            return True
+    return False
+
+
+# Characters that show nothing and split a key for a pattern (`sk-…\u200b…`): dropped in one reading of the text.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
+_XML_TAG = re.compile(r"<[^<>]{0,2000}>")
+_BASE64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
+_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e]")
+
+
+def _other_readings(text: str, name: str) -> list[str]:
+    """The text as a reader of it may see what the patterns do not: without invisible characters; an XML part
+    (Word's document.xml splits a key over runs) without its tags; base64 tokens decoded (a whole `.env` line
+    or PEM key base64'd into one). Empty when there is nothing else to read."""
+    readings = []
+    visible = _INVISIBLE.sub("", text)
+    if visible != text:
+        readings.append(visible)
+    if name.lower().endswith((".xml", ".rels", ".html", ".htm", ".svg")):
+        readings.append(_XML_TAG.sub("", visible))
+    for token in _BASE64_TOKEN.findall(visible)[:1000]:
+        decoded = _decoded(token)
+        if decoded:
+            readings.append(decoded)
+    return readings
+
+
+def _decoded(token: str) -> str | None:
+    """A base64 token's text, when it decodes to printable UTF-8 (random bytes, an image: None)."""
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return text if len(_PRINTABLE.findall(text)) >= 0.95 * len(text) else None
+
+
+# A table column that holds passwords, by its header: narrower than the index's masking rule (secret_context's
+# `key` column is every settings table of a project's docs), and only values shaped like a password count.
+_PASSWORD_HEADER = re.compile(r"^(?:[\w' -]{0,24}[ _-])?(?:pass(?:word|wd|phrase)?|pwd|secret|api[ _-]?key|"
+                              r"access[ _-]?key|private[ _-]?key|token)s?$", re.I)
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_PLACEHOLDER = re.compile(r"^[`\"']?(?:[$<{%]|\*{3}|x{4,}|\.{3})|^[A-Z][A-Z0-9_]+$")
+
+
+# `aws_secret_access_key = wJalr…`, `API_TOKEN: …`: a name that says credential, a random-looking value (a
+# placeholder, `your-token-here`, is not random). detect-secrets reads such lines only in the files it parses
+# as config, and a line base64'd whole was read by nothing (#45).
+_CREDENTIAL_ASSIGNMENT = re.compile(
+    r"(?im)^[ \t]*(?:export[ \t]+)?[\"']?(?P<name>[\w.-]*(?:secret|token|passw(?:or)?d|api[_-]?key|access[_-]?key|"
+    r"private[_-]?key)[\w.-]*)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<value>[^\s\"']{16,})")
+
+
+def _password_column(text: str, csv: bool = False) -> int | None:
+    """The line of the first password-shaped value in a markdown table column headed `password` (`secret`,
+    `token`, …), or (`csv`: a .csv file) in such a column of its comma-separated lines; None when there is none
+    (#45: a table of logins was pushed)."""
+    columns: set[int] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _TABLE_RULE.match(line) or _ALLOWLISTED.search(line):
+            continue
+        bar = line.strip().startswith("|")
+        cells = [c.strip().strip("`") for c in (line.strip().strip("|").split("|") if bar else
+                                                line.split(",") if csv else [line])]
+        if len(cells) < 2:
+            columns = set()
+            continue
+        if not columns:
+            columns = {n for n, cell in enumerate(cells) if _PASSWORD_HEADER.match(cell)}
+            continue
+        if any(n < len(cells) and looks_secret(cells[n]) and not _PLACEHOLDER.match(cells[n]) for n in columns):
+            return number
+    return None
+
+
+def _where(line: int, lines: int | None) -> str:
+    return f"line {line}" if lines is None or line <= lines else "decoded"
 
 
 BASELINE_FILE = ".secrets.baseline"
