@@ -34,5 +34,6 @@ def test_the_knowledge_base_stays_a_thin_facade():
     """The work lives in the services (runtime, indexer, landing, ingest, freshness, watch, health, evaluation,
     project, conversations); knowledge_base.py keeps the public methods, each a line or two over them."""
     lines = (REPO / "src" / "ragstead" / "knowledge_base.py").read_text(encoding="utf-8").splitlines()
-    # 325: 320, plus the conversation service's import, construction and three one-line delegations (issue 48).
-    assert len(lines) <= 325, f"knowledge_base.py has {len(lines)} lines; move the work into a service"
+    # 326: 320, plus the conversation service's import, construction and three one-line delegations (issue 48), and
+    # the project's refusal sentence handed to the answering half (issue 47).
+    assert len(lines) <= 326, f"knowledge_base.py has {len(lines)} lines; move the work into a service"
