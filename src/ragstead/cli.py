@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -1226,12 +1226,14 @@ def tags(
 
 
 @app.command("remember", epilog="""Examples:
+  ragstead remember "I prefer the CLI over the web UI"            # a personal project: the owner's memory
   ragstead remember "I prefer the CLI over the web UI" --user alice
   ragstead remember "Lesson learned: no deploys on Fridays" --user alice
   ragstead remember "my password is hunter2" --user alice --dry-run""")
 def remember_cmd(
     text: Annotated[str, typer.Argument(help="A preference, stable fact or team learning to remember.")],
-    user: Annotated[str, typer.Option("--user", help="Whose memory (required).")],
+    user: Annotated[str | None, typer.Option("--user", help="Whose memory (default in a personal project: its "
+                                                            "owner; a team project needs it).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the decision; write nothing.")] = False,
     no_index: Annotated[bool, typer.Option("--no-index", help="Write the file; leave indexing to `index`.")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
@@ -1419,7 +1421,7 @@ def ls(
         _print_rows([doc.to_dict() for doc in docs], LS_CSV_COLUMNS, output)
         return
     columns = ("file", "type", "user", "privacy", "chunks", "indexed")
-    rows = [(doc["file_path"], doc["doc_type"], doc["user_slug"] or "-", "private" if doc["is_private"] else "public",
+    rows = [(doc["file_path"], _type_label(doc), doc["user_slug"] or "-", "private" if doc["is_private"] else "public",
              str(doc.get("chunks", "")), str(doc.get("indexed_at") or "-")) for doc in docs]
     scope = "public" if public_only else "private"
     shown = f"{offset + 1}-{offset + len(docs)}" if docs else "none"
@@ -1437,13 +1439,19 @@ def ls(
     console.print(Text(summary, style="dim"), soft_wrap=True)
 
 
+def _type_label(doc: Any) -> str:
+    """The type `ls` shows: a personal project's files are `note` (stored, filtered and in --json as the
+    `user_kb` the path rules give every user's own file); every other type as stored."""
+    return "note" if doc["doc_type"] == "user_kb" and not doc["file_path"].startswith("kb/users/") else doc["doc_type"]
+
+
 def _ls_table(docs: list[Any], width: int) -> Table:
     """`ls` on a terminal: path, title, type and date (the user too when there are several) in `width` columns.
     The type and date keep their width; a long path is shortened in the middle (its folder and file name stay
     readable) and a title wraps at words. chunks, privacy and the indexing time are in --json and the pipe."""
     rows = [doc.to_dict() for doc in docs]
     users = {row["user_slug"] or "-" for row in rows}
-    fixed: dict[str, list[str]] = {"type": [row["doc_type"] for row in rows],
+    fixed: dict[str, list[str]] = {"type": [_type_label(row) for row in rows],
                                    "date": [str(row.get("created_at") or row.get("indexed_at") or "-")[:10]
                                             for row in rows]}
     if len(users) > 1:
@@ -1451,7 +1459,7 @@ def _ls_table(docs: list[Any], width: int) -> Table:
     fixed_widths = {name: max(len(name), *(len(cell) for cell in cells)) for name, cells in fixed.items()}
     gutter = 2  # rich's padding between two columns
     room = width - sum(fixed_widths.values()) - gutter * len(fixed)  # the path's, and the title's with its gutter
-    titles = [row.get("title") or "" for row in rows]
+    titles = [row.get("title") or PurePosixPath(row["file_path"]).stem for row in rows]  # no title: its file name
     widest_path = max(len(row["file_path"]) for row in rows)
     widest_title = max((len(title) for title in titles), default=0)
     title_share = min(widest_title, 24)  # a title wraps: it needs less than a path, which is cut instead

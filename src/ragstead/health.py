@@ -61,7 +61,8 @@ class Health:
         index file (API keys, memory lock), the index lock and every user's memory files."""
         rt, settings = self.runtime, self.runtime.settings
         indexes = [f for f in (rt.spec.sqlite_file, settings.db_file) if f is not None]
-        memory = sorted(p for name in MEMORY_FILES.values() for p in rt.root.glob(f"kb/users/*/memory/{name}"))
+        memory = sorted(p for name in MEMORY_FILES.values()  # memory/ itself: a personal project's owner's
+                        for pattern in (f"kb/users/*/memory/{name}", f"memory/{name}") for p in rt.root.glob(pattern))
         files = [settings.lock_file, rt.api_keys_file, settings.db_file.parent / "memory.lock", *memory]
         return permissions.private_paths(rt.root, indexes, files)
 

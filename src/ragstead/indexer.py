@@ -248,14 +248,21 @@ class Indexer:
             return index_records(rt.settings.indexing((root,)), store, rt.load_embedder(store), records, root,
                                  progress)
 
-    def remember(self, text: str, *, user: str, dry_run: bool = False, index: bool = True,
+    def remember(self, text: str, *, user: str | None = None, dry_run: bool = False, index: bool = True,
                  wait: float = 30.0) -> RememberResult:
         """Remember a high-signal fact or preference in the user's memory file (never secrets or PII), and
-        index that file unless `index` is False."""
+        index that file unless `index` is False. `user` defaults to the owner of a personal project; a team
+        project needs it."""
         rt = self.runtime
-        return remember_fact(clean_text(text), user, rt.root, lock_dir=rt.settings.db_file.parent,
+        settings = rt.settings
+        if not user:
+            if not settings.personal:
+                raise RagsteadError("remember needs a user in a team project (--user SLUG): memory belongs to "
+                                    "one person")
+            user = settings.owner_slug
+        return remember_fact(clean_text(text), user, rt.root, lock_dir=settings.db_file.parent,
                              index=(lambda rels: self.index_files(rels, wait)) if index else None,
-                             dry_run=dry_run, wait_seconds=wait)
+                             dry_run=dry_run, wait_seconds=wait, folder=settings.user_folder(user))
 
     def migrate(self, target: str, *, replace_target: bool = False,
                 progress: ProgressHook | None = None) -> MigrationReport:

@@ -86,7 +86,7 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
     root = root.resolve()
     existing = (root / CONFIG_FILE).exists()
     current = load_settings(root)
-    values: dict[str, Any] = {"owner": owner or current.owner or default_owner()}
+    values: dict[str, Any] = {"owner": owner or current.owner or (default_owner() if existing else _new_owner())}
     if roots is not None or not existing:
         values["roots"] = tuple(roots) if roots else (TEAM_ROOTS if layout == "team" else (".",))
     if model:
@@ -112,6 +112,13 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
     return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
                                                                    for k, v in values.items()},
             "gitignore": ignored, "created": created}
+
+
+def _new_owner() -> str:
+    """The owner a new project's config names: the login name, but "me" for root (an account, not a person: a
+    container or sudo session). A config that exists keeps what its files were indexed under."""
+    name = default_owner()
+    return "me" if name == "root" else name
 
 
 def _gitignore_boundary(root: Path, settings: Settings, layout: str) -> list[str]:

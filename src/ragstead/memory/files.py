@@ -1,7 +1,8 @@
 """USER_MEMORY.md and COMPANY_MEMORY.md: where remembered facts live, and how they get indexed.
 
-Both files sit in the user's own folder (`kb/users/<user>/memory/`), so the path rules index them as
-private `user_kb` content of that user: a fact one person remembers is never visible to another, even
+Both files sit in the user's own folder (`kb/users/<user>/memory/`; in a personal project the owner's is
+the folder itself, so theirs are `memory/` there, next to `uploads/` and `ingested/`), so the path rules
+index them as private `user_kb` content of that user: a fact one person remembers is never visible to another, even
 the COMPANY ones (a person's notes about their team stay theirs until they move them to shared docs).
 Appends are serialised by a lock and written whole through a temporary file and a rename, so a crash
 leaves either the old file or the new one, never half a line.
@@ -45,10 +46,12 @@ class RememberResult:
                 "indexed": self.indexed, "note": self.note}
 
 
-def memory_file(user: str, target: str) -> str:
-    """The project-relative path of a user's memory file for `target` (USER or COMPANY)."""
+def memory_file(user: str, target: str, folder: str | None = None) -> str:
+    """The project-relative path of a user's memory file for `target` (USER or COMPANY), in `folder` (the
+    user's own folder, `Settings.user_folder`; "" = the project folder itself; default `kb/users/<user>`)."""
     _check_user(user)
-    return f"kb/users/{user}/memory/{FILES[target]}"
+    folder = f"kb/users/{user}" if folder is None else folder.strip("/")
+    return f"{folder}/memory/{FILES[target]}" if folder else f"memory/{FILES[target]}"
 
 
 def _check_user(user: str) -> None:
@@ -78,17 +81,19 @@ def remember(
     index: Callable[[list[str]], object] | None = None,
     dry_run: bool = False,
     wait_seconds: float = 30.0,
+    folder: str | None = None,
 ) -> RememberResult:
     """Decide on `text`; if it is high-signal, append it to the user's memory file under `root` and
     `index` that file (a callable taking project-relative paths).
 
     With no `index` (or `dry_run`) nothing is indexed; the next `ragstead index` picks the file up.
+    `folder` is the user's own folder (see `memory_file`).
     """
     _check_user(user)
     decision = decide(text)
     if not decision.should_write:
         return RememberResult(decision, False, None, False, "not written: " + decision.reasons[0])
-    rel = memory_file(user, decision.target)
+    rel = memory_file(user, decision.target, folder)
     if dry_run:
         return RememberResult(decision, False, rel, False, "dry run: would be written")
     path = root / rel
