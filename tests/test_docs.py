@@ -42,6 +42,22 @@ def test_the_readme_stays_short():
     assert len(README.splitlines()) <= 250
 
 
+def test_the_readme_puts_a_private_users_path_first():
+    """#47.10: install, init, index, query, ask and chat come first and need no --user; the team layout, its
+    --user, the guard and the benchmarks come after the personal sections; `make demo`/`make test` stay second."""
+    heads = [line for line in README.splitlines() if line.startswith("## ")]
+    assert heads[:2] == ["## Quick start: a folder of notes", "## The two commands"]
+    quick = README.split("## Quick start: a folder of notes", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", quick, re.S).group(1)
+    for command in ("pip install", "ragstead init", "ragstead index", "ragstead query", "ragstead ask",
+                    "ragstead chat"):
+        assert command in block, command
+    team = README.index("## A team's folder")
+    personal = README[:team]
+    assert "--user" not in personal and "kb/users/" not in personal and "--layout team" not in personal
+    assert team < README.index("## Keep it fresh and private") < README.index("## Quality and speed")
+
+
 def test_the_python_tour_in_the_readme_runs(tmp_path):
     section = README.split("## Python quick tour", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S)
