@@ -150,3 +150,34 @@ def test_concurrent_fetches_share_one_byte_budget(served, monkeypatch):
     assert other_key.status_code == 503 and other_key.json()["error"]["code"] == "busy"  # was: 40 fetches, 2.1 GB
     assert "Retry-After" in other_key.headers
     assert first[0].status_code == 200  # the first one ran (its fetch fails offline: a result, not an error)
+
+
+def test_one_key_runs_one_list_answer_at_a_time(served, monkeypatch):
+    # A list answer reads every matching document of the scope: a key's second one waits its turn (429), while its
+    # plain questions, and another key's list, still answer.
+    _, kb, tokens, client = served
+    started, release = _held(monkeypatch, kb, "ask")
+    http = client()
+    listing = {"query": "which notes mention herons?"}
+    first: list[Any] = []
+    thread = threading.Thread(target=lambda: first.append(http.post("/v1/ask", json=listing,
+                                                                      headers=auth(tokens["alice"]))))
+    thread.start()
+    assert started.wait(30)
+    second = http.post("/v1/ask", json=listing, headers=auth(tokens["alice"]))
+    streamed = http.post("/v1/ask", json={**listing, "stream": True}, headers=auth(tokens["alice"]))
+    other_key = http.post("/v1/ask", json={"query": "which notes mention the budget?"}, headers=auth(tokens["carol"]))
+    release.set()
+    thread.join(timeout=60)
+    assert second.status_code == 429 and second.json()["error"]["code"] == "busy_key"  # was: both ran
+    assert streamed.status_code == 429  # refused before a stream starts, not as an error line inside one
+    assert other_key.status_code == 200 and first[0].status_code == 200
+    assert first[0].json()["kind"] == "list" and first[0].json()["matched"] == 3
+    plain = http.post("/v1/ask", json={"query": "what is on the ferry?", "stream": True},
+                      headers=auth(tokens["alice"]))
+    assert plain.status_code == 200
+    again = http.post("/v1/ask", json=listing, headers=auth(tokens["alice"]))  # the place was given back
+    assert again.status_code == 200 and again.json()["matched"] == 3
+    streamed = http.post("/v1/ask", json={**listing, "stream": True}, headers=auth(tokens["alice"]))
+    assert streamed.status_code == 200 and '"type": "answer"' in streamed.text.replace('":"', '": "')
+    assert http.post("/v1/ask", json=listing, headers=auth(tokens["alice"])).status_code == 200  # and again

@@ -82,6 +82,7 @@ class ApiConfig:
     # fetches may hold: each /v1/ingest reserves its cap (fetch_max_mb) before it fetches (more answer 503).
     key_findability: int = 1
     key_ingests: int = 1
+    key_lists: int = 1  # list and count answers ("which notes mention X") read every matching document of the scope
     fetch_bytes_held: int = 256 << 20
     # `ragstead serve`'s one-time token: the project owner's key for this server's life (the page link it
     # prints, `/?token=…`, as Jupyter does); None: API keys only.
@@ -520,8 +521,24 @@ def _add_health_routes(app: FastAPI, kb: KnowledgeBase) -> None:
         return readiness()
 
 
+class _ListAnswers(PerKey):
+    """One key's list and count answers at once (#45.4): each reads every matching document of its scope."""
+
+    def claimed_for(self, request: library.AskRequest, key: str) -> bool:
+        """Whether `request` is a list question that took one of `key`'s places; ApiError 429 when none is free."""
+        from ragstead.answer.listing import list_question  # ask loads the answer package anyway
+
+        if not (request.list_questions and list_question(request.query) is not None):
+            return False
+        if not self.claim(key):
+            raise _busy_key("list answer", self.limit)
+        return True
+
+
 def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: list[AnswerProvider],
                        config: ApiConfig) -> None:
+    lists = _ListAnswers(config.key_lists)
+
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
@@ -542,14 +559,21 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
         # Bad filters or options are a plain 400 before a stream starts, not an error line inside it.
         request = run_library(lambda: body.ask_request(who))
 
-        def noted(answer: dict[str, Any]) -> dict[str, Any]:
-            note = nothing_visible_note(kb, who.user_slug) if answer["refused"] and body.scope == "private" else None
+        listed = lists.claimed_for(request, who.key_id)
+
+        def answered(on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
+            try:
+                answer = kb.ask(request, answerers=answerers, on_text=on_text).to_dict()
+            finally:
+                if listed:  # a streamed answer ends on the stream's thread: the place is given back there
+                    lists.release(who.key_id)
+            private = answer["refused"] and body.scope == "private"
+            note = nothing_visible_note(kb, who.user_slug) if private else None
             return {**answer, "notes": [*answer["notes"], note]} if note else answer
 
         if not body.stream:
-            return run_library(lambda: noted(kb.ask(request, answerers=answerers).to_dict()))
-        return stream_lines(lambda on_text: noted(kb.ask(request, answerers=answerers, on_text=on_text).to_dict()),
-                            log)
+            return run_library(answered)
+        return stream_lines(answered, log)
 
     @app.get("/v1/chunks/{chunk_id}", tags=["search"])
     def chunk_in_context(chunk_id: str, scope: Literal["private", "public"] = "private", around: int = 1,

@@ -56,16 +56,24 @@ class PerKey:
 
     @contextmanager
     def enter(self, key: str) -> Iterator[bool]:
-        with self._lock:
-            allowed = self._running[key] < self.limit
-            if allowed:
-                self._running[key] += 1
+        allowed = self.claim(key)
         try:
             yield allowed
         finally:
             if allowed:
-                with self._lock:
-                    self._running[key] -= 1
+                self.release(key)
+
+    def claim(self, key: str) -> bool:
+        """Take one of `key`'s places, if one is free (a streamed answer releases it on its own thread)."""
+        with self._lock:
+            allowed = self._running[key] < self.limit
+            if allowed:
+                self._running[key] += 1
+        return allowed
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            self._running[key] -= 1
 
 
 class ByteBudget:
