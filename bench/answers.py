@@ -307,7 +307,9 @@ def notes_kb(folder: Path, embedder: Any, notes: Path = NOTES) -> Any:
 
 
 def fact_in(text: str, fact: str) -> bool:
-    return " ".join(fact.split()).lower() in " ".join(text.split()).lower()
+    """Every `&&`-joined part of `fact` in `text`, case and whitespace aside (a two-part question's facts)."""
+    flat = " ".join(text.split()).lower()
+    return all(" ".join(part.split()).lower() in flat for part in fact.split("&&"))
 
 
 class LegacyExtractive:

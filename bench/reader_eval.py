@@ -26,18 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from bench.answers import fact_in
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTES_SETS = {"notes": ROOT / "tests" / "data" / "notes", "notes fresh": ROOT / "tests" / "data" / "notes_fresh",
               "notes reader": ROOT / "tests" / "data" / "notes_reader"}
 RESULTS = ROOT / "bench" / "results"
 # The SQuAD 2.0 train articles the reader's training leaves out (one with unanswerable questions, one without).
 HELD_OUT = ("Spectre_(2015_film)", "Solar_energy")
-
-
-def fact_in(text: str, fact: str) -> bool:
-    """Every `&&`-joined part of `fact` in `text`, case and whitespace aside."""
-    flat = " ".join(text.split()).lower()
-    return all(" ".join(part.split()).lower() in flat for part in fact.split("&&"))
 
 
 def _questions(folder: Path) -> list[dict[str, Any]]:

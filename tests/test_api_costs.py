@@ -5,8 +5,10 @@ are one server-wide budget."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -115,14 +117,20 @@ def _held(monkeypatch, kb: KnowledgeBase, method: str) -> tuple[threading.Event,
     return started, release
 
 
+def _first(started: threading.Event, call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """`call` started on a thread of its own and reached the held method: (the thread, [its response] once done)."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()))
+    thread.start()
+    assert started.wait(30)
+    return thread, out
+
+
 def test_one_key_runs_one_findability_check_at_a_time(served, monkeypatch):
     _, kb, tokens, client = served
     started, release = _held(monkeypatch, kb, "findability")
     http = client()
-    first: list[Any] = []
-    thread = threading.Thread(target=lambda: first.append(http.get("/v1/findability", headers=auth(tokens["alice"]))))
-    thread.start()
-    assert started.wait(30)
+    thread, first = _first(started, lambda: http.get("/v1/findability", headers=auth(tokens["alice"])))
     second = http.get("/v1/findability", headers=auth(tokens["alice"]))
     release.set()
     thread.join(timeout=60)
@@ -137,11 +145,7 @@ def test_concurrent_fetches_share_one_byte_budget(served, monkeypatch):
     cap = project.settings.fetch_max_mb << 20
     http = client(fetch_bytes_held=cap + cap // 2)  # room for one response's cap, not two
     body = {"sources": ["https://example.org/a"]}
-    first: list[Any] = []
-    thread = threading.Thread(target=lambda: first.append(http.post("/v1/ingest", json=body,
-                                                                      headers=auth(tokens["alice"]))))
-    thread.start()
-    assert started.wait(30)
+    thread, first = _first(started, lambda: http.post("/v1/ingest", json=body, headers=auth(tokens["alice"])))
     same_key = http.post("/v1/ingest", json=body, headers=auth(tokens["alice"]))
     other_key = http.post("/v1/ingest", json=body, headers=auth(tokens["carol"]))
     release.set()
@@ -159,11 +163,7 @@ def test_one_key_runs_one_list_answer_at_a_time(served, monkeypatch):
     started, release = _held(monkeypatch, kb, "ask")
     http = client()
     listing = {"query": "which notes mention herons?"}
-    first: list[Any] = []
-    thread = threading.Thread(target=lambda: first.append(http.post("/v1/ask", json=listing,
-                                                                      headers=auth(tokens["alice"]))))
-    thread.start()
-    assert started.wait(30)
+    thread, first = _first(started, lambda: http.post("/v1/ask", json=listing, headers=auth(tokens["alice"])))
     second = http.post("/v1/ask", json=listing, headers=auth(tokens["alice"]))
     streamed = http.post("/v1/ask", json={**listing, "stream": True}, headers=auth(tokens["alice"]))
     other_key = http.post("/v1/ask", json={"query": "which notes mention the budget?"}, headers=auth(tokens["carol"]))
@@ -179,5 +179,6 @@ def test_one_key_runs_one_list_answer_at_a_time(served, monkeypatch):
     again = http.post("/v1/ask", json=listing, headers=auth(tokens["alice"]))  # the place was given back
     assert again.status_code == 200 and again.json()["matched"] == 3
     streamed = http.post("/v1/ask", json={**listing, "stream": True}, headers=auth(tokens["alice"]))
-    assert streamed.status_code == 200 and '"type": "answer"' in streamed.text.replace('":"', '": "')
+    assert streamed.status_code == 200 and [json.loads(line)["type"] for line in streamed.text.splitlines()][-1] == (
+        "answer")
     assert http.post("/v1/ask", json=listing, headers=auth(tokens["alice"])).status_code == 200  # and again
