@@ -182,3 +182,36 @@ def test_one_key_runs_one_list_answer_at_a_time(served, monkeypatch):
     assert streamed.status_code == 200 and [json.loads(line)["type"] for line in streamed.text.splitlines()][-1] == (
         "answer")
     assert http.post("/v1/ask", json=listing, headers=auth(tokens["alice"])).status_code == 200  # and again
+
+
+def test_a_list_answer_never_holds_the_read_connection_across_its_scan(served, monkeypatch):
+    # A list answer reads every matching document of the scope: another key's query answers while it is mid-scan
+    # (#45.4), as it does during a findability check.
+    from ragstead.answer import listing
+
+    _, _, tokens, client = served
+    scanning, release = threading.Event(), threading.Event()
+    events: list[str] = []
+    real = listing.held_stems
+
+    def held_up(*args: Any, **kwargs: Any) -> Any:  # the work on each candidate document, after it was read
+        if not scanning.is_set():
+            scanning.set()
+            release.wait(10)  # before the fix this times out: carol's query waits for the lock the scan held
+            events.append("scan resumed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(listing, "held_stems", held_up)
+    http = client()
+    out: list[Any] = []
+    lister = threading.Thread(target=lambda: out.append(
+        http.post("/v1/ask", json={"query": "which notes mention herons?"}, headers=auth(tokens["alice"]))))
+    lister.start()
+    assert scanning.wait(30)
+    found = http.post("/v1/query", json={"query": "budget tides"}, headers=auth(tokens["carol"]))
+    events.append("carol answered")
+    release.set()
+    lister.join(timeout=60)
+    assert found.status_code == 200 and found.json()["results"]
+    assert events == ["carol answered", "scan resumed"]  # was: carol's query waited for alice's whole scan
+    assert out[0].status_code == 200 and out[0].json()["matched"] == 3

@@ -242,14 +242,13 @@ class KnowledgeBase:
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
-            if listed is not None:  # "which notes mention X": every matching document of the scope, not the top k
-                result = list_answer(listed, self.store, self.embedder, filters, ask_options,
-                                     self.settings.scope_rules, ListPage(request.offset, request.limit),
-                                     self._unit_vectors)
-            else:
+            if listed is None:
                 found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
                                          self.settings.scope_rules, self._unit_vectors)
-        if listed is None:
+        if listed is not None:  # "which notes mention X": the whole scope, the lock held per store call (#45.4)
+            result = list_answer(listed, self.store, self.embedder, filters, ask_options, self.settings.scope_rules,
+                                 ListPage(request.offset, request.limit), self._unit_vectors, self._lock)
+        else:
             with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
                 result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry,
                                 self.settings.refusal.strip() or REFUSAL)

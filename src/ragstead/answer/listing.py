@@ -14,12 +14,17 @@ few of them. A list question is answered from the whole scope instead:
    `char_end`, as any citation), in path order and paged; the answer says how many documents it examined.
 
 Nothing is handed to an answerer: the list is the engine's own, so nothing leaves the machine.
+
+A server's read connection is shared by its threads: `list_answer` takes the caller's `lock` for each store call
+(one query, one page of rows, one document's vectors), never across the scan, so another user's query answers
+while a big list is read (#45.4). The sentence vectors of the gate are computed without it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,15 +140,19 @@ def list_answer(
     rules: tuple[PathRule, ...],
     page: ListPage,
     cache: UnitVectorCache | None = None,
+    lock: AbstractContextManager[Any] | None = None,
 ) -> Answer:
     """Every document in scope that mentions the topic of `asked`, one citation each (the `page` of them), and
-    how many documents of the scope were examined."""
+    how many documents of the scope were examined. `lock` (a server's read lock) is held per store call."""
     options.validate()
-    examined = count_documents(store, filters)
+    lock = lock if lock is not None else nullcontext()
+    with lock:
+        examined = count_documents(store, filters)
     terms = asked.terms
-    ranked = store.lexical_search(terms, filters, MAX_LIST_CHUNKS) if examined else []
+    with lock:
+        ranked = store.lexical_search(terms, filters, MAX_LIST_CHUNKS) if examined else []
     complete = len(ranked) < MAX_LIST_CHUNKS
-    documents = _candidates(ranked, store, filters, rules)
+    documents = _candidates(ranked, store, filters, rules, lock)
     wanted = question_stems(asked.topic)
     query_vector = embedder.embed_query(asked.topic)
     matched: dict[str, _Document] = {}
@@ -159,14 +168,16 @@ def list_answer(
         complete, partial = False, partial[:MAX_GATE_CHECKS]
     if partial:
         cache = cache or UnitVectorCache(embedder)
-        ceilings = lexical_ceilings(store, terms, filters)
+        with lock:
+            ceilings = lexical_ceilings(store, terms, filters)
         for doc_id, document in partial:
-            if _passes_gate(asked, document, store, query_vector, ceilings, options, cache):
+            if _passes_gate(asked, document, store, query_vector, ceilings, options, cache, lock):
                 matched[doc_id] = document
     listed = sorted(matched.values(), key=lambda document: (document.rows[0]["file_path"], document.rows[0]["doc_id"]))
     shown = listed[page.offset:page.offset + page.limit]
     evidence = [_evidence(document, asked, wanted) for document in shown]
-    vectors = store.chunk_vectors([row["chunk_id"] for row, _, _ in evidence])
+    with lock:
+        vectors = store.chunk_vectors([row["chunk_id"] for row, _, _ in evidence])
     citations = tuple(_citation(page.offset + i, row, score, quote, vectors.get(row["chunk_id"]), query_vector)
                       for i, (row, score, quote) in enumerate(evidence, start=1))
     after = page.offset + len(shown)
@@ -195,15 +206,16 @@ def count_documents(store: Store, filters: QueryFilters) -> int:
             return total
 
 
-def _candidates(ranked: list[tuple[int, float]], store: Store, filters: QueryFilters,
-                rules: tuple[PathRule, ...]) -> dict[str, _Document]:
+def _candidates(ranked: list[tuple[int, float]], store: Store, filters: QueryFilters, rules: tuple[PathRule, ...],
+                lock: AbstractContextManager[Any]) -> dict[str, _Document]:
     """The documents of the ranked chunks, each chunk read with the scope applied again in the store and checked
-    against its path (the backstop of every search), best document first."""
+    against its path (the backstop of every search), best document first; `lock` held per page of rows."""
     reader = RowReader(store, filters, rules)
     documents: dict[str, _Document] = {}
     for start in range(0, len(ranked), FETCH_BATCH):
         batch = ranked[start:start + FETCH_BATCH]
-        reader.read([rowid for rowid, _ in batch])
+        with lock:
+            reader.read([rowid for rowid, _ in batch])
         for rowid, score in batch:
             if reader.admitted(rowid):
                 row = reader.rows[rowid]
@@ -214,13 +226,15 @@ def _candidates(ranked: list[tuple[int, float]], store: Store, filters: QueryFil
 
 
 def _passes_gate(asked: ListQuestion, document: _Document, store: Store, query_vector: np.ndarray,
-                 ceilings: dict[str, float], options: AskOptions, cache: UnitVectorCache) -> bool:
+                 ceilings: dict[str, float], options: AskOptions, cache: UnitVectorCache,
+                 lock: AbstractContextManager[Any]) -> bool:
     """Whether a document holding only some of the topic's words is about it: no name of the question missing,
     and the relevance gate's probability over its chunks at the gate's threshold (as `ask` decides to answer)."""
     rows = document.rows[:EVIDENCE_CHUNKS * 2]
     if missing_names(asked.question, [row["text"] for row in rows]):
         return False
-    stored = store.chunk_vectors([row["chunk_id"] for row in rows])
+    with lock:
+        stored = store.chunk_vectors([row["chunk_id"] for row in rows])
     lines = line_structured(rows[0]["file_path"])
     candidates = [Candidate(row["text"], float(stored[row["chunk_id"]] @ query_vector)
                             if row["chunk_id"] in stored else 0.0, score, lines)
