@@ -1,6 +1,6 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat.
+| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat | aggregates.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -22,7 +22,7 @@ def main() -> None:
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
                                            "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes",
-                                           "partitions", "train-reader", "reader"])
+                                           "partitions", "train-reader", "reader", "aggregates"])
     parser.add_argument("--label", default="", help="reader bench: a name for this run's results file")
     parser.add_argument("--squad", type=Path, default=None,
                         help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
@@ -176,6 +176,10 @@ def main() -> None:
         from bench.list_answers import main as lists_main
 
         lists_main()
+    if args.what == "aggregates":  # not in `all` yet: whole-folder questions on the household folders (~20 s)
+        from bench.aggregates import main as aggregates_main
+
+        aggregates_main(args.label)
     if args.what in ("tagging", "all"):
         from bench.tagging_threshold import main as tagging_main
 
