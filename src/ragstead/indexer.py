@@ -39,6 +39,7 @@ from ragstead.indexing.build import (
 )
 from ragstead.indexing.lock import index_lock, interrupts_deferred
 from ragstead.indexing.roots import missing_roots
+from ragstead.indexing.textless import forget_all as forget_textless
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.rerank import fill_sentence_vectors
@@ -171,6 +172,7 @@ class Indexer:
                 # New vectors or chunks next to the old ones would mix two indexes: keep the old one whole.
                 return IndexReport(missing_roots=missing)
             old_secrets = secrets_record(settings.indexing())
+            forget_textless(settings.lock_file.parent)  # a rebuild reads every file again, photos without text too
             folder = settings.db_file.parent
             make_private_folder(folder)
             with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:

@@ -17,8 +17,9 @@ import json
 import os
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -27,6 +28,7 @@ import numpy as np
 
 from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
+from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.documents.ids import (
     file_of,
     file_sha256,
@@ -62,6 +64,7 @@ from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFi
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
 from ragstead.indexing.roots import MissingRoot, missing_roots
+from ragstead.indexing.textless import NO_TEXT, TextlessFiles
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 from ragstead.stores.snapshot import SUFFIX as SNAPSHOT_SUFFIX
 
@@ -79,6 +82,9 @@ BATCH_SECONDS = 30.0
 # privacy (path rules); "project" follows it anywhere inside the project root.
 FOLLOW_SYMLINKS = ("scope", "project")
 OUTSIDE_SCOPE = "symlink outside scope"
+# Files read at once (#47.2): each in its own reader process (documents/sandbox.py), OCR's Tesseract a process of
+# its own, so a folder of photos uses every core; results are taken in walk order, at most 2 per reader ahead.
+READERS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 _LIMITS = LoadLimits()
 
 
@@ -486,7 +492,7 @@ def _prepare(candidate: FileCandidate, options: IndexingOptions) -> list[Documen
             writes.append(write)
     budget.tick()
     if not writes:
-        return Skip("no text to index (empty or image-only)", failed=False)
+        return Skip(NO_TEXT, failed=False)
     return writes
 
 
@@ -629,7 +635,7 @@ def index_roots(
         remasked = (remask and within is None and not report.missing_roots
                     and {entry.root for entry in manifest.values()} <= set(roots))
         _write(diff.todo, diff.removed, diff.touches, manifest, options, store, embedder, report, progress,
-               remask=remasked)
+               remask=remasked, textless=diff.textless)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -643,6 +649,7 @@ class RootsDiff:
     todo: list[FileCandidate]
     touches: list[DocumentRecord]
     removed: list[str]
+    textless: TextlessFiles | None = None  # the files read before that held no text (indexing/textless.py)
 
 
 def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[str, ManifestEntry],
@@ -657,6 +664,7 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
     todo: list[FileCandidate] = []
     touches: list[DocumentRecord] = []
     files = indexed_files(manifest)
+    textless = textless_record(options)
     for root, path, rel, info in _walk(options, roots, report, within):
         if rel in walked:  # the same file again through a nested root (`docs` and `docs/archive`): once is enough
             continue
@@ -665,12 +673,20 @@ def diff_roots(options: IndexingOptions, roots: tuple[str, ...], manifest: dict[
         if shown in seen:  # two names that escape alike (a literal "\xe9" and a byte 0xE9): keep the first
             report.skip(shown, "another file's name reads the same once escaped", failed=True)
             continue
-        if _consider(root, path, rel, info, files, report, todo, touches, options, reread):
+        if _consider(root, path, rel, info, files, report, todo, touches, options, reread,
+                     None if reread else textless):
             seen.add(shown)
+    if within is None:  # a whole walk: a textless file gone (or left out) leaves the record
+        textless.keep_only({storable_path(rel) for rel in walked}, roots)
     removed = sorted(p for p, entry in manifest.items()
                      if entry.root in roots and entry.root not in keep and file_of(p) not in seen
                      and (within is None or within.holds(p)))
-    return RootsDiff(todo, touches, removed)
+    return RootsDiff(todo, touches, removed, textless)
+
+
+def textless_record(options: IndexingOptions) -> TextlessFiles:
+    """The record of the files this index read that held no text (none for options without a project)."""
+    return TextlessFiles.load(options.lock_file.parent if options.lock_file.is_absolute() else None)
 
 
 def _consider(
@@ -684,9 +700,11 @@ def _consider(
     touches: list[DocumentRecord],
     options: IndexingOptions,
     reread: bool = False,
+    textless: TextlessFiles | None = None,
 ) -> bool:
     """Sort one regular, supported file into skipped, unchanged (maybe with fresh stat) or to-do, by stat, then
-    hash. True when the file stays in the index (unchanged or to do); a skipped file's old entry goes."""
+    hash. True when the file stays in the index (unchanged or to do); a skipped file's old entry goes. A file not
+    in the index that `textless` knows held no text is skipped unread while its bytes stay the same."""
     # Stored and shown: the escaped name, so no lone surrogate reaches SQLite or JSON. It still leads back to the
     # file: every walk maps real names to it (the manifest's key), fs_path() maps it back for index_paths,
     # and the doc id hashes the real bytes (`id_path`).
@@ -697,12 +715,12 @@ def _consider(
         return False
     indexed = files.get(shown)
     known = indexed.entry if indexed else None
-    # An mbox indexed whole (before each message was a document of its own) is read again, changed or not.
-    outdated = indexed is not None and shown in indexed.entries and path.suffix.lower() in CONTAINER_SUFFIXES
-    outdated = outdated or reread  # `index --remask`: every file read and masked again (unchanged chunks keep vectors)
+    outdated = _outdated(indexed, shown, path, reread)
     if known and not outdated and known.size == info.st_size and known.mtime == info.st_mtime:
         report.unchanged += 1
         return True
+    if _still_textless(textless, indexed, shown, info, None, report):
+        return False
     if name_secrets(shown):  # never a candidate: `freshness` and uploads would list its name as new
         report.skip(shown_path(shown), SECRET_IN_NAME, failed=False)
         return False
@@ -716,9 +734,34 @@ def _consider(
         touches.extend(_touch_record(entry, stored, info.st_size, info.st_mtime)
                        for stored, entry in indexed.entries.items())
         return True
+    if _still_textless(textless, indexed, shown, info, file_hash, report):  # touched, not changed
+        return False
     todo.append(FileCandidate(shown, root, path, info.st_size, info.st_mtime, file_hash, known is None, id_path=rel,
                               stored=indexed.paths if indexed else ()))
     return True
+
+
+def _outdated(indexed: IndexedFile | None, shown: str, path: Path, reread: bool) -> bool:
+    """Whether an indexed file is read again whatever its stat and hash say: an mbox indexed whole (before each
+    message was a document of its own), or every file with `index --remask` (unchanged chunks keep vectors)."""
+    return reread or (indexed is not None and shown in indexed.entries and path.suffix.lower() in CONTAINER_SUFFIXES)
+
+
+def _still_textless(textless: TextlessFiles | None, indexed: IndexedFile | None, shown: str, info: os.stat_result,
+                    file_hash: str | None, report: IndexReport) -> bool:
+    """True (and the skip reported) for a file not in the index that held no text when last read, with the same
+    stat, or (`file_hash` given) the same bytes: its new mtime is kept."""
+    if textless is None or indexed is not None:
+        return False
+    if file_hash is None:
+        same = textless.same_stat(shown, info.st_size, info.st_mtime)
+    else:
+        same = textless.same_hash(shown, file_hash)
+        if same:
+            textless.remember(shown, info.st_size, info.st_mtime, file_hash)
+    if same:
+        report.skip(shown, NO_TEXT, failed=False)
+    return same
 
 
 def index_paths(
@@ -755,6 +798,7 @@ def index_paths(
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
         files = indexed_files(manifest)
+        textless = textless_record(options)
         todo: list[FileCandidate] = []
         touches: list[DocumentRecord] = []
         removed: list[str] = []
@@ -767,7 +811,7 @@ def index_paths(
             except OSError:
                 info = None
             if info is not None and stat.S_ISREG(info.st_mode) and is_supported(path):
-                if _consider(root, path, rel, info, files, report, todo, touches, options):
+                if _consider(root, path, rel, info, files, report, todo, touches, options, textless=textless):
                     continue
             elif info is not None and not stat.S_ISREG(info.st_mode):
                 report.skip(shown, "not a regular file", failed=True)
@@ -775,7 +819,7 @@ def index_paths(
                 report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
             if shown in files:
                 removed.extend(files[shown].paths)
-        _write(todo, removed, touches, manifest, options, store, embedder, report, progress)
+        _write(todo, removed, touches, manifest, options, store, embedder, report, progress, textless=textless)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -791,6 +835,7 @@ def _write(
     report: IndexReport,
     progress: ProgressHook | None,
     remask: bool = False,
+    textless: TextlessFiles | None = None,
 ) -> None:
     """Prepare, embed and write candidates in batches of at most BATCH_CHUNKS chunks (the first FIRST_BATCH_CHUNKS,
     then about BATCH_SECONDS of embedding each), one transaction each.
@@ -799,7 +844,8 @@ def _write(
     them searchable. A renamed file (a candidate with the content hash of a removed path) is the exception:
     its old path goes in the transaction that writes the new one, after the batch read the old chunks'
     vectors from the cache, so a rename is atomic and re-embeds nothing. Candidates are prepared renames
-    first, and a file that fails and was indexed before loses its stale chunks in the last transaction."""
+    first, and a file that fails and was indexed before loses its stale chunks in the last transaction.
+    Files are read READERS at a time; one that held no text goes in `textless`, kept even when the run stops."""
     by_hash: dict[str, list[str]] = {}
     for path in removed:
         entry = manifest.get(path)
@@ -817,16 +863,8 @@ def _write(
     stale: list[str] = []
     dropped: list[str] = []  # documents of a re-read file that it no longer holds
 
-    # Progress is counted in chunks (what costs time), out of an estimate that scales the chunks prepared so
-    # far by the bytes still to read; it is exact once every file is prepared.
-    total_bytes = max(1, sum(c.size for c in todo))
-    counts = {"done": 0, "chunks": 0, "bytes": 0}
-
-    def report_progress(embedded: int = 0) -> None:
-        counts["done"] += embedded
-        if progress:
-            estimate = round(counts["chunks"] * total_bytes / max(1, counts["bytes"]))
-            progress(counts["done"], max(counts["done"], counts["chunks"], estimate))
+    meter = _Progress(todo, progress)
+    report_progress = meter.report
 
     limit, batch_chunks = FIRST_BATCH_CHUNKS, 0
 
@@ -850,30 +888,98 @@ def _write(
             report.chunks_written += len(write.chunks)
         batch, removals, batch_chunks = [], [], 0
 
-    for candidate in todo:
-        outcome = prepare_file(candidate, options)
-        removals += paired.pop(candidate.file_hash, [])
-        if isinstance(outcome, Skip):
-            report.skip(shown_path(candidate.rel_path), outcome.reason, failed=outcome.failed)
-            if not candidate.is_new:
-                stale.extend(candidate.stored or [candidate.rel_path])  # stale content of a now-unreadable file goes
-        else:
-            batch.extend(outcome)
-            written = {write.document.file_path for write in outcome}
-            gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
-            removals += gone_inside
-            dropped += gone_inside
-            added = sum(len(write.chunks) for write in outcome)
-            batch_chunks += added
-            counts["chunks"] += added
-        counts["bytes"] += candidate.size
-        report_progress()
-        if batch_chunks >= limit:
-            flush(final=False)
+    textless = textless or TextlessFiles(None)
+    try:
+        with closing(_prepared(todo, options)) as prepared:
+            for candidate, outcome in prepared:
+                removals += paired.pop(candidate.file_hash, [])
+                _note_textless(textless, candidate, outcome)
+                if isinstance(outcome, Skip):
+                    report.skip(shown_path(candidate.rel_path), outcome.reason, failed=outcome.failed)
+                    if not candidate.is_new:  # stale content of a now-unreadable file goes
+                        stale.extend(candidate.stored or [candidate.rel_path])
+                else:
+                    batch.extend(outcome)
+                    written = {write.document.file_path for write in outcome}
+                    gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
+                    removals += gone_inside
+                    dropped += gone_inside
+                    batch_chunks += sum(len(write.chunks) for write in outcome)
+                meter.read(candidate, outcome)
+                if batch_chunks >= limit:
+                    flush(final=False)
+    finally:
+        textless.save()  # what was read is known, even when the run stops here
     removals += [p for paths in paired.values() for p in paths]
     flush(final=True)
     report.removed = sorted(set(removed) | set(stale) | set(dropped))
     _record_secret_counts(options, report, fresh=not manifest, remasked=remask)
+
+
+def _prepared(todo: list[FileCandidate],
+              options: IndexingOptions) -> Iterator[tuple[FileCandidate, list[DocumentWrite] | Skip]]:
+    """Each candidate with what `prepare_file` made of it, in order, READERS files read at once (a thread each,
+    waiting on its reader process), at most two per reader ahead of the caller."""
+    readers = min(READERS, sum(1 for c in todo if c.loaded is None))
+    if readers <= 1:
+        yield from ((candidate, prepare_file(candidate, options)) for candidate in todo)
+        return
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(readers, thread_name_prefix="ragstead-read")
+    pending: deque[tuple[FileCandidate, Future[list[DocumentWrite] | Skip]]] = deque()
+    try:
+        for candidate in todo:
+            pending.append((candidate, pool.submit(prepare_file, candidate, options)))
+            if len(pending) >= 2 * readers:
+                first, future = pending.popleft()
+                yield first, future.result()
+        while pending:
+            first, future = pending.popleft()
+            yield first, future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a stopped run starts no more reads
+
+
+def _note_textless(textless: TextlessFiles, candidate: FileCandidate, outcome: list[DocumentWrite] | Skip) -> None:
+    """Remember a file read whole that held no text; any other outcome forgets it."""
+    if isinstance(outcome, Skip) and outcome.reason == NO_TEXT and candidate.loaded is None:
+        textless.remember(candidate.rel_path, candidate.size, candidate.mtime, candidate.file_hash)
+    else:
+        textless.forget([candidate.rel_path])
+
+
+class _Progress:
+    """An index run's progress, counted in chunks (what costs time) and, for an image, one unit for its OCR
+    (#47.2: a folder of photos moved no bar while Tesseract read them). The total is an estimate: the chunks
+    prepared so far scaled by the bytes of text files still to read, plus one unit per image and the chunks of
+    those read; it is exact once every file is prepared."""
+
+    def __init__(self, todo: list[FileCandidate], hook: ProgressHook | None) -> None:
+        self.hook = hook
+        self.images = sum(1 for c in todo if _is_image(c))
+        self.total_bytes = max(1, sum(c.size for c in todo if not _is_image(c)))
+        self.done = self.chunks = self.bytes = self.image_chunks = 0
+
+    def read(self, candidate: FileCandidate, outcome: list[DocumentWrite] | Skip) -> None:
+        added = 0 if isinstance(outcome, Skip) else sum(len(write.chunks) for write in outcome)
+        if _is_image(candidate):
+            self.image_chunks += added
+            self.done += 1
+        else:
+            self.chunks += added
+            self.bytes += candidate.size
+        self.report()
+
+    def report(self, embedded: int = 0) -> None:
+        self.done += embedded
+        if self.hook:
+            estimate = round(self.chunks * self.total_bytes / max(1, self.bytes)) + self.images + self.image_chunks
+            self.hook(self.done, max(self.done, self.chunks + self.images + self.image_chunks, estimate))
+
+
+def _is_image(candidate: FileCandidate) -> bool:
+    return candidate.loaded is None and candidate.path.suffix.lower() in IMAGE_SUFFIXES
 
 
 SECRETS_FILE = "secrets.json"
