@@ -508,6 +508,9 @@ def init(
                                                               "whole folder; team: kb,artifacts,docs).")] = None,
     model: ModelOpt = None,
     chunker: Annotated[str | None, typer.Option("--chunker", help="words | sentences | markdown")] = None,
+    index_home: Annotated[bool, typer.Option(
+        "--index-home", help="Keep the index outside the folder, in $XDG_DATA_HOME/ragstead/<project>/ (default "
+                             "~/.local/share): a folder synced to a cloud drive then syncs no index.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Make a folder a ragstead project: ragstead.toml (roots, owner, model, chunker), the .gitignore lines
@@ -516,13 +519,14 @@ def init(
     Examples:
 
         ragstead init ~/notes && cd ~/notes && ragstead index
+        ragstead init ~/Dropbox/notes --index-home   # the index in ~/.local/share/ragstead/, not in the folder
         ragstead init team-kb --layout team --owner alice
     """
     from ragstead.knowledge_base import init as init_project
 
     with _library_errors():
         report = init_project(path, layout=layout, owner=owner, roots=split_values([roots]) if roots else None,
-                              model=model, chunker=chunker)
+                              model=model, chunker=chunker, index_outside=index_home)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return

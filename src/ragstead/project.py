@@ -8,6 +8,9 @@ It stands above `ragstead.guard` (the secret-like file names the `.gitignore` li
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,11 +77,37 @@ def keep_chunking(runtime: Runtime, given: dict[str, Any]) -> dict[str, Any]:
 TEAM_ROOTS = ("kb", "artifacts", "docs")
 
 
+def index_home(root: Path) -> Path:
+    """Where `init --index-home` keeps a project's index, outside its folder (#47.6: a folder synced to a cloud
+    drive would sync the index too): `$XDG_DATA_HOME/ragstead/<name>-<hash of the folder's path>/`, by default under
+    ~/.local/share. The key is chosen once, at init, and the config records the path: a moved folder keeps it."""
+    data_home = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(data_home) if os.path.isabs(data_home) else Path.home() / ".local" / "share"  # the spec: absolute only
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", root.name).strip("-.")[:40] or "project"
+    return base / "ragstead" / f"{name}-{hashlib.sha256(os.fsencode(root)).hexdigest()[:12]}"
+
+
+def _index_home_values(root: Path, current: Settings) -> dict[str, str]:
+    """The config values that put the index in `index_home(root)` (made 0700 now), or none when it is there
+    already. An index the folder holds already is not left behind silently: init refuses."""
+    folder = index_home(root)
+    if current.db_file.parent.resolve() == folder.resolve():
+        return {}
+    if current.db_file.exists():
+        raise ConfigError(f"an index exists at {current.db_file}; --index-home starts a new one in {folder}: move "
+                          "or delete the old one first (or `ragstead export` it, then `import` it after init)")
+    make_private_folder(folder)
+    return {"db_path": str(folder / "ragstead.db"), "lock_path": str(folder / "index.lock")}
+
+
 def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None = None,
-         roots: Sequence[str] | None = None, model: str | None = None, chunker: str | None = None) -> dict[str, Any]:
+         roots: Sequence[str] | None = None, model: str | None = None, chunker: str | None = None,
+         index_outside: bool = False) -> dict[str, Any]:
     """Make `path` (created if missing) a ragstead project: its `ragstead.toml` (roots, owner, model, chunker),
     the `.gitignore` lines that keep the index and the private folders out of git, and for the team layout
-    its folders. An existing config keeps every value not given here. Returns what was written."""
+    its folders. An existing config keeps every value not given here. `index_outside`: the index lives in
+    `index_home(root)`, outside the folder, its paths recorded in the config (`db_path`, `lock_path`) so every
+    command finds it. Returns what was written."""
     if layout not in ("personal", "team"):
         raise ConfigError(f"layout must be personal or team, got {layout!r}")
     root = Path(path).expanduser()
@@ -95,6 +124,9 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
         values["chunker"] = chunker
     settings = current.with_overrides(**values)
     settings.chunking  # noqa: B018 - validates the chunker before anything is written
+    if index_outside:
+        values |= _index_home_values(root, current)
+        settings = settings.with_overrides(**values)
     config = save_settings(root, values)
     created = []
     if layout == "team":
