@@ -196,6 +196,8 @@ FeedbackOpt = Annotated[int | None, typer.Option("--feedback", help=FEEDBACK_HEL
 FeedbackWeightOpt = Annotated[float | None, typer.Option("--feedback-weight", help=FEEDBACK_WEIGHT_HELP)]
 
 SEARCH_PANEL = "Search"
+# `--tag` of every command that reads a scope (query, ask, chat, ls): any of the tags, as the store's filter reads them.
+TAG_HELP = "Any of these tags; repeatable or comma-separated."
 SCOPE_PANEL = "Scope"
 
 
@@ -295,7 +297,7 @@ _SEARCH_PARAMETERS = [
     _option(None, str | None, "--date-from", help="YYYY-MM-DD, inclusive.", panel=SCOPE_PANEL),
     _option(None, str | None, "--date-to", help="YYYY-MM-DD, inclusive.", panel=SCOPE_PANEL),
     _option(False, bool, "--include-archive", help="Include archive docs.", panel=SCOPE_PANEL),
-    _option(None, list[str] | None, "--tag", help="Any of these tags; repeatable.", panel=SCOPE_PANEL),
+    _option(None, list[str] | None, "--tag", help=TAG_HELP, panel=SCOPE_PANEL),
     _option(None, int | None, "--top-k-vector", help="Vector candidates (default: config, 25)."),
     _option(None, int | None, "--top-k-lexical", help="Lexical candidates (default: config, 25)."),
     _option(None, int | None, "--rrf-k", help="RRF constant (implies --fusion rrf; default: config, 60)."),
@@ -1395,10 +1397,12 @@ LS_CSV_COLUMNS = ("file_path", "doc_type", "user_slug", "is_private", "chunks", 
   ragstead ls
   ragstead ls --user alice --doc-type user_kb
   ragstead ls --public-only --no-archive
+  ragstead ls --tag housing
   ragstead ls --limit 20 --offset 20 --format csv""")
 def ls(
     user: Annotated[str | None, typer.Option("--user", help="Only this user's documents.")] = None,
     doc_type: Annotated[list[str] | None, typer.Option("--doc-type", help="Repeatable or comma-separated.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help=TAG_HELP)] = None,
     public_only: Annotated[bool, typer.Option("--public-only", help="Public documents instead of private ones.")
                            ] = False,
     include_archive: Annotated[bool, typer.Option("--include-archive/--no-archive",
@@ -1416,8 +1420,9 @@ def ls(
     with _library_errors():
         output = _output(output, as_json, *LS_FORMATS)
         with _open(root, config, db, store_spec) as kb:
-            docs = kb.documents(user=user, public_only=public_only, include_archive=include_archive,
-                                doc_types=split_values(doc_type), limit=limit, offset=offset)
+            filters = kb.scope(user=user, public_only=public_only, include_archive=include_archive,
+                               doc_types=split_values(doc_type), tags=split_values(tag))  # the store filters by tag
+            docs = kb.documents(filters=filters, limit=limit, offset=offset)
     if output == "json":
         _echo_json({"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset})
         return
@@ -1427,11 +1432,12 @@ def ls(
     columns = ("file", "type", "user", "privacy", "chunks", "indexed")
     rows = [(doc["file_path"], _type_label(doc), doc["user_slug"] or "-", "private" if doc["is_private"] else "public",
              str(doc.get("chunks", "")), str(doc.get("indexed_at") or "-")) for doc in docs]
-    scope = "public" if public_only else "private"
+    scope = ("public" if public_only else "private") + " scope" + (
+        f", tagged {' or '.join(filters.tags)}" if filters.tags else "")
     shown = f"{offset + 1}-{offset + len(docs)}" if docs else "none"
     more = f"; more: --offset {offset + limit}" if len(docs) == limit else ""
     other = "" if public_only else "; --public-only lists public ones"
-    summary = f"{_count(len(docs), 'document')} ({scope} scope, showing {shown}{more}{other})"
+    summary = f"{_count(len(docs), 'document')} ({scope}, showing {shown}{more}{other})"
     if not _on_terminal():  # a pipe: TSV for cut and awk, the summary a `#` comment line after it
         for row in [columns, *rows] if rows else []:
             typer.echo("\t".join(_escaped(cell) for cell in row))  # a tab or newline in a name stays in its cell

@@ -117,6 +117,8 @@ class ListDocumentsArgs(_Strict):
     limit: int = Field(default=50, ge=1, le=200, description="How many documents to list.")
     offset: int = Field(default=0, ge=0, le=10_000_000, description="How many to skip (paging).")
     doc_types: list[str] = Field(default_factory=list, max_length=10, description="Only these document types.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS,
+                            description="Only documents with any of these tags.")
 
 
 class GetDocumentArgs(_Strict):
@@ -243,7 +245,7 @@ class RagsteadMcp:
     def _list_documents(self, args: ListDocumentsArgs) -> dict[str, Any]:
         filters = self.kb.scope(user=None if self.scope.public_only else self.scope.user,
                                 public_only=self.scope.public_only, include_archive=self.scope.include_archive,
-                                doc_types=args.doc_types, archive_allowed=self.scope.include_archive)
+                                doc_types=args.doc_types, tags=args.tags, archive_allowed=self.scope.include_archive)
         docs = self.kb.documents(filters=filters, limit=args.limit, offset=args.offset)
         return {"documents": [doc.to_dict() for doc in docs], "limit": args.limit, "offset": args.offset,
                 "scope": self.scope.describe()}

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, File, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
@@ -648,12 +648,18 @@ def _add_document_routes(app: FastAPI, kb: KnowledgeBase, need: Need, config: Ap
 
     @app.get("/v1/documents", tags=["documents"])
     def list_documents(
-        limit: int = 100, offset: int = 0, who: Caller = Depends(need("query"))  # noqa: B008
+        limit: int = 100, offset: int = 0,
+        tags: list[str] = Query(default=[], description="only documents with any of these tags (repeat it: "  # noqa: B008
+                                "?tags=a&tags=b), as /v1/query's tags"),
+        who: Caller = Depends(need("query")),  # noqa: B008
     ) -> dict[str, Any]:
         """The caller's own private documents, by path."""
         if not (1 <= limit <= 1000 and 0 <= offset <= 10_000_000):
             raise ApiError(422, "invalid_request", "limit must be 1-1000 and offset 0-10000000")
-        docs = kb.documents(user=who.user_slug, include_archive=True, limit=limit, offset=offset)
+        # The key's scope, narrowed by tags in the store's own filter (as a search's), never widened.
+        docs = run_library(lambda: kb.documents(filters=caller_scope(who, "private", tags=tuple(tags),
+                                                                     include_archive=True).filters(),
+                                                limit=limit, offset=offset))
         data = {"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset}
         note = None if docs or offset else nothing_visible_note(kb, who.user_slug)
         return {**data, "note": note} if note else data
