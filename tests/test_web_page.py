@@ -482,3 +482,81 @@ def test_a_cited_pdf_titled_untitled_is_named_by_its_file_in_the_source_panel(pa
             expect(where).to_contain_text("[1] kb/users/alice/lease.pdf")
             assert "Untitled" not in where.inner_text()
             expect(page.locator("#passage-chunks .chunk.focus mark.quote.first")).to_contain_text("It ends on 31 March")
+
+
+def test_a_list_answer_shows_its_files_as_cards_that_open_them(page, served):
+    # "which notes mention the ledger": the answer's text names no [n]; its files are cards, each opening its note.
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "which notes mention the ledger", "ask")
+    expect(page.locator("#answer-text")).to_contain_text("2 mention the ledger")
+    cards = page.locator("#answer-files li")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0)).to_contain_text("kb/users/alice/billing.md")
+    expect(cards.nth(1)).to_contain_text("kb/users/alice/heron.md")
+    expect(cards.nth(1)).to_contain_text("<script>alert(1)</script>")  # the quoted sentence, as text
+    expect(page.locator("#answer-meta")).to_have_text("Listed from every document in scope.")
+    assert "kestrel" not in page.locator("#answer").inner_text()  # bob's notes stay out of alice's list
+    screenshot(page, "web-page-list-answer")
+    cards.nth(0).get_by_role("button", name="Open kb/users/alice/billing.md in context").click()
+    expect(page.locator("#passage-where")).to_contain_text("kb/users/alice/billing.md")
+    expect(page.locator("#passage-chunks .chunk.focus mark.quote.first")).to_contain_text("ledger")
+    run_query(page, "what did we decide about the billing database", "ask")  # a plain answer: no cards
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive")
+    expect(page.locator("#answer-files")).to_be_hidden()
+    expect(page.locator("#thread li").first.locator(".files li")).to_have_count(2)  # the earlier turn keeps its files
+
+
+def test_a_new_search_clears_the_old_answer_above_its_results(page, served):
+    sign_in(page, served.base, served.keys["alice"])
+    run_query(page, "what did we decide about the billing database", "ask")
+    expect(page.locator("#answer-text")).to_contain_text("PostgreSQL 16")
+    page.locator("#answer-text button.cite").first.click()
+    expect(page.locator("#passage")).to_be_visible()
+    run_query(page, "heron ledger note")
+    expect(page.locator("#results-list li").first).to_contain_text("kb/users/alice/heron.md")
+    expect(page.locator("#answer")).to_be_hidden()  # the results do not read as the old question's answer
+    expect(page.locator("#passage")).to_be_hidden()
+    run_query(page, "And when does the migration run?", "ask")  # the conversation itself goes on
+    expect(page.locator("#answer-meta")).to_contain_text("Answered by extractive")
+    expect(page.locator("#thread li")).to_have_count(1)
+
+
+def test_the_upload_card_names_every_type_index_reads(served):
+    from ragstead.documents.loaders import LOADERS
+
+    with httpx.Client(base_url=served.base) as http:
+        html = http.get("/").text
+    named = re.search(r'<span id="file-types">([^<]*)</span>', html)
+    accept = re.search(r'<input id="file" type="file" accept="([^"]*)"', html)
+    assert named and accept, html
+    assert set(named.group(1).split(", ")) == {suffix.lstrip(".") for suffix in LOADERS}  # the loaders' registry
+    assert set(accept.group(1).split(",")) == set(LOADERS)
+
+
+def test_the_tags_filter_narrows_searches_and_list_answers_to_the_keys_tagged_notes(page, tmp_path, real_embedder):
+    # The page's tag filter is the API's: any of the tags, in the store's filter, within the key's scope.
+    write_files(tmp_path, {
+        "ragstead.toml": "[ragstead]\nroots = [\"kb\", \"docs\"]\n",
+        "kb/users/alice/lease.md": "---\ntags: [housing]\n---\n# Lease\n\nThe landlord raised the rent to 950 euros.",
+        "kb/users/alice/standup.md": "---\ntags: [work]\n---\n# Standup\n\nThe landlord of the office called.",
+        "kb/users/bob/flat.md": "---\ntags: [housing]\n---\n# Flat\n\nBob's landlord is slow to fix the sink.",
+        "docs/faq.md": "---\ntags: [housing]\n---\n# FAQ\n\nA landlord must give two months' notice."})
+    with _kb(tmp_path, real_embedder) as kb:
+        kb.index()
+        key = KeyFile(kb.api_keys_file).add("alice")[0]
+        with ThreadServer(create_app(kb, ApiConfig())) as base:
+            sign_in(page, base, key)
+            page.locator("#filters summary").click()
+            page.fill("#tags", "housing")
+            run_query(page, "landlord")
+            expect(page.locator("#results-list li")).to_have_count(1)
+            expect(page.locator("#results-list")).to_contain_text("kb/users/alice/lease.md")
+            run_query(page, "which notes mention the landlord", "ask")
+            expect(page.locator("#answer-text")).to_contain_text("Examined 1 document in your scope; 1 mentions")
+            expect(page.locator("#answer-files li")).to_have_count(1)
+            expect(page.locator("#answer-files")).to_contain_text("kb/users/alice/lease.md")
+            page.fill("#tags", "housing, work")
+            run_query(page, "which notes mention the landlord", "ask")
+            expect(page.locator("#answer-files li")).to_have_count(2)
+            for other in ("kb/users/bob", "docs/faq.md", "sink", "notice"):
+                assert other not in page.locator("main").inner_text()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import logging
 import queue
@@ -26,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstead.errors import DocumentNotFoundError, IndexLockedError, RagsteadError
+from ragstead.knowledge_base import SUPPORTED_SUFFIXES
 
 STATIC = Path(__file__).parent / "static"
 # Only this server's own files: no inline script, no eval, no remote anything, no framing, no plugins.
@@ -89,13 +91,21 @@ class DocsHeaders:
         await self.app(scope, receive, with_headers)
 
 
+def page_html() -> str:
+    """The page, its upload card naming every file type `index` reads (the loaders' registry, SUPPORTED_SUFFIXES):
+    an upload of any of them is stored and indexed."""
+    text = (STATIC / "index.html").read_text(encoding="utf-8")
+    types = html.escape(", ".join(suffix.lstrip(".") for suffix in SUPPORTED_SUFFIXES))
+    return text.replace("{file_types}", types).replace("{file_accept}", html.escape(",".join(SUPPORTED_SUFFIXES)))
+
+
 def add_page(app: FastAPI) -> None:
     """`GET /` (the page) and `/ui/*` (its assets), and the security headers of the API docs."""
     app.add_middleware(DocsHeaders)
 
     @app.get("/", include_in_schema=False)
     def page() -> HTMLResponse:
-        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers=HEADERS)
+        return HTMLResponse(page_html(), headers=HEADERS)
 
     app.mount("/ui", _Assets(directory=STATIC), name="ui")
 

@@ -207,8 +207,16 @@ function fmt(value) {
   return value === null || value === undefined ? "-" : Number(value).toFixed(3);
 }
 
+// A search's results stand on their own: the answer on show (an earlier question's) and its open source are put
+// away, so the results never read as that answer's. The conversation itself goes on: the next Ask continues it.
+function putAnswerAway() {
+  $("answer").hidden = true;
+  $("passage").hidden = true;
+}
+
 async function search() {
   const body = queryBody();
+  putAnswerAway();
   const response = await postJson("/v1/query", body);
   renderResults(await response.json(), body.query);
 }
@@ -234,11 +242,40 @@ function citedText(box, result) {
   });
 }
 
+// A list or count answer ("which notes mention the landlord?") cites every document it names, with no [n] in its
+// text: each becomes a card, its name a button that opens the document in context (and its page's address a link),
+// with the sentence that mentions the topic. Other answers' sources are their [n] buttons.
+function renderFiles(box, result) {
+  const listed = result.kind === "list" || result.kind === "count" ? result.citations || [] : [];
+  box.replaceChildren();
+  for (const citation of listed) {
+    const card = el("li", null, "file");
+    const head = el("div", null, "result-head");
+    const title = citation.locator.title || citation.locator.heading;
+    const open = el("button", title && title !== citation.source ? `${title} — ${citation.source}` : citation.source,
+      "file-open");
+    open.type = "button";
+    open.setAttribute("aria-label", `Open ${citation.source} in context`);
+    open.addEventListener("click", () => openCitation(citation.n, listed));
+    head.append(open);
+    const where = place(Object.assign({}, citation.locator, { heading: null }));  // the heading is in the title
+    if (where && where !== title) head.append(el("span", where, "meta"));
+    if (citation.locator.link || citation.locator.url) {
+      head.append(sourceLink("page", citation.locator.link || citation.locator.url));
+    }
+    card.append(head, el("p", citation.quote || citation.snippet, "snippet"));
+    box.append(card);
+  }
+  box.hidden = !listed.length;
+}
+
 function renderAnswer(result) {
   lastCitations = result.citations || [];
   citedText($("answer-text"), Object.assign({ citations: [] }, result));
+  renderFiles($("answer-files"), result);
   const meta = [];
   if (result.kind === "memory") meta.push("A request to remember, not a question: the memory rule decided.");
+  else if (result.kind === "list" || result.kind === "count") meta.push("Listed from every document in scope.");
   else meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
   if (!result.refused && result.gate && result.gate.confidence === "tentative") {
     meta.push("Tentative: the sources may not hold this answer; check the citations.");
@@ -266,6 +303,9 @@ function archiveTurn() {
   const said = el("p", null, "said");
   citedText(said, Object.assign({ citations: [] }, turn.answer));
   li.append(el("p", turn.question, "asked"), said);
+  const files = el("ol", null, "files");
+  renderFiles(files, turn.answer);
+  if (!files.hidden) li.append(files);
   if (turn.rewrite && turn.rewrite.method !== "none" && turn.rewritten !== turn.question) {
     li.append(el("p", `Asked as: ${turn.rewritten}`, "meta"));
   }
@@ -281,6 +321,8 @@ function newConversation() {
     $(id).textContent = "";
   }
   $("answer-asked-as").hidden = true;
+  $("answer-files").replaceChildren();
+  $("answer-files").hidden = true;
   $("answer").hidden = true;
   $("passage").hidden = true;
   if (old) api(`/v1/chat/${encodeURIComponent(old)}`, { method: "DELETE" }).catch(() => {});
@@ -309,6 +351,8 @@ async function ask() {
   $("answer").hidden = false;
   $("answer-question").textContent = body.query;
   $("answer-text").textContent = "";
+  $("answer-files").replaceChildren();
+  $("answer-files").hidden = true;
   $("answer-asked-as").hidden = true;
   $("answer-meta").textContent = "Answering…";
   $("answer-sure").textContent = "";
