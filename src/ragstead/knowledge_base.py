@@ -21,6 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 
 from ragstead import egress, project
+from ragstead.answer.aggregate import whole_folder
 from ragstead.answer.ask import (
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MIN_SIMILARITY,
@@ -242,13 +243,13 @@ class KnowledgeBase:
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
-            if listed is None:
+            if (result := whole_folder(request, self, filters, ask_options, self._unit_vectors)) is None and not listed:
                 found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
                                          self.settings.scope_rules, self._unit_vectors)
-        if listed is not None:  # "which notes mention X": the whole scope, the lock held per store call (#45.4)
+        if result is None and listed is not None:  # "which notes mention X": the whole scope (#45.4); sums: #46
             result = list_answer(listed, self.store, self.embedder, filters, ask_options, self.settings.scope_rules,
                                  ListPage(request.offset, request.limit), self._unit_vectors, self._lock)
-        else:
+        elif result is None:
             with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
                 result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry,
                                 self.settings.refusal.strip() or REFUSAL)
