@@ -540,6 +540,8 @@ def init(
                    "and other secrets stay out of git)")
     for folder in report["created"]:
         typer.echo(f"  created {folder}")
+    if report.get("model_advice"):  # #47.1: a folder mostly not in English
+        err.print(f"[yellow]note:[/] {escape(report['model_advice'])}", markup=True, highlight=False, soft_wrap=True)
     typer.echo(f"next: cd {path} && ragstead index")
 
 
@@ -1573,8 +1575,18 @@ def status(
     if as_json:
         _echo_json(stats)
         return
-    for label, value, color in _status_lines(stats):
+    for label, value, color in [*_status_lines(stats), *_language_lines(stats)]:
         _say(f"{label:<12} {value}", fg=color)
+
+
+def _language_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """`status`'s languages row (#47.1: documents by detected language) and the model note, when there is one."""
+    counts = stats.get("languages") or {}
+    rows: list[tuple[str, str, str | None]] = [
+        ("languages", ", ".join(f"{code} {n}" for code, n in counts.items()), None)] if counts else []
+    if stats.get("model_advice"):
+        rows.append(("note", stats["model_advice"], "yellow"))
+    return rows
 
 
 @app.command(epilog="""Examples:

@@ -9,6 +9,7 @@ from ragstead.documents.secrets import DETECTOR_VERSION
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.indexing.build import secret_counts, secrets_checked, secrets_detector, secrets_imported
+from ragstead.indexing.languages import language_counts, model_advice
 from ragstead.indexing.unfinished import unfinished_import
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
@@ -37,10 +38,18 @@ class Health:
             stats["secrets"]["imported"] = True
         elif stats.get("documents") and checked and secrets_detector(options) < DETECTOR_VERSION:
             stats["secrets"]["outdated"] = True  # masked by an older detector: `index --remask` applies this one
+        stats |= self.languages(stats.get("embed_model"))
         unfinished = unfinished_import(rt.settings.lock_file.parent, rt.spec.describe())
         if unfinished is not None:  # a SIGKILLed import: the index holds part of a snapshot, not an index
             stats["unfinished_import"] = unfinished.to_dict()
         return stats | {"permissions": [p.to_dict() for p in permissions.find_loose(self.private_paths())]}
+
+    def languages(self, index_model: str | None) -> dict[str, Any]:
+        """The documents' languages as the index runs detected them (#47.1), and `model_advice` when most are not in
+        English and the index's model (else the configured one) was trained on English only."""
+        counts = language_counts(self.runtime.settings.lock_file.parent)
+        advice = model_advice(counts, index_model or self.runtime.settings.model)
+        return ({"languages": counts} if counts else {}) | ({"model_advice": advice} if advice else {})
 
     def doctor(self, fix: bool = False) -> dict[str, Any]:
         """Check that the index, its lock files, the API key file and the memory files are private (files 0600,

@@ -37,6 +37,7 @@ from ragstead.indexing.build import (
     secrets_record,
     tell_masking_improved,
 )
+from ragstead.indexing.languages import forget_languages
 from ragstead.indexing.lock import index_lock, interrupts_deferred
 from ragstead.indexing.roots import missing_roots
 from ragstead.indexing.textless import forget_all as forget_textless
@@ -173,6 +174,7 @@ class Indexer:
                 return IndexReport(missing_roots=missing)
             old_secrets = secrets_record(settings.indexing())
             forget_textless(settings.lock_file.parent)  # a rebuild reads every file again, photos without text too
+            forget_languages(settings.lock_file.parent)  # and writes every document again
             folder = settings.db_file.parent
             make_private_folder(folder)
             with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:

