@@ -209,7 +209,8 @@ def test_wrong_footed_questions_go_on_to_the_usual_answer_never_a_complete_figur
     for question in ("How much does the roofer charge per hour?", "How many people came to the party?",
                      "How much did I pay the roofer in 2019?", "How many rows where status is lost?"):
         request = AskRequest(question, scope=Scope(user="ana"))
-        assert whole_folder(request, kb, request.scope.filters(), AskOptions(kb.search_options(request))) is None
+        assert whole_folder(request, kb, request.scope.filters(), AskOptions(kb.search_options(request))) == (
+            None, None)
 
 
 # -- scope: another user's payments are never counted, through every door ----------------------------------------
@@ -263,3 +264,39 @@ class _Root:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+
+def test_a_whole_scope_sum_takes_one_of_the_keys_list_places():
+    # A sum reads every unit of its topic in the scope, as a list does: one at a time per key (#45.4), plain
+    # questions untouched.
+    from ragstead.api.app import ApiError, _ListAnswers
+
+    places = _ListAnswers(1)
+    assert places.claimed_for(AskRequest("How much did I pay the roofer in 2025?"), "ana")
+    with pytest.raises(ApiError, match="already has 1 list answer running"):
+        places.claimed_for(AskRequest("How many rows where status is open?"), "ana")
+    assert not places.claimed_for(AskRequest("What is on the ferry?"), "ana")
+    assert places.claimed_for(AskRequest("How much did I pay the roofer in 2025?"), "bruno")
+
+
+def test_the_scan_holds_the_read_lock_per_store_call_not_across_it(kb):
+    from ragstead.answer.aggregate import whole_folder
+    from ragstead.answer.ask import AskOptions
+
+    class Counting:
+        def __init__(self) -> None:
+            self.entered = self.held = 0
+
+        def __enter__(self) -> None:
+            self.entered += 1
+            self.held += 1
+
+        def __exit__(self, *exc: object) -> None:
+            self.held -= 1
+
+    lock = Counting()
+    request = AskRequest("How much did I pay the roofer in 2025?", scope=Scope(user="ana"))
+    answered, _ = whole_folder(request, kb, request.scope.filters(), AskOptions(kb.search_options(request)),
+                               lock=lock)
+    assert answered is not None and answered.listing.figure == "2070.00"  # type: ignore[union-attr]
+    assert lock.entered >= 3 and lock.held == 0

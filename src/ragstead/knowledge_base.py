@@ -36,7 +36,7 @@ from ragstead.answer.ask import providers_from_env as _providers_from_env
 from ragstead.answer.base import REFUSAL, AnswerProvider
 from ragstead.answer.consent import consent_hint
 from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.answer.listing import ListPage, list_answer, list_question
+from ragstead.answer.listing import ListPage, list_answer
 from ragstead.answer.prompt import load_template
 from ragstead.answer.tools import ToolRegistry
 from ragstead.config import Settings, load_settings, provider_env
@@ -239,11 +239,11 @@ class KnowledgeBase:
                                  request.max_context_tokens, self.reranker() if request.rerank else None,
                                  request.min_confidence, local_only=self.settings.local_only)
         registry = self.tool_registry(request.tools)  # unknown tool names fail here, before any work
-        listed = list_question(request.query) if request.list_questions else None
+        result, listed = whole_folder(request, self, filters, ask_options, self._unit_vectors, self._lock)  # #46
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions
-            if (result := whole_folder(request, self, filters, ask_options, self._unit_vectors)) is None and not listed:
+            if result is None and listed is None:
                 found, contexts = gather(request.query, self.store, self.embedder, filters, ask_options,
                                          self.settings.scope_rules, self._unit_vectors)
         if result is None and listed is not None:  # "which notes mention X": the whole scope (#45.4); sums: #46

@@ -190,7 +190,11 @@ class RagsteadMcp:
                      "'tentative' means the sources may not hold the answer: check the citations before relying "
                      "on it. A list or count question ('which notes mention X?', 'how many files ...?') is "
                      "answered from the whole scope (kind 'list' or 'count'): every matching document cited once, "
-                     "with how many documents were examined and matched; page with offset and limit.",
+                     "with how many documents were examined and matched; page with offset and limit. A sum, "
+                     "count, average, earliest or latest over the records ('how much did I pay the roofer in "
+                     "2025?', 'how many rows where status is open?') answers with its figure and unit, every unit "
+                     "it added (units: source, quote, date, amount) and what it left out; complete is false when "
+                     "an amount was left out.",
                      AskArgs, self._ask, spelling={"query": "question"}),
             ToolSpec("list_documents", "List the documents in scope, by path: doc_id, type, title, tags, dates, "
                      "chunk count.", ListDocumentsArgs, self._list_documents),

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
@@ -135,6 +136,11 @@ class _Scope:
     rules: tuple[PathRule, ...]
     page: ListPage
     cache: UnitVectorCache | None = None
+    lock: AbstractContextManager[Any] = field(default_factory=nullcontext)  # a server's read lock, per store call
+
+    def examined(self) -> int:
+        with self.lock:
+            return count_documents(self.store, self.filters)
 
 
 class Asked(Protocol):
@@ -167,22 +173,24 @@ class Index(Protocol):
 
 
 def whole_folder(request: Asked, index: Index, filters: QueryFilters, options: AskOptions,
-                 cache: UnitVectorCache | None = None, today: date | None = None) -> Answer | None:
-    """The whole-folder answer to `request`'s question in the scope `filters`, or None: list questions are off,
-    or it is not one this module answers (then `list_question` and the usual `ask` answer it, as before)."""
+                 cache: UnitVectorCache | None = None, lock: AbstractContextManager[Any] | None = None,
+                 today: date | None = None) -> tuple[Answer | None, ListQuestion | None]:
+    """The whole-folder answer to `request`'s question in the scope `filters`, else the list question it asks
+    (answer/listing.py answers it), else (None, None): the usual `ask` answers it. List questions off: nothing
+    here. `lock` (a server's read lock) is held per store call, never across the scan (as `list_answer`)."""
     if not request.list_questions:
-        return None
+        return None, None
     scope = _Scope(index.store, index.embedder, filters, options, index.settings.scope_rules,
-                   ListPage(request.offset, request.limit), cache)
+                   ListPage(request.offset, request.limit), cache, lock or nullcontext())
     question = request.query
     parsed = folder_question(question, today)
     if parsed is None:
-        return _lists(question, scope)
-    if parsed.tag is not None or parsed.sender is not None:
-        return _documents(parsed, scope)
-    if parsed.rows:
-        return _rows(parsed, scope)
-    return _aggregate(parsed, scope)
+        answered = _lists(question, scope)
+    elif parsed.tag is not None or parsed.sender is not None:
+        answered = _documents(parsed, scope)
+    else:
+        answered = _rows(parsed, scope) if parsed.rows else _aggregate(parsed, scope)
+    return answered, None if answered is not None else list_question(question)
 
 
 # --- lists joined by "or", and "in which notes ..." -------------------------------------------------------------
@@ -198,7 +206,8 @@ def _lists(question: str, scope: _Scope) -> Answer | None:
     complete, examined = True, 0
     for topic in topics:
         one = list_answer(ListQuestion(question, asked.kind, asked.noun, topic), scope.store, scope.embedder,
-                          scope.filters, scope.options, scope.rules, ListPage(0, MAX_LIST_CHUNKS), scope.cache)
+                          scope.filters, scope.options, scope.rules, ListPage(0, MAX_LIST_CHUNKS), scope.cache,
+                          scope.lock)
         assert one.listing is not None
         complete, examined = complete and one.listing.complete, one.listing.examined
         for citation in one.citations:
@@ -243,7 +252,7 @@ def _documents(parsed: FolderQuestion, scope: _Scope) -> Answer | None:
             docs: list[dict[str, Any]] = []  # the scope asks for other tags: AND across fields
         else:
             filters = replace(filters, tags=(parsed.tag,))
-            docs = [d for d in _all_documents(scope.store, filters) if parsed.tag in (d.get("tags") or [])]
+            docs = [d for d in _all_documents(scope, filters) if parsed.tag in (d.get("tags") or [])]
         if parsed.noun in ("e-mails", "emails", "mails", "messages"):
             docs = [d for d in docs if _is_mail(d["file_path"])]
         topic, what = f"{'is' if parsed.op == 'count' else 'are'} tagged {parsed.tag}", "the tag"
@@ -256,19 +265,21 @@ def _documents(parsed: FolderQuestion, scope: _Scope) -> Answer | None:
     for doc in sorted(docs, key=lambda d: (d["file_path"], d["doc_id"])):
         if not filters.admits(doc["file_path"], scope.rules):
             continue  # the path backstop only ever removes
-        chunks = scope.store.document_chunks(filters, doc_id=doc["doc_id"])
+        with scope.lock:
+            chunks = scope.store.document_chunks(filters, doc_id=doc["doc_id"])
         if chunks:
             listed.append(_citation(len(listed) + 1, chunks[0], None))
-    examined = count_documents(scope.store, scope.filters)
+    examined = scope.examined()
     period = f" {parsed.period.label}" if parsed.period else ""
     return _document_answer(parsed.question, parsed.op, parsed.noun, topic + period, listed, examined, True, scope,
                             what)
 
 
-def _all_documents(store: Store, filters: QueryFilters) -> list[dict[str, Any]]:
+def _all_documents(scope: _Scope, filters: QueryFilters) -> list[dict[str, Any]]:
     documents, offset = [], 0
     while True:
-        got = store.list_documents(filters, 1000, offset)
+        with scope.lock:
+            got = scope.store.list_documents(filters, 1000, offset)
         documents += got
         offset += 1000
         if len(got) < 1000:
@@ -308,12 +319,14 @@ def _day_of(value: str | None) -> date | None:
 
 def _candidate_rows(terms: list[str], scope: _Scope) -> dict[str, list[dict[str, Any]]]:
     """Every admitted chunk row of the scope holding a word of `terms`, by document."""
-    ranked = scope.store.lexical_search(terms, scope.filters, MAX_LIST_CHUNKS)
+    with scope.lock:
+        ranked = scope.store.lexical_search(terms, scope.filters, MAX_LIST_CHUNKS)
     reader = RowReader(scope.store, scope.filters, scope.rules)
     documents: dict[str, list[dict[str, Any]]] = {}
     for start in range(0, len(ranked), FETCH_BATCH):
         batch = [rowid for rowid, _ in ranked[start:start + FETCH_BATCH]]
-        reader.read(batch)
+        with scope.lock:
+            reader.read(batch)
         for rowid in batch:
             if reader.admitted(rowid):
                 row = reader.rows[rowid]
@@ -397,7 +410,7 @@ def _aggregate(parsed: FolderQuestion, scope: _Scope) -> Answer | None:
     left_out += [_left(u, "no amount") for u in _unpriced(in_period, priced)]
     read_whole = sum(len(rows) for rows in candidates.values()) < MAX_LIST_CHUNKS
     complete = read_whole and not any((u.reason or "").startswith("another currency") for u in left_out)
-    examined = count_documents(scope.store, scope.filters)
+    examined = scope.examined()
     return _figure_answer(parsed, scope, counted, left_out, notes, currency, examined, complete)
 
 
@@ -575,7 +588,7 @@ def _rows(parsed: FolderQuestion, scope: _Scope) -> Answer | None:
     counted, left_out, currency = _row_amounts(matched, parsed) if parsed.op == "sum" else (matched, [], None)
     if not counted:
         return None
-    examined = count_documents(scope.store, scope.filters)
+    examined = scope.examined()
     return _figure_answer(parsed, scope, counted, left_out, [], currency, examined, not left_out)
 
 

@@ -526,9 +526,11 @@ class _ListAnswers(PerKey):
 
     def claimed_for(self, request: library.AskRequest, key: str) -> bool:
         """Whether `request` is a list question that took one of `key`'s places; ApiError 429 when none is free."""
-        from ragstead.answer.listing import list_question  # ask loads the answer package anyway
+        from ragstead.answer.folder_question import folder_question  # ask loads the answer package anyway
+        from ragstead.answer.listing import list_question
 
-        if not (request.list_questions and list_question(request.query) is not None):
+        asked = request.query  # a list, or a sum/count over the whole scope (#46)
+        if not (request.list_questions and (list_question(asked) or folder_question(asked)) is not None):
             return False
         if not self.claim(key):
             raise _busy_key("list answer", self.limit)
