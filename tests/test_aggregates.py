@@ -300,3 +300,19 @@ def test_the_scan_holds_the_read_lock_per_store_call_not_across_it(kb):
                                lock=lock)
     assert answered is not None and answered.listing.figure == "2070.00"  # type: ignore[union-attr]
     assert lock.entered >= 3 and lock.held == 0
+
+
+def test_rows_of_an_ods_sheet_are_records_too(tmp_path, hashing_embedder):
+    from helpers.format_files import make_ods
+    from helpers.project import write_files
+
+    rows = [["order", "item", "status", "total (EUR)"], ["7", "kettle", "open", "30.00"],
+            ["8", "toaster", "shipped", "25.50"], ["9", "mugs", "open", "12.25"]]
+    write_files(tmp_path, {"kb/users/carol/orders.ods": make_ods({"Orders": rows})})
+    with KnowledgeBase(load_settings(tmp_path), embedder=hashing_embedder, providers=[ExtractiveAnswerer()]) as kb:
+        kb.index()
+        count = _ask(kb, "How many rows where status is open?", user="carol")
+        total = _ask(kb, "What is the total of the orders where status is open?", user="carol")
+    assert (count["figure"], total["figure"], total["unit"]) == ("2", "42.25", "EUR")
+    assert [c["quote"] for c in total["citations"]] == ["order: 7; item: kettle; status: open; total (EUR): 30.00",
+                                                        "order: 9; item: mugs; status: open; total (EUR): 12.25"]
