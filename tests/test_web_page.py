@@ -560,3 +560,26 @@ def test_the_tags_filter_narrows_searches_and_list_answers_to_the_keys_tagged_no
             expect(page.locator("#answer-files li")).to_have_count(2)
             for other in ("kb/users/bob", "docs/faq.md", "sink", "notice"):
                 assert other not in page.locator("main").inner_text()
+
+
+def test_a_sum_shows_the_figure_and_each_payment_it_added_as_a_card(page, tmp_path, real_embedder):
+    # "How much did I pay the roofer in 2025?" (#46): the total, and a card per payment with its date and amount;
+    # bob's payment to the same roofer is neither counted nor shown.
+    write_files(tmp_path, {
+        "kb/users/alice/roof.md": "---\ndate: 2025-03-21\n---\n# Roof\n\nPaid the roofer €1,250.00 on 20 March 2025.",
+        "kb/users/alice/gutters.md": "---\ndate: 2025-07-10\n---\n# Gutters\n\nPaid the roofer €340.00 on 10 July "
+        "2025 for the gutters.",
+        "kb/users/bob/roof.md": "---\ndate: 2025-06-03\n---\n# Roof\n\nPaid the roofer €5,000.00 on 3 June 2025."})
+    with _kb(tmp_path, real_embedder) as kb:
+        kb.index()
+        key = KeyFile(kb.api_keys_file).add("alice")[0]
+        with ThreadServer(create_app(kb, ApiConfig())) as base:
+            sign_in(page, base, key)
+            run_query(page, "How much did I pay the roofer in 2025?", "ask")
+            expect(page.locator("#answer-text")).to_contain_text("EUR 1,590.00")
+            cards = page.locator("#answer-files li")
+            expect(cards).to_have_count(2)
+            expect(cards.nth(0)).to_contain_text("2025-03-20 · EUR 1250.00")
+            expect(cards.nth(1)).to_contain_text("kb/users/alice/gutters.md")
+            expect(page.locator("#answer-meta")).to_have_text("Added up from every document in scope.")
+            assert "5,000" not in page.locator("#answer").inner_text()

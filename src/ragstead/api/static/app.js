@@ -245,8 +245,15 @@ function citedText(box, result) {
 // A list or count answer ("which notes mention the landlord?") cites every document it names, with no [n] in its
 // text: each becomes a card, its name a button that opens the document in context (and its page's address a link),
 // with the sentence that mentions the topic. Other answers' sources are their [n] buttons.
+// A sum, average, earliest or latest over the records (#46) cites every unit it added: a card each too, with the
+// unit's date and amount.
+function wholeScope(result) {
+  return result.kind === "list" || result.kind === "count" || result.figure !== undefined;
+}
+
 function renderFiles(box, result) {
-  const listed = result.kind === "list" || result.kind === "count" ? result.citations || [] : [];
+  const listed = wholeScope(result) ? result.citations || [] : [];
+  const units = new Map((result.units || []).map((u) => [u.n, u]));
   box.replaceChildren();
   for (const citation of listed) {
     const card = el("li", null, "file");
@@ -260,6 +267,9 @@ function renderFiles(box, result) {
     head.append(open);
     const where = place(Object.assign({}, citation.locator, { heading: null }));  // the heading is in the title
     if (where && where !== title) head.append(el("span", where, "meta"));
+    const unit = units.get(citation.n);
+    if (unit) head.append(el("span", [unit.date, unit.amount && `${unit.currency || ""} ${unit.amount}`.trim()]
+      .filter(Boolean).join(" · "), "meta unit"));
     if (citation.locator.link || citation.locator.url) {
       head.append(sourceLink("page", citation.locator.link || citation.locator.url));
     }
@@ -275,7 +285,10 @@ function renderAnswer(result) {
   renderFiles($("answer-files"), result);
   const meta = [];
   if (result.kind === "memory") meta.push("A request to remember, not a question: the memory rule decided.");
-  else if (result.kind === "list" || result.kind === "count") meta.push("Listed from every document in scope.");
+  else if (result.figure !== undefined) {
+    meta.push(result.complete ? "Added up from every document in scope." : "Added up from every document in scope; "
+      + "not complete: see what was left out.");
+  } else if (result.kind === "list" || result.kind === "count") meta.push("Listed from every document in scope.");
   else meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
   if (!result.refused && result.gate && result.gate.confidence === "tentative") {
     meta.push("Tentative: the sources may not hold this answer; check the citations.");
