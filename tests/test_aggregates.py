@@ -316,3 +316,15 @@ def test_rows_of_an_ods_sheet_are_records_too(tmp_path, hashing_embedder):
     assert (count["figure"], total["figure"], total["unit"]) == ("2", "42.25", "EUR")
     assert [c["quote"] for c in total["citations"]] == ["order: 7; item: kettle; status: open; total (EUR): 30.00",
                                                         "order: 9; item: mugs; status: open; total (EUR): 12.25"]
+
+
+def test_the_same_answers_on_postgresql(tmp_path, pg_url, real_embedder):
+    shutil.copytree(HOUSEHOLD / "kb", tmp_path / "kb")
+    settings = load_settings(tmp_path).with_overrides(store=pg_url)
+    with KnowledgeBase(settings, embedder=real_embedder, providers=[ExtractiveAnswerer()]) as kb:
+        kb.index()
+        assert _ask(kb, "How much did I pay the roofer in 2025?")["figure"] == "2070.00"
+        assert _ask(kb, "How much did I pay the roofer in 2025?", user="bruno")["figure"] == "5000.00"
+        assert _ask(kb, "How many rows where category is groceries?")["figure"] == "8"
+        assert _ask(kb, "Which notes are tagged garden?")["matched"] == 3
+        assert _ask(kb, "Which notes mention Madrid or Porto?")["matched"] == 5
