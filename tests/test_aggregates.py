@@ -328,3 +328,16 @@ def test_the_same_answers_on_postgresql(tmp_path, pg_url, real_embedder):
         assert _ask(kb, "How many rows where category is groceries?")["figure"] == "8"
         assert _ask(kb, "Which notes are tagged garden?")["matched"] == 3
         assert _ask(kb, "Which notes mention Madrid or Porto?")["matched"] == 5
+
+
+def test_an_amount_only_the_title_ties_to_the_topic_counts_only_as_a_payment(tmp_path, hashing_embedder):
+    # The subject names the roofer; the balance in the same e-mail is no payment to him: left out, not complete.
+    from helpers.project import write_files
+
+    write_files(tmp_path, {"kb/users/carol/roofer.md": "# Roofer invoice 7\n\nAmount due: €400.00 by 3 May 2025. "
+                                                        "Your account balance is €3,000.00 after 3 May 2025."})
+    with KnowledgeBase(load_settings(tmp_path), embedder=hashing_embedder, providers=[ExtractiveAnswerer()]) as kb:
+        kb.index()
+        data = _ask(kb, "How much did I pay the roofer in 2025?", user="carol")
+    assert (data["figure"], data["complete"]) == ("400.00", False)
+    assert [u["amount"] for u in data["left_out"]] == ["3000.00"]

@@ -59,6 +59,8 @@ FETCH_BATCH = 500
 HEAD_CHARS = 300  # a document's head: its title and this much of its first chunk
 _MAIL = (".eml", ".mbox", ".msg")
 # A sentence ends at . ! ? before a space or the end (not "1,250.00", not "costaroofing.example"), or a line's end.
+_PAYMENT = re.compile(r"\b(?:paid|pay|pays|paying|payment|payable|invoice[sd]?|total|due|received|fees?|costs?|"
+                      r"charged?|bill(?:ed)?|price|debited|taken|spent|amount|sum|receipt)\b", re.I)
 _SENTENCE = re.compile(r"(?:[^\n.!?]|[.!?]+(?=[^\s.!?]))+(?:[.!?]+|(?=\n)|$)")
 
 
@@ -402,16 +404,30 @@ def _aggregate(parsed: FolderQuestion, scope: _Scope) -> Answer | None:
         return None
     candidates = _candidate_rows(terms, scope)
     in_period = [u for u in _mentions(candidates, wanted) if parsed.period is None or parsed.period.holds(u.day)]
-    priced = [u for u in in_period if u.amount is not None]
+    priced, unpaid = _payments(in_period)
     if not priced:
         return None  # nothing to add up: the usual answer says what the notes do say
     currency = Counter(u.currency for u in priced).most_common(1)[0][0]
     counted, left_out, notes = _counted(priced, currency)
     left_out += [_left(u, "no amount") for u in _unpriced(in_period, priced)]
+    left_out += [_left(u, "an amount its sentence does not call a payment") for u in unpaid]
     read_whole = sum(len(rows) for rows in candidates.values()) < MAX_LIST_CHUNKS
-    complete = read_whole and not any((u.reason or "").startswith("another currency") for u in left_out)
+    complete = read_whole and not unpaid and not _other_currency(left_out)
     examined = scope.examined()
     return _figure_answer(parsed, scope, counted, left_out, notes, currency, examined, complete)
+
+
+def _payments(units: list[_Unit]) -> tuple[list[_Unit], list[_Unit]]:
+    """The units with an amount that count as payments, and those that do not: an amount whose sentence does not
+    name the topic (only its document's title or subject does) counts when the sentence says it was paid
+    ("Total: €210.00", "Amount due"), not a balance or a price in passing."""
+    priced = [u for u in units if u.amount is not None]
+    unpaid = [u for u in priced if not u.own and u.fields is None and not _PAYMENT.search(u.text)]
+    return [u for u in priced if u not in unpaid], unpaid
+
+
+def _other_currency(left_out: list[CountedUnit]) -> bool:
+    return any((u.reason or "").startswith("another currency") for u in left_out)
 
 
 def _mentions(candidates: dict[str, list[dict[str, Any]]], wanted: list[set[str]]) -> list[_Unit]:
