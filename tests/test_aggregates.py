@@ -92,11 +92,28 @@ def test_tags_senders_and_rows_are_parsed():
     "How much is the rent?", "What does a ticket to Porto cost?", "When is the dentist appointment?",
     "Which notes mention Lisbon?", "How many notes mention Lisbon?", "What is the wifi password?",
     "How many notes are there?", "Who came to the party?", "",
+    # Fact questions of the notes set, taken for aggregates before: one value, not a sum over the folder.
+    "How much was the rental deposit?", "What does nit mean in a review comment?",
+    "How long did the checkout outage last?", "How many nights are we in Kyoto?",
+    "What's the total budget for the Japan trip?", "Where is the team dinner on the first night in Lisbon?",
+    "How much can I spend on a conference?", "How many moons does Jupiter have?", "Who was the first person in space?",
+    "How much did I give to charity?",
 ])
 def test_other_questions_are_not_whole_folder_ones(question):
     from ragstead.answer.folder_question import folder_question
 
     assert folder_question(question, TODAY) is None
+
+
+def test_the_notes_sets_questions_stay_with_the_usual_answer():
+    # tests/data/notes: 269 questions asking for one fact each; two name a period or "in total" and go to the
+    # aggregates first (both hand on to the usual answer there: no amount of their topic is found).
+    from ragstead.answer.folder_question import folder_question
+
+    notes = Path(__file__).parent / "data" / "notes" / "questions.jsonl"
+    rows = [json.loads(line) for line in notes.read_text().splitlines()]
+    taken = {row["question"] for row in rows if folder_question(row["question"], TODAY) is not None}
+    assert taken == {"How much did the car inspection cost in 2023?", "How much did the Beacon redesign cost in total?"}
 
 
 def test_amounts_and_dates_are_read_with_their_currency():

@@ -149,14 +149,17 @@ _ROWS_STATE = re.compile(r"^\s*how\s+many\s+(?:of\s+)?(?:my\s+|the\s+)?(?P<noun>
                          r"(?:still\s+|now\s+|currently\s+)?(?P<val>[a-z][\w-]*)\s*$", re.I)
 _SUM = re.compile(r"^\s*how\s+much\b|^\s*what\s+did\s+(?:i|we)\s+pay\b|\b(?:cost|costs|spend|spent|total|sum|"
                   r"add\s+up)\b", re.I)
-_AVERAGE = re.compile(r"\b(?:average|mean|typical)\b", re.I)
+_AVERAGE = re.compile(r"\baverage\b", re.I)
 _COUNT = re.compile(r"^\s*how\s+many\b", re.I)
+_COUNTED = re.compile(r"\b(?:times|payments?|visits?|invoices?|bills?|receipts?|transfers?|purchases?|donations?|"
+                      r"instal(?:l)?ments?)\b", re.I)
 _EARLIEST = re.compile(r"\b(?:earliest|first)\b", re.I)
 _LATEST = re.compile(r"\b(?:latest|last|most\s+recent)\b", re.I)
 _WHEN = re.compile(r"^\s*(?:when|what\s+(?:day|date)|on\s+what\s+(?:day|date))\b", re.I)
 # A price asked in the present ("how much is the rent?", "what does a ticket cost?") is a fact, not a sum.
 _PRESENT = re.compile(r"\b(?:is|are|does|do|will|would|should|can)\b", re.I)
-_SUM_MARK = re.compile(r"\b(?:total|in\s+all|altogether|so\s+far|spent|spend|paid|add\s+up)\b", re.I)
+# A sum adds several payments: a period, "in total", "so far", spending say so ("how much was the deposit?" does not).
+_SUM_MARK = re.compile(r"\b(?:in\s+total|in\s+all|altogether|all\s+together|so\s+far|spent|spend|add\s+up)\b", re.I)
 _STATE_WORDS = frozenset({"tagged", "from", "about", "there", "mentioned", "written", "saved", "kept"})
 
 
@@ -171,19 +174,16 @@ def _topics(text: str) -> tuple[str, ...]:
 
 
 def _op(text: str) -> str | None:
-    if _AVERAGE.search(text) and not _WHEN.search(text):
-        return "average"
-    if _WHEN.search(text) or (not _COUNT.search(text) and not _SUM.search(text)):
-        if _EARLIEST.search(text):
-            return "earliest"
-        if _LATEST.search(text):
-            return "latest"
-        return None
+    """What an aggregate question computes, or None. "When ... first/last" asks for the earliest/latest; "how
+    many" counts payments only ("how many times", "how many insurance payments"): "how many nights are we in
+    Kyoto?" asks for a fact."""
+    if _WHEN.search(text):
+        return "earliest" if _EARLIEST.search(text) else "latest" if _LATEST.search(text) else None
     if _AVERAGE.search(text):
         return "average"
     if _COUNT.search(text):
-        return "count"
-    return "sum"
+        return "count" if _COUNTED.search(text) else None
+    return "sum" if _SUM.search(text) else None
 
 
 def _rows_question(question: str, text: str) -> FolderQuestion | None:
@@ -236,8 +236,8 @@ def folder_question(question: str, today: date | None = None) -> FolderQuestion 
     op = _op(rest)
     if op is None:
         return None
-    if op == "sum" and _PRESENT.search(rest) and period is None and not _SUM_MARK.search(rest):
-        return None  # "how much is the rent?": a fact
+    if op == "sum" and (_PRESENT.search(rest) or (period is None and not _SUM_MARK.search(rest))):
+        return None  # "how much is the rent?", "how much was the deposit?": a fact
     topics = _topics(re.sub(r"^\s*(?:when|what)\b", "", rest, flags=re.I))
     if not topics:
         return None
