@@ -8,12 +8,14 @@ import bz2
 import io
 import lzma
 import tarfile
+import zipfile
 from pathlib import Path
 
 import docx
+import numpy as np
 import pytest
 
-from test_guard_gaps import KEY, _blocked, repo  # noqa: F401 - the repository fixture
+from test_guard_gaps import KEY, _blocked, _git, repo  # noqa: F401 - the repository fixture
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfi" + "CYzEXAMPLEKEY"  # pragma: allowlist secret (AWS's documented example)
 PEM = ("-----BEGIN RSA PRIVATE KEY-----\n"  # pragma: allowlist secret
@@ -80,3 +82,48 @@ def test_what_holds_no_secret_still_passes(repo: Path) -> None:  # noqa: F811 - 
         "readme.txt.xz": lzma.compress(b"Nothing secret here.\n"),
     }
     assert _blocked(repo, files) == []
+
+
+def _zipped(name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(name, data)
+    return out.getvalue()
+
+
+def _index_bytes(tmp_path: Path, text: str) -> bytes:
+    """A ragstead SQLite index holding one private note's chunk, as `ragstead index` writes one."""
+    from ragstead.stores import ChunkRecord, DocumentRecord, DocumentWrite, StoreSpec
+
+    store = StoreSpec.parse(f"sqlite:{tmp_path}/scratch/ragstead.db", root=tmp_path, default_db=Path()).open()
+    try:
+        store.ensure_model("test-model", 4)
+        document = DocumentRecord("d" * 64, "kb/users/alice/diary.md", "kb", "h" * 64, len(text), 0.0, "user_kb",
+                                  True, "alice", None, "2026-01-01T00:00:00+00:00", "Diary", [], None)
+        chunk = ChunkRecord("c" * 64, 0, text, "t" * 64, 0, 3, 0, len(text), None, "Diary", 4)
+        store.apply([DocumentWrite(document, [chunk], np.ones((1, 4), dtype=np.float32))], [], [])
+    finally:
+        store.close()
+    return (tmp_path / "scratch" / "ragstead.db").read_bytes()
+
+
+def test_a_copy_of_the_index_is_blocked_under_any_name(repo: Path, tmp_path_factory) -> None:  # noqa: F811
+    # A re-probe of #45: the index (every indexed document's text) passed as backup.db, notes.sqlite or
+    # anything.bin, since only kb/rag/ragstead.db is private by its path and a binary's content was not read.
+    index = _index_bytes(tmp_path_factory.mktemp("index"), "Alice's private diary: the surgery is on Monday.")
+    files = {"backup.db": index, "old/notes.sqlite": index, "anything.bin": index,
+             "archive.zip": _zipped("ragstead.db", index)}
+    blocked = {f.path: f for f in _blocked(repo, files)}
+    assert sorted(blocked) == sorted(files)  # was: none of them
+    assert {f.rule for f in blocked.values()} == {"private-index"}
+    assert "index" in blocked["backup.db"].reason
+    # Over --max-scan-mb only its first bytes are read, as for any binary: enough to know an index; committed, its
+    # blob is read the same way.
+    from ragstead import guard
+
+    assert [f.rule for f in guard.check(repo, paths=[repo / "backup.db"], max_scan_mb=0.001).blocked] == [
+        "private-index"]
+    _git(repo, "add", "backup.db")
+    _git(repo, "commit", "-q", "-m", "a backup")
+    assert [f.rule for f in guard.check(repo, rev_range="HEAD~1..HEAD", max_scan_mb=0.001).blocked] == [
+        "private-index"]

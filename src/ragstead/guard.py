@@ -9,8 +9,9 @@ It checks what a push (or a commit, a range, some paths) would publish against t
 
 What it checks comes from git's objects (a push, a commit, a range: every commit, since history is what gets
 published) or from the working tree (paths). It never follows a symlink and never opens a file outside the
-repository; a binary file has only its name checked, and a text file too large to scan is blocked with that
-reason. Secret values are never printed: a finding names the file, the kind of secret and the line.
+repository; a binary file has only its name checked (and a copy of the index, under any name, is blocked by its
+header), and a text file too large to scan is blocked with that reason. Secret values are never printed: a
+finding names the file, the kind of secret and the line.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ KEY_PATTERNS = (*SHAPE_PATTERNS, (URL_PASSWORD, "a password in a URL"))
 # detect-secrets scans 3,000-8,000 lines a second here (measured): 2 MiB of text takes seconds, not minutes.
 DEFAULT_MAX_SCAN_MB = 2
 BINARY_SNIFF = 8000  # git's own test: a NUL byte in the first 8000 bytes makes a file binary
+# A copy of the SQLite index (every indexed document's text) under any name: the format's header and two of the
+# index's own tables, whose CREATE statements SQLite keeps on the file's first page (stores/sqlite.py's schema).
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_INDEX_TABLES = (b"CREATE TABLE documents", b"CREATE TABLE chunks")
 HOOK_MARK = "# ragstead guard"
 HOOKS = ("pre-push", "pre-commit")
 _NULL_SHA = "0" * 40
@@ -414,7 +419,7 @@ class _Scanner:
             with os.fdopen(open_regular(item.disk), "rb") as handle:  # still a regular file when opened
                 head = handle.read(BINARY_SNIFF)
                 if info.st_size > self.max_bytes:
-                    return None if _binary(head) else self._too_large(item, info.st_size)
+                    return self._large(item, head, info.st_size)
                 data = head + handle.read(self.max_bytes + 1 - len(head))
         except OSError as exc:
             raise RagsteadError(f"cannot read {item.path}: {exc.strerror or exc}") from None
@@ -424,14 +429,17 @@ class _Scanner:
         assert item.blob is not None
         size = self.blobs.size(item.blob)
         if size > self.max_bytes:
-            return None if _binary(self.blobs.head(item.blob)) else self._too_large(item, size)
+            return self._large(item, self.blobs.head(item.blob), size)
         out = io.BytesIO()
         self.blobs.copy(item.blob, out)
         return self._scan_bytes(item, out.getvalue(), PurePosixPath(item.path).name or "file")
 
     def _scan_bytes(self, item: _File, data: bytes, name: str, depth: int = 0) -> Finding | None:
         """Scan a file's bytes: text as it is; UTF-16, or text with stray NUL bytes, decoded first; a zip or
-        gzip archive member by member (a `.env` inside a zip is still a `.env`). Other binaries: nothing."""
+        gzip archive member by member (a `.env` inside a zip is still a `.env`). A copy of the index is blocked
+        whole. Other binaries: nothing."""
+        if _is_index(data[:BINARY_SNIFF]):
+            return _index_copy(item)
         if depth < MAX_ARCHIVE_DEPTH and (members := _archive_members(data, name, self.max_bytes)) is not None:
             for member, content in members:
                 where = f"{item.path} (in the archive: {member})"
@@ -460,6 +468,13 @@ class _Scanner:
         finally:
             target.unlink(missing_ok=True)
             folder.rmdir()
+
+    def _large(self, item: _File, head: bytes, size: int) -> Finding | None:
+        """A file over --max-scan-mb, of which `head` was read: a copy of the index, a binary (its name was
+        checked) or a text too large to scan."""
+        if _is_index(head):
+            return _index_copy(item)
+        return None if _binary(head) else self._too_large(item, size)
 
     def _too_large(self, item: _File, size: int) -> Finding:
         return Finding(item.path, "too-large", f"too large to scan for secrets ({size / (1 << 20):.1f} MiB, over "
@@ -505,6 +520,16 @@ class _Scanner:
 
 MAX_ARCHIVE_DEPTH = 2  # a zip in a zip is opened; deeper nesting is not
 MAX_ARCHIVE_MEMBERS = 1000
+
+
+def _is_index(head: bytes) -> bool:
+    """Whether a file beginning with `head` is a ragstead SQLite index, whatever its name (backup.db, x.bin)."""
+    return head.startswith(_SQLITE_HEADER) and all(table in head for table in _INDEX_TABLES)
+
+
+def _index_copy(item: _File) -> Finding:
+    return Finding(item.path, "private-index", "a copy of a ragstead index: it holds the text of every document "
+                                               "it indexed, private ones too", item.commit)
 
 
 def _binary(head: bytes) -> bool:
