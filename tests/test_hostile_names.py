@@ -47,3 +47,18 @@ def test_ls_tsv_keeps_one_row_per_document_and_csv_has_no_raw_control_characters
     assert "\x1b" not in table and "\n\n" not in table  # was written raw
     rows = list(csv.reader(io.StringIO(table)))
     assert {row[0] for row in rows[1:]} >= {"kb/notes/x.md\\nadded 99, updated 0, removed 0\\n\\x1b[2J.md"}
+
+
+def test_query_tsv_and_ask_citations_keep_a_name_on_its_line(run):
+    # A re-probe of #45.10: query's TSV and ask's citation lines still wrote a name raw (a forged line, a tab that
+    # made a column, a raw escape).
+    assert run("index").exit_code == 0
+    tsv = run("query", "line breaks escape", "--lexical-only").output.splitlines()
+    assert len(tsv) >= 2 and all(len(row.split("\t")) == 5 for row in tsv)  # the header and a row a hit
+    assert any("kb/notes/x.md\\nadded 99, updated 0, removed 0\\n\\x1b[2J.md" in row for row in tsv)
+    for question in ("what note holds line breaks and an escape?", "which notes mention line breaks?"):
+        answer = run("ask", question, "--extractive")
+        assert answer.exit_code == 0, answer.output
+        assert "x.md\\nadded 99" in answer.output  # the forged name was cited, escaped
+        assert not any(line.startswith("added 99") for line in answer.output.splitlines())
+        assert "\x1b" not in answer.output

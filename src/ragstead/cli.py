@@ -747,7 +747,7 @@ def _print_table(payload: dict[str, Any], show_all: bool = False,
         console.print(Text(f"{payload['mode']}: {payload['question']}", style="bold"), soft_wrap=True)
         for rank, row in enumerate(shown, start=1):  # numbered as shown: a hidden hit leaves no gap
             where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
-            head = Text.assemble((f"{rank:>2}  ", "bold"), (row["file_path"], "cyan"),
+            head = Text.assemble((f"{rank:>2}  ", "bold"), (_escaped(row["file_path"]), "cyan"),
                                  f"  {where}  " if where else "  ", (f"{row['score']:.4f}", "dim"))
             console.print(head, soft_wrap=True)  # a path is never broken: the terminal wraps the line whole
             console.print(Padding(Text(" ".join(row["snippet"].split())), (0, 0, 0, 4)))
@@ -755,8 +755,8 @@ def _print_table(payload: dict[str, Any], show_all: bool = False,
         typer.echo("\t".join(("rank", "file", "loc", "score", "snippet")))
         for rank, row in enumerate(shown, start=1):
             where = _hit_location(row, (lines or {}).get(row["chunk_id"]))
-            typer.echo("\t".join((str(rank), row["file_path"], where, f"{row['score']:.4f}",
-                                  " ".join(row["snippet"].split()))))
+            cells = (str(rank), row["file_path"], where, f"{row['score']:.4f}", " ".join(row["snippet"].split()))
+            typer.echo("\t".join(_escaped(cell) for cell in cells))  # a tab or newline in a name stays in its cell
     if hidden:
         err.print(f"{_count(hidden, 'less relevant hit')} hidden (--all shows them; --json has every hit)",
                   markup=False, highlight=False, soft_wrap=True, style="dim")
@@ -944,7 +944,7 @@ def _print_answer(result: Any, stream: _WordWrapper | None, asked_as: str | None
         show.line(result.text)
         for citation in result.citations:
             quoted = citation.quote.text if citation.quote else citation.snippet
-            show.line(f"[{citation.n}] {citation.where}: “{' '.join(quoted.split())}”", indent=4)
+            show.line(f"[{citation.n}] {_escaped(citation.where)}: “{_escaped(' '.join(quoted.split()))}”", indent=4)
         if asked_as:
             _say(show.wrapped(f"asked as: {asked_as}"), dim=True)
         return
@@ -953,12 +953,12 @@ def _print_answer(result: Any, stream: _WordWrapper | None, asked_as: str | None
     else:
         show.line(result.text)
     for citation in result.citations:  # where it is, then the sentence(s) the answer rests on
-        show.line(f"[{citation.n}] {citation.where}:", indent=4)
+        show.line(f"[{citation.n}] {_escaped(citation.where)}:", indent=4)  # a newline in a name forges no line
         for quoted in [q.text for q in citation.quotes] or [citation.snippet]:
-            show.line(f"    “{' '.join(quoted.split())}”", indent=4)
+            show.line(f"    “{_escaped(' '.join(quoted.split()))}”", indent=4)
     for older in result.superseded:  # the newer note wins: say which cited statement it replaced
-        show.line(f"superseded: [{older.n}] {older.source} ({older.date}), by [{older.superseded_by}] "
-                  f"{older.newer_source} ({older.newer_date})", indent=4)
+        show.line(_escaped(f"superseded: [{older.n}] {older.source} ({older.date}), by [{older.superseded_by}] "
+                           f"{older.newer_source} ({older.newer_date})"), indent=4)
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     if result.memory_write is not None:
