@@ -106,8 +106,18 @@ def _bool_for_int(records, vectors):  # type: ignore[no-untyped-def]
     records[13]["document"]["size"] = True
 
 
+def _int_past_sqlite(records, vectors):  # type: ignore[no-untyped-def]
+    records[15]["chunks"][0]["chunk_index"] = 10**400  # a re-probe of #45: an OverflowError traceback at the write
+
+
+def _nested_too_deep(records, vectors):  # type: ignore[no-untyped-def]
+    records[2] = b'{"document": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"  # and a RecursionError traceback
+    vectors[2] = b""
+
+
 @pytest.mark.parametrize("edit", [_duplicate_document, _duplicate_chunk_id, _text_not_a_string, _unknown_field,
-                                  _missing_field, _path_outside, _bool_for_int], ids=lambda f: f.__name__[1:])
+                                  _missing_field, _path_outside, _bool_for_int, _int_past_sqlite, _nested_too_deep],
+                         ids=lambda f: f.__name__[1:])
 def test_a_malformed_record_is_refused_before_replace_touches_the_index(edit, snapshot, existing, tmp_path):
     bad = _rewritten(snapshot, tmp_path / "bad.ragsnap", edit)
     with KnowledgeBase(existing.settings, embedder=existing.embedder) as kb:

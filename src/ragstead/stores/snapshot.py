@@ -49,7 +49,10 @@ SUFFIX = ".ragsnap"
 MANIFEST, DOCUMENTS, VECTORS = "manifest.json", "documents.jsonl", "vectors.f32"
 _VECTOR_DTYPE = np.dtype("<f4")
 _READ_BLOCK = 1 << 20
-_CORRUPT = (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, UnicodeDecodeError, TypeError)
+# RecursionError: JSON nested past the parser's depth (a record of 100,000 brackets).
+_CORRUPT = (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, UnicodeDecodeError, TypeError,
+            RecursionError)
+_INT_RANGE = range(-(1 << 63), 1 << 63)  # what a store's integer column holds (SQLite's, PostgreSQL's bigint)
 # One document's line holds all of its chunks' text: at most max_file_chars (5 M) characters cut with overlap, as
 # JSON in UTF-8. 64 MiB holds that with room to spare and bounds what one line can make a reader hold.
 MAX_LINE_BYTES = 64 << 20
@@ -291,6 +294,8 @@ def _fields(raw: Any, kinds: dict[str, tuple[type, ...]], optional: frozenset[st
     for name, value in raw.items():
         if not isinstance(value, kinds[name]) or (isinstance(value, bool) and bool not in kinds[name]):
             raise SnapshotError(f"{what}: {name} is a {type(value).__name__}")
+        if isinstance(value, int) and value not in _INT_RANGE:
+            raise SnapshotError(f"{what}: {name} is past a 64-bit integer")
     return raw
 
 
