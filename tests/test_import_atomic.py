@@ -239,3 +239,24 @@ def test_a_killed_import_is_reported_by_status_and_finished_by_the_next_import(r
     with KnowledgeBase(target.settings, embedder=existing.embedder) as kb:
         assert not any(d.file_path.startswith("kb/mine/") for d in kb.documents(limit=1000))
         assert kb.search("violin schedule", k=1).hits[0].file_path.startswith("kb/notes/")
+
+
+def test_a_killed_runs_scratch_index_is_removed_by_the_next_import_or_rebuild(snapshot, existing, tmp_path):
+    # A re-probe of #45: a SIGKILL while the snapshot filled the scratch index left kb/rag/.import-*/ (a copy of
+    # the index, its tantivy files 0644 that status then listed), and no later run removed it.
+    folder = existing.settings.db_file.parent
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the index's\n")
+    for name in (".import-dead1", ".rebuild-dead2", ".keepme-3"):
+        (folder / name).mkdir()
+        (folder / name / "ragstead.db").write_bytes(b"left by a killed run")
+    (folder / ".import-link").symlink_to(outside, target_is_directory=True)
+    with KnowledgeBase(existing.settings, embedder=existing.embedder) as kb:
+        kb.import_snapshot(snapshot, replace=True)
+        assert not (folder / ".import-dead1").exists() and not (folder / ".rebuild-dead2").exists()  # were kept
+        assert (folder / ".keepme-3" / "ragstead.db").exists() and (outside / "keep.txt").exists()
+        (folder / ".import-dead4").mkdir()
+        kb.index(rebuild=True)
+        assert not (folder / ".import-dead4").exists()
+    assert sorted(p.name for p in folder.glob(".*-*")) == [".import-link", ".keepme-3"]

@@ -9,7 +9,6 @@ so it lives beside it rather than in `ragstead.indexing`, which holds the pipeli
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,7 +37,7 @@ from ragstead.indexing.build import (
     tell_masking_improved,
 )
 from ragstead.indexing.languages import forget_languages
-from ragstead.indexing.lock import index_lock, interrupts_deferred
+from ragstead.indexing.lock import index_lock, interrupts_deferred, scratch_index_folder
 from ragstead.indexing.roots import missing_roots
 from ragstead.indexing.textless import forget_all as forget_textless
 from ragstead.memory.files import RememberResult
@@ -177,7 +176,7 @@ class Indexer:
             forget_languages(settings.lock_file.parent)  # and writes every document again
             folder = settings.db_file.parent
             make_private_folder(folder)
-            with tempfile.TemporaryDirectory(dir=folder, prefix=".rebuild-") as scratch:
+            with scratch_index_folder(folder, ".rebuild-") as scratch:
                 aside = StoreSpec.parse(f"sqlite:{scratch}/ragstead.db", root=rt.root, default_db=Path()).open()
                 try:
                     report = index_roots(settings.indexing(roots), aside, embedder, roots, False,

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ragstead.atomic import make_private_folder
 from ragstead.indexing.build import record_imported_secrets, secret_counts, secrets_checked
-from ragstead.indexing.lock import index_lock, interrupts_deferred
+from ragstead.indexing.lock import index_lock, interrupts_deferred, scratch_index_folder
 from ragstead.indexing.roots import record_import
 from ragstead.indexing.unfinished import UnfinishedImport, clear_unfinished, mark_unfinished, unfinished_import
 from ragstead.runtime import Runtime
@@ -113,7 +112,7 @@ class Snapshots:
         rt = self.runtime
         folder = rt.settings.db_file.parent
         make_private_folder(folder)
-        with tempfile.TemporaryDirectory(dir=folder, prefix=".import-") as scratch:
+        with scratch_index_folder(folder, ".import-") as scratch:
             aside = StoreSpec.parse(f"sqlite:{scratch}/ragstead.db", root=rt.root, default_db=Path()).open()
             try:
                 report = restore_snapshot(path, aside, embedder=embedder, manifest=manifest)

@@ -6,7 +6,9 @@ never leaves a stale lock behind (a PID file would need a staleness rule for tha
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +35,21 @@ def index_lock(path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+SCRATCH_PREFIXES = (".rebuild-", ".import-")  # the scratch indexes `index --rebuild` and `import --replace` fill
+
+
+@contextmanager
+def scratch_index_folder(folder: Path, prefix: str) -> Iterator[str]:
+    """A private temporary folder in `folder` for a scratch index, removed at the end. Taken under the index lock:
+    any scratch folder already there belongs to a run that died (a SIGKILL skips the removal), so it is removed
+    first; a killed import or rebuild left a copy of the index (its size, files 0644 in a 0700 folder)."""
+    for leftover in folder.glob(".*-*"):
+        if leftover.name.startswith(SCRATCH_PREFIXES) and leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=prefix) as scratch:
+        yield scratch
 
 
 @contextmanager
