@@ -126,7 +126,7 @@ class LoopbackLLM:
 
 
 def test_with_an_llm_the_condensing_prompts_output_is_what_json_shows_and_the_answer_streams(project, monkeypatch):
-    from ragstead import cli as ragstead_cli
+    from ragstead.cli import _output as cli_output
 
     llm = LoopbackLLM()
     try:
@@ -141,7 +141,7 @@ def test_with_an_llm_the_condensing_prompts_output_is_what_json_shows_and_the_an
         condensing = llm.prompts[1][-1]["content"]  # the first turn's answer, the condensing prompt, the answer
         assert "When does the lease end?" in condensing and "And the deposit?" in condensing
         assert all("When does the lease end?" not in m["content"] for m in llm.prompts[2])  # no history to answer
-        monkeypatch.setattr(ragstead_cli, "_on_terminal", lambda: True)
+        monkeypatch.setattr(cli_output, "on_terminal", lambda: True)
         shown = run_ragstead("chat", "--root", str(project), "--user", "alice", input=lines, env=llm.env)
         assert "The deposit is 2,400 euros [1]." in shown.stdout  # streamed piece by piece, wrapped as it came
         assert f"asked as: {LoopbackLLM.REWRITTEN}" in shown.stdout

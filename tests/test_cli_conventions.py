@@ -292,7 +292,7 @@ def test_piped_query_is_tsv_of_the_relevant_hits_and_says_how_many_were_hidden(p
 
 
 def test_query_numbers_the_shown_hits_without_a_gap_where_a_weak_one_is_hidden(project, monkeypatch):
-    from ragstead import cli as cli_module
+    from ragstead.cli import _output as cli_output
     from ragstead.knowledge_base import KnowledgeBase
 
     search = KnowledgeBase.search
@@ -311,7 +311,7 @@ def test_query_numbers_the_shown_hits_without_a_gap_where_a_weak_one_is_hidden(p
     rows = [line.split("\t") for line in piped.stdout.splitlines()[1:]]
     assert [row[1] for row in rows] == [r["file_path"] for i, r in enumerate(full) if i != 1]
     assert [row[0] for row in rows] == [str(n) for n in range(1, len(rows) + 1)] and "hidden" in piped.stderr
-    monkeypatch.setattr(cli_module, "_on_terminal", lambda: True)
+    monkeypatch.setattr(cli_output, "on_terminal", lambda: True)
     shown = cli(*args).stdout.splitlines()
     heads = [words[0] for words in map(str.split, shown[1:]) if words[1:2] and words[1].startswith(("kb/", "docs/"))]
     assert heads == [str(n) for n in range(1, len(rows) + 1)]

@@ -1,6 +1,6 @@
 """What a newcomer reads on an 80-column terminal and in a pipe: `ls` columns that fit, `ask` wrapped like
 `query`, a hit's lines in a plain-text file, an HTML page cited by its title, and a plain word outside any
-project. In-process (helpers/cli_runner.py); "a terminal" is `ragstead.cli._on_terminal` saying so."""
+project. In-process (helpers/cli_runner.py); "a terminal" is `ragstead.cli._output.on_terminal` saying so."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
-from ragstead import cli as ragstead_cli
+from ragstead.cli import _output as cli_output
+from ragstead.cli.search import WordWrapper
 
 ENV = {**OFFLINE_ENV, "COLUMNS": "80"}
 TODO = ("TODO\n- call Marta about the leaking kitchen tap\n- renew passport\n- book dentist\n"
@@ -45,7 +46,7 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def terminal(monkeypatch):
-    monkeypatch.setattr(ragstead_cli, "_on_terminal", lambda: True)
+    monkeypatch.setattr(cli_output, "on_terminal", lambda: True)
 
 
 def widths(text: str) -> list[int]:
@@ -71,7 +72,7 @@ def test_ask_wraps_to_the_terminal_and_never_in_a_pipe(project, terminal, monkey
     on_terminal = run_ragstead("ask", *question, env=ENV)
     assert on_terminal.returncode == 0, on_terminal.stderr
     assert "ferry leaves the harbour" in on_terminal.stdout and max(widths(on_terminal.stdout)) <= 80
-    monkeypatch.setattr(ragstead_cli, "_on_terminal", lambda: False)
+    monkeypatch.setattr(cli_output, "on_terminal", lambda: False)
     piped = run_ragstead("ask", *question, env=ENV)
     assert max(widths(piped.stdout)) > 80  # the quoted sentence, whole, for grep
     assert " ".join(on_terminal.stdout.split()) == " ".join(piped.stdout.split())
@@ -117,7 +118,7 @@ def test_outside_any_project_ask_and_query_say_how_to_make_one(tmp_path):
 
 
 def test_a_streamed_answer_wraps_at_words_whatever_its_pieces(capsys):
-    wrapper = ragstead_cli._WordWrapper(20)
+    wrapper = WordWrapper(20)
     for piece in ("The ferry lea", "ves the harbour at se", "ven.\n\n- bikes\n  - ", "tent and stove", ""):
         wrapper.feed(piece)
     wrapper.close()

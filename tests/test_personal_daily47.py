@@ -9,7 +9,7 @@ import pytest
 
 from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
-from ragstead import cli as ragstead_cli
+from ragstead.cli import _output as cli_output
 
 ENV = {**OFFLINE_ENV, "COLUMNS": "100"}
 FILES = {"atlas.md": "# Project Atlas\n\nWe chose PostgreSQL for Project Atlas after the load test.",
@@ -52,7 +52,7 @@ def test_ls_calls_the_owners_files_notes_and_titles_an_untitled_file_by_its_name
     assert {row[1] for row in rows} == {"note"}, piped.stdout  # the type column, not the stored `user_kb`
     stored = json.loads(run_ragstead("ls", "--json", "--root", str(notes), env=ENV).stdout)["documents"]
     assert {doc["doc_type"] for doc in stored} == {"user_kb"}  # the stored type and the JSON contract keep theirs
-    monkeypatch.setattr(ragstead_cli, "_on_terminal", lambda: True)
+    monkeypatch.setattr(cli_output, "on_terminal", lambda: True)
     table = run_ragstead("ls", "--root", str(notes), env=ENV).stdout
     lines = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
     assert "budget" in lines["budget.csv"].split()[1:] and "huts" in lines["huts.txt"].split()[1:], table

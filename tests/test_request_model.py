@@ -22,6 +22,7 @@ from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.app import AskRequest as AskBody
 from ragstead.api.app import QueryRequest as QueryBody
+from ragstead.cli._flags import ProjectFlags
 from ragstead.config import load_settings
 from ragstead.errors import InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
@@ -56,7 +57,7 @@ def kb(root, hashing_embedder):
 @pytest.fixture
 def run_cli(kb, monkeypatch):
     # The CLI would open the index with its own model; here it gets the fake-embedder knowledge base.
-    monkeypatch.setattr(cli_module, "_open", lambda *args, **kwargs: kb)
+    monkeypatch.setattr(ProjectFlags, "open", lambda self, **overrides: kb)
     monkeypatch.setattr(KnowledgeBase, "__exit__", lambda self, *exc: None)  # the fixture closes it
     runner = CliRunner()
 

@@ -1,7 +1,7 @@
 """`python -m ragstead` and the `ragstead` console script.
 
 `ragstead --version` alone answers here, before the CLI loads typer and rich (about 0.1 s of CPU, most of the
-start-up); everything else, `--version` among other arguments included, goes to the typer app in cli.py.
+start-up); everything else, `--version` among other arguments included, goes to the typer app in cli/
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from helpers.project import LLM_ENV
 from ragstead import cli as ragstead_cli
+from ragstead.cli._app import show_warning
 
 
 def _env_changes(env: Mapping[str, str] | None) -> dict[str, str | None]:
@@ -40,7 +41,7 @@ def run_ragstead(*args: str, env: Mapping[str, str] | None = None, cwd: Path | s
         warnings.resetwarnings()
         for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
             warnings.simplefilter("ignore", category)
-        warnings.showwarning = ragstead_cli._show_warning
+        warnings.showwarning = show_warning
         try:
             ragstead_cli.main(list(args))
             code = 0
