@@ -211,37 +211,49 @@ def _ls_table(docs: list[Any], width: int) -> Table:
     The type and date keep their width; a long path is shortened in the middle (its folder and file name stay
     readable) and a title wraps at words. chunks, privacy and the indexing time are in --json and the pipe."""
     rows = [doc.to_dict() for doc in docs]
-    users = {row["user_slug"] or "-" for row in rows}
+    fixed = _ls_fixed_columns(rows)
+    fixed_widths = {name: max(len(name), *(len(cell) for cell in cells)) for name, cells in fixed.items()}
+    titles = [row.get("title") or PurePosixPath(row["file_path"]).stem for row in rows]  # no title: its file name
+    path_width, title_width = _ls_widths(rows, titles, width, fixed_widths)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("file", no_wrap=True, width=path_width)
+    if title_width:
+        table.add_column("title", overflow="fold", width=title_width)
+    for name, column_width in fixed_widths.items():
+        table.add_column(name, no_wrap=True, min_width=column_width)
+    for i, row in enumerate(rows):
+        cells = [Text(_shorten_middle(row["file_path"], path_width), style="cyan")]
+        if title_width:
+            cells.append(Text(titles[i]))
+        table.add_row(*cells, *(Text(column[i]) for column in fixed.values()))
+    return table
+
+
+def _ls_fixed_columns(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The cells of `ls`'s columns that keep their width: type and date, and the user when there are several."""
     fixed: dict[str, list[str]] = {"type": [_type_label(row) for row in rows],
                                    "date": [str(row.get("created_at") or row.get("indexed_at") or "-")[:10]
                                             for row in rows]}
-    if len(users) > 1:
+    if len({row["user_slug"] or "-" for row in rows}) > 1:
         fixed["user"] = [row["user_slug"] or "-" for row in rows]
-    fixed_widths = {name: max(len(name), *(len(cell) for cell in cells)) for name, cells in fixed.items()}
+    return fixed
+
+
+def _ls_widths(rows: list[dict[str, Any]], titles: list[str], width: int,
+               fixed_widths: dict[str, int]) -> tuple[int, int]:
+    """The path's and the title's column widths in what the fixed columns leave of `width` (title 0: no title
+    column, too narrow or no document has one)."""
     gutter = 2  # rich's padding between two columns
-    room = width - sum(fixed_widths.values()) - gutter * len(fixed)  # the path's, and the title's with its gutter
-    titles = [row.get("title") or PurePosixPath(row["file_path"]).stem for row in rows]  # no title: its file name
+    # What the path has, and the title with its gutter:
+    room = width - sum(fixed_widths.values()) - gutter * len(fixed_widths)
     widest_path = max(len(row["file_path"]) for row in rows)
     widest_title = max((len(title) for title in titles), default=0)
     title_share = min(widest_title, 24)  # a title wraps: it needs less than a path, which is cut instead
     path_width = max(min(widest_path, room - gutter - title_share), 12)
     title_width = room - gutter - path_width
-    show_title = widest_title > 0 and title_width >= 8
-    if not show_title:
-        path_width = min(widest_path, room)
-    path_width = max(path_width, 5)
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("file", no_wrap=True, width=path_width)
-    if show_title:
-        table.add_column("title", overflow="fold", width=min(title_width, widest_title))
-    for name, column_width in fixed_widths.items():
-        table.add_column(name, no_wrap=True, min_width=column_width)
-    for i, row in enumerate(rows):
-        cells = [Text(_shorten_middle(row["file_path"], path_width), style="cyan")]
-        if show_title:
-            cells.append(Text(titles[i]))
-        table.add_row(*cells, *(Text(column[i]) for column in fixed.values()))
-    return table
+    if not (widest_title > 0 and title_width >= 8):
+        return max(min(widest_path, room), 5), 0
+    return max(path_width, 5), min(title_width, widest_title)
 
 
 def _shorten_middle(text: str, width: int) -> str:

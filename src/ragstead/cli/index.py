@@ -85,34 +85,16 @@ def index(
     """
     if paths and roots:
         raise fail(RagsteadError("give folders as arguments or --roots, not both"))
-    recorded = None
-    seen = [0, 0]
+    chunking = {"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap}
     with library_errors():
         output = output_format(output, as_json, "text", "json")
-        with project.open(chunker=chunker, chunk_size=chunk_size, overlap=overlap, model=model,
-                          allow_download=allow_download or None, sentence_vectors=sentence_vectors or None) as kb:
+        with project.open(**chunking, model=model, allow_download=allow_download or None,
+                          sentence_vectors=sentence_vectors or None) as kb:
             # Folders given as arguments are relative to where the command runs, as in any shell command.
             folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
-            with progress_bar(quiet, "indexing") as bar:
-                def hook(done: int, total: int) -> None:
-                    seen[:] = [done, total]
-                    if bar:
-                        bar(done, total)
-
-                try:
-                    report = kb.index(folders, rebuild=rebuild, wait=wait, progress=hook,
-                                      prune_missing_roots=prune_missing_roots, remask=remask)
-                except KeyboardInterrupt:
-                    err.print(f"interrupted after {seen[0]} of about {seen[1]} chunks; everything committed so far "
-                              "is kept: run the same command to resume", highlight=False, soft_wrap=True)
-                    raise typer.Exit(130) from None
-            if paths:
-                recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths])
-            kept = sentence_vectors and kb.keep_sentence_vectors()
-            # A rebuild re-cut every document: its chunking is the project's from now on (not one that kept the old
-            # index whole for a missing root).
-            recut = report.rebuild and kb.keep_chunking({"chunker": chunker, "chunk_size": chunk_size,
-                                                         "overlap": overlap})
+            report = _run_index(kb, folders, quiet, rebuild=rebuild, wait=wait,
+                                prune_missing_roots=prune_missing_roots, remask=remask)
+            recorded = _record_settings(kb, report, paths, sentence_vectors, chunking)
             stats = kb.stats()
             notice = kb.masking_notice()  # once: an index masked by an older detector
     _warn_missing_roots(report, rebuild)
@@ -120,8 +102,52 @@ def index(
         err.print(f"[yellow]note:[/] {escape(notice)}", markup=True, highlight=False, soft_wrap=True)
     if output == "json":
         typer.echo(json.dumps({**report.to_dict(), "index": stats}, indent=2))
-        _completed_with_skips(report.failed)
-        return
+    else:
+        _print_index_report(report, stats, verbose)
+        for line in recorded:
+            typer.echo(line)
+    _completed_with_skips(report.failed)
+
+
+def _run_index(kb: KnowledgeBase, folders: list[str] | None, quiet: bool, **options: Any) -> Any:
+    """`kb.index` under a progress bar; Ctrl-C is one line saying how far it got, and exit code 130."""
+    seen = [0, 0]
+    with progress_bar(quiet, "indexing") as bar:
+        def hook(done: int, total: int) -> None:
+            seen[:] = [done, total]
+            if bar:
+                bar(done, total)
+
+        try:
+            return kb.index(folders, progress=hook, **options)
+        except KeyboardInterrupt:
+            err.print(f"interrupted after {seen[0]} of about {seen[1]} chunks; everything committed so far "
+                      "is kept: run the same command to resume", highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
+
+
+def _record_settings(kb: KnowledgeBase, report: Any, paths: list[Path] | None, sentence_vectors: bool,
+                     chunking: dict[str, Any]) -> list[str]:
+    """What this run records in ragstead.toml for the runs after it, one line each: the folders given as
+    arguments (the roots), that sentence vectors are kept, and a rebuild's chunking."""
+    recorded = kb.record_roots([kb.relative_path(p.resolve()) for p in paths]) if paths else None
+    lines = []
+    if sentence_vectors and kb.keep_sentence_vectors():
+        lines.append("sentence vectors: recorded in ragstead.toml (sentence_vectors = true); later runs keep them "
+                     "current")
+    if recorded:
+        lines.append(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
+    # A rebuild re-cut every document: its chunking is the project's from now on (not one that kept the old
+    # index whole for a missing root).
+    if recut := report.rebuild and kb.keep_chunking(chunking):
+        lines.append(f"chunking: {', '.join(f'{k} = {v}' for k, v in recut.items())} (recorded in ragstead.toml; "
+                     "later runs cut the same way)")
+    return lines
+
+
+def _print_index_report(report: Any, stats: dict[str, Any], verbose: bool) -> None:
+    """`index`'s text: the counts, each file added, updated or removed, what was skipped, the secrets masked,
+    and where the index is."""
     failed = f" ({len(report.failed)} failed)" if report.failed else ""
     typer.echo(
         f"added {len(report.added)}, updated {len(report.updated)}, removed {len(report.removed)}, "
@@ -132,6 +158,18 @@ def index(
     for label, paths in (("+", report.added), ("~", report.updated), ("-", report.removed)):
         for path in paths:
             typer.echo(f"  {label} {escaped(path)}")  # a newline in a file name cannot forge a line
+    _print_skipped(report, verbose)
+    for path, count in report.secrets.items():
+        typer.echo(f"{escaped(path)}: {count} secret{'s' if count != 1 else ''}, masked")
+    if report.sentence_vector_chunks:
+        typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
+                   f"(for `--rerank`)")
+    typer.echo(f"index: {stats['path']} ({stats['documents']} documents, {stats['chunks']} chunks)")
+
+
+def _print_skipped(report: Any, verbose: bool) -> None:
+    """The files left out, on stderr: each one that could not be read; the rest (by design) one by one with -v,
+    else in one line by type; photos without text always in one line."""
     failed_paths = set(report.failed)
     # Photos without text are no news, one by one: one line names them all.
     photos = [item["path"] for item in report.skipped if item["path"].lower().endswith(IMAGE_SUFFIXES)
@@ -145,21 +183,6 @@ def index(
     by_design = [s for s in report.skipped if s["path"] not in failed_paths and s["path"] not in photos]
     if not verbose and (summary := _skip_summary(by_design)):
         typer.echo(f"  {summary}", err=True)
-    for path, count in report.secrets.items():
-        typer.echo(f"{escaped(path)}: {count} secret{'s' if count != 1 else ''}, masked")
-    if report.sentence_vector_chunks:
-        typer.echo(f"sentence vectors: {report.sentence_vector_chunks} chunks in {report.sentence_vector_seconds:.2f}s "
-                   f"(for `--rerank`)")
-    typer.echo(f"index: {stats['path']} ({stats['documents']} documents, {stats['chunks']} chunks)")
-    if kept:
-        typer.echo("sentence vectors: recorded in ragstead.toml (sentence_vectors = true); later runs keep them "
-                   "current")
-    if recorded:
-        typer.echo(f"roots: {', '.join(recorded)} (recorded in ragstead.toml; `ragstead index` walks them again)")
-    if recut:
-        typer.echo(f"chunking: {', '.join(f'{k} = {v}' for k, v in recut.items())} (recorded in ragstead.toml; "
-                   "later runs cut the same way)")
-    _completed_with_skips(report.failed)
 
 
 def _warn_missing_roots(report: Any, rebuild: bool) -> None:

@@ -111,7 +111,17 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         ("chunks", f"{stats['chunks']}{lexical}", None),
         ("model", f"{stats.get('embed_model') or 'none yet (run `ragstead index`)'}{dim}", None),
         ("last index", stats["last_indexed_at"] or "never (run `ragstead index`)", None),
+        *_store_lines(stats),
     ]
+    if secrets := _secrets_line(stats.get("secrets")):
+        rows.append(secrets)
+    return [*rows, *_health_lines(stats)]
+
+
+def _store_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """`status`'s rows of what a store adds: PostgreSQL's server and postings, Chroma's collection, and the
+    sentence vectors `index --sentence-vectors` keeps (what `--rerank` reads instead of the model)."""
+    rows: list[tuple[str, str, str | None]] = []
     if stats.get("server_version"):
         rows.append(("server", f"PostgreSQL {stats['server_version']}, pgvector {stats.get('pgvector_version')}",
                      None))
@@ -120,26 +130,39 @@ def _status_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
                          "yellow"))
     if stats.get("collection"):
         rows.append(("vectors", f"{stats.get('vector_rows')} in Chroma collection {stats['collection']}", None))
-    if stats.get("sentence_vector_chunks"):  # `index --sentence-vectors`: what `--rerank` reads instead of the model
+    if stats.get("sentence_vector_chunks"):
         rows.append(("sentences", f"vectors for {stats['sentence_vector_chunks']} of {stats['chunks']} chunks "
                                   "(`--rerank` reads them)", None))
-    if (secrets := stats.get("secrets")) and secrets.get("checked", True) is None:
-        rows.append(("secrets", "unknown: imported from a snapshot that does not say whether its chunks were "
-                                "masked; export it again from its project with this version to know", "yellow"))
-    elif secrets and not secrets.get("checked", True) and secrets.get("imported"):
+    return rows
+
+
+def _secrets_line(secrets: dict[str, Any] | None) -> tuple[str, str, str | None] | None:
+    """`status`'s secrets row: how the index's secrets are masked, or why they may not be; None: none found."""
+    if not secrets:
+        return None
+    if secrets.get("checked", True) is None:
+        return ("secrets", "unknown: imported from a snapshot that does not say whether its chunks were "
+                           "masked; export it again from its project with this version to know", "yellow")
+    if not secrets.get("checked", True) and secrets.get("imported"):
         # The files are on the machine the snapshot came from: a rebuild here could not re-read them.
-        rows.append(("secrets", "not masked: the snapshot's index predates secret masking; run `ragstead index "
-                                "--rebuild` in the project it came from, then export and import it again", "yellow"))
-    elif secrets and not secrets.get("checked", True):
-        rows.append(("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
-                     "yellow"))
-    elif secrets and secrets.get("outdated"):
+        return ("secrets", "not masked: the snapshot's index predates secret masking; run `ragstead index "
+                           "--rebuild` in the project it came from, then export and import it again", "yellow")
+    if not secrets.get("checked", True):
+        return ("secrets", "not masked: the index predates secret masking; run `ragstead index --rebuild`",
+                "yellow")
+    if secrets.get("outdated"):
         from ragstead.documents.secrets import MASKING_IMPROVED
 
-        rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked by an older detector: "
-                                f"{MASKING_IMPROVED}", "yellow"))
-    elif secrets and secrets["files"]:
-        rows.append(("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None))
+        return ("secrets", f"{secrets['masked']} in {secrets['files']} files, masked by an older detector: "
+                           f"{MASKING_IMPROVED}", "yellow")
+    if secrets["files"]:
+        return ("secrets", f"{secrets['masked']} in {secrets['files']} files, masked in every output", None)
+    return None
+
+
+def _health_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """`status`'s last rows: an unfinished import, the integrity check and the permissions."""
+    rows: list[tuple[str, str, str | None]] = []
     if unfinished := stats.get("unfinished_import"):
         rows.append(("import", f"unfinished: the index holds part of {unfinished['snapshot']} ({stats['documents']} "
                                f"of {unfinished['documents']} documents); `ragstead import` of it finishes it", "red"))
