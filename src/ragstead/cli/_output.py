@@ -3,20 +3,22 @@ and JSON Lines rows, progress bars and escaped names."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ragstead.cli._flags import CLI_SPELLING
+from ragstead.cli._flags import CLI_SPELLING, JsonOpt
 from ragstead.errors import InvalidQueryError, RagsteadError
 
 err = Console(stderr=True)
@@ -57,6 +59,32 @@ def output_format(output: str, as_json: bool, *allowed: str) -> str:
 def format_option(*allowed: str) -> Any:
     """The `--format` option; its default is the first (human) format."""
     return typer.Option("--format", help=" | ".join(allowed))
+
+
+def with_output_flags(*formats: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command `--format` (one of `formats`, the first, for people, the default) and `--json` where its
+    `output: str` parameter stands, and hand it the format chosen (`output_format`): a command declares neither."""
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(func, eval_str=True)
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            if parameter.name != "output":
+                parameters.append(parameter)
+                continue
+            parameters += [parameter.replace(default=formats[0], annotation=Annotated[str, format_option(*formats)]),
+                           parameter.replace(name="as_json", default=False, annotation=JsonOpt)]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> None:
+            with library_errors():
+                kwargs["output"] = output_format(kwargs.pop("output"), kwargs.pop("as_json"), *formats)
+            func(**kwargs)
+
+        command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command
+
+    return decorate
 
 
 def on_terminal() -> bool:

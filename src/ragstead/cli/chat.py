@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -17,7 +17,6 @@ from ragstead.cli._flags import (
     NO_PROJECT_FLAGS,
     AllowDownloadOpt,
     AskFlags,
-    JsonOpt,
     ModelOpt,
     ProjectFlags,
     RerankerOpt,
@@ -27,7 +26,7 @@ from ragstead.cli._flags import (
     with_project_flags,
     with_search_flags,
 )
-from ragstead.cli._output import err, format_option, library_errors, output_format, say
+from ragstead.cli._output import err, library_errors, say, with_output_flags
 from ragstead.cli.search import AnswerLines, answer_stream, fallback_notes, print_answer, revealed_answer
 from ragstead.errors import InvalidQueryError, RagsteadError
 
@@ -43,13 +42,13 @@ CHAT_HELP = "/new starts a new conversation, /quit (or Ctrl-D) leaves"
   printf 'When does the lease end?\\nAnd the deposit?\\n' | ragstead chat --json   # JSON Lines, a turn a line""")
 @with_search_flags
 @with_ask_flags
+@with_output_flags("text", "json")
 @with_project_flags
 def chat(
     flags: SearchFlags,
     answer_flags: AskFlags,
     *,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
@@ -60,7 +59,6 @@ def chat(
     turns' subject carried in, in the same scope and with citations, as `ask` answers. On a terminal: a prompt
     (/new starts over, /quit or Ctrl-D leaves); questions piped in, one a line, are answered turn by turn."""
     with library_errors():
-        output = output_format(output, as_json, "text", "json")
         fields = answer_flags.request_fields(flags.user)
         flags.ask_request("?", **fields)  # a bad flag is an error before the first question, not at every turn
     interactive = sys.stdin.isatty()

@@ -11,16 +11,15 @@ from rich.text import Text
 
 from ragstead.cli import _output
 from ragstead.cli._app import app
-from ragstead.cli._flags import NO_PROJECT_FLAGS, TAG_HELP, JsonOpt, ProjectFlags, with_project_flags
+from ragstead.cli._flags import NO_PROJECT_FLAGS, TAG_HELP, ProjectFlags, with_project_flags
 from ragstead.cli._output import (
     echo_json,
     escaped,
-    format_option,
     human_console,
     library_errors,
-    output_format,
     plural,
     print_rows,
+    with_output_flags,
 )
 from ragstead.filters import split_values
 
@@ -30,6 +29,7 @@ from ragstead.filters import split_values
   ragstead ingest https://youtu.be/VIDEO_ID https://x.com/user/status/123 ~/Downloads/paper.pdf
   ragstead ingest https://example.com/article --refresh --json
   ragstead ingest "clickhouse://user@localhost:8123/analytics" --query "SELECT * FROM wallets" --group-by user_slug""")
+@with_output_flags("text", "json")
 @with_project_flags
 def ingest(
     sources: Annotated[list[str], typer.Argument(
@@ -52,16 +52,13 @@ def ingest(
     group_by: Annotated[str | None, typer.Option("--group-by", help="Analytics source: one dossier per value of "
                                                                    "this column (default: one per row).")] = None,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Fetch, archive and index web pages, PDFs, videos, posts and analytics rows. One line per source:
     added | updated | unchanged | duplicate | failed: reason. Exit code 3: some sources failed (the others
     were ingested)."""
     with library_errors():
-        output = output_format(output, as_json, "text", "json")
-
         def show(result: Any) -> None:
             if output == "text":
                 title = f"  ({result.title})" if result.title and result.status != "failed" else ""
@@ -85,20 +82,18 @@ def ingest(
 @app.command(epilog="""Examples:
   ragstead tags
   ragstead tags --user alice --json""")
+@with_output_flags("text", "json")
 @with_project_flags
 def tags(
     user: Annotated[str | None, typer.Option("--user", help="Only this user's documents (and public ones "
                                                            "with --public-only).")] = None,
     public_only: Annotated[bool, typer.Option("--public-only", help="Only public documents.")] = False,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """List the tags of the indexed documents with how many documents carry each (filter with --tag)."""
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open() as kb:
-            counts = kb.tags(user=user, public_only=public_only)
+    with library_errors(), project.open() as kb:
+        counts = kb.tags(user=user, public_only=public_only)
     if output == "json":
         echo_json({"tags": [{"tag": tag, "documents": n} for tag, n in counts.items()]})
         return
@@ -113,6 +108,7 @@ def tags(
   ragstead remember "I prefer the CLI over the web UI" --user alice
   ragstead remember "Lesson learned: no deploys on Fridays" --user alice
   ragstead remember "my password is hunter2" --user alice --dry-run""")
+@with_output_flags("text", "json")
 @with_project_flags
 def remember_cmd(
     text: Annotated[str, typer.Argument(help="A preference, stable fact or team learning to remember.")],
@@ -121,15 +117,12 @@ def remember_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the decision; write nothing.")] = False,
     no_index: Annotated[bool, typer.Option("--no-index", help="Write the file; leave indexing to `index`.")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the index lock.")] = 30.0,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Remember a high-signal fact in USER_MEMORY.md / COMPANY_MEMORY.md (never secrets or PII)."""
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open() as kb:
-            result = kb.remember(text, user=user, dry_run=dry_run, index=not (dry_run or no_index), wait=wait)
+    with library_errors(), project.open() as kb:
+        result = kb.remember(text, user=user, dry_run=dry_run, index=not (dry_run or no_index), wait=wait)
     if output == "json":
         echo_json(result.to_dict())
         return
@@ -152,6 +145,7 @@ LS_CSV_COLUMNS = ("file_path", "doc_type", "user_slug", "is_private", "chunks", 
   ragstead ls --public-only --no-archive
   ragstead ls --tag housing
   ragstead ls --limit 20 --offset 20 --format csv""")
+@with_output_flags(*LS_FORMATS)
 @with_project_flags
 def ls(
     user: Annotated[str | None, typer.Option("--user", help="Only this user's documents.")] = None,
@@ -163,17 +157,14 @@ def ls(
                                                   help="List archive documents too.")] = True,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000, help="Documents to list.")] = 100,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Documents to skip (paging).")] = 0,
-    output: Annotated[str, format_option(*LS_FORMATS)] = "table",
-    as_json: JsonOpt = False,
+    output: str = "table",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """The documents in the index, by path: type, user, privacy, chunks and when each was indexed."""
-    with library_errors():
-        output = output_format(output, as_json, *LS_FORMATS)
-        with project.open() as kb:
-            filters = kb.scope(user=user, public_only=public_only, include_archive=include_archive,
-                               doc_types=split_values(doc_type), tags=split_values(tag))  # the store filters by tag
-            docs = kb.documents(filters=filters, limit=limit, offset=offset)
+    with library_errors(), project.open() as kb:
+        filters = kb.scope(user=user, public_only=public_only, include_archive=include_archive,
+                           doc_types=split_values(doc_type), tags=split_values(tag))  # the store filters by tag
+        docs = kb.documents(filters=filters, limit=limit, offset=offset)
     if output == "json":
         echo_json({"documents": [doc.to_dict() for doc in docs], "limit": limit, "offset": offset})
         return
@@ -267,18 +258,16 @@ def _shorten_middle(text: str, width: int) -> str:
 @app.command("export", epilog="""Examples:
   ragstead export backup.ragsnap
   ragstead export /mnt/usb/kb --json""")
+@with_output_flags("text", "json")
 @with_project_flags
 def export_cmd(
     file: Annotated[Path, typer.Argument(help="The snapshot to write (.ragsnap is added unless it ends so).")],
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Write the index (documents, chunks, vectors, metadata, tags, scopes, the model) to one private file."""
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open() as kb:
-            report = kb.export_snapshot(file)
+    with library_errors(), project.open() as kb:
+        report = kb.export_snapshot(file)
     if output == "json":
         echo_json(report.to_dict())
         return
@@ -290,21 +279,19 @@ def export_cmd(
   ragstead import backup.ragsnap
   ragstead import backup.ragsnap --store postgresql://me@127.0.0.1:5432/kb
   ragstead import backup.ragsnap --replace --reembed""")
+@with_output_flags("text", "json")
 @with_project_flags
 def import_cmd(
     file: Annotated[Path, typer.Argument(help="A snapshot written by `ragstead export`.")],
     replace: Annotated[bool, typer.Option("--replace", help="Empty the target store first.")] = False,
     reembed: Annotated[bool, typer.Option("--reembed", help="Embed every chunk again with the project's model "
                                                             "(a snapshot of another model).")] = False,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Restore a snapshot into the project's store (or --store), without parsing or embedding anything."""
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open() as kb:
-            report = kb.import_snapshot(file, replace=replace, reembed=reembed)
+    with library_errors(), project.open() as kb:
+        report = kb.import_snapshot(file, replace=replace, reembed=reembed)
     if output == "json":
         echo_json(report.to_dict())
         return

@@ -31,7 +31,7 @@ from ragstead.cli._flags import (
     RrfKOpt,
     with_project_flags,
 )
-from ragstead.cli._output import echo_json, err, fail, format_option, library_errors, output_format, progress_bar, say
+from ragstead.cli._output import echo_json, err, fail, library_errors, progress_bar, say, with_output_flags
 from ragstead.errors import RagsteadError
 from ragstead.filters import split_values
 
@@ -164,15 +164,13 @@ def templates(
 @app.command(epilog="""Examples:
   ragstead models
   ragstead models --json""")
+@with_output_flags("text", "json")
 def models(
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
 ) -> None:
     """The embedding models `--model` takes, and whether each one's package is installed."""
     from ragstead.knowledge_base import DEFAULT_MODEL, model_catalog
 
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
     rows = model_catalog()
     if output == "json":
         typer.echo(json.dumps(rows, indent=2))

@@ -15,7 +15,6 @@ from ragstead.cli._app import app
 from ragstead.cli._flags import (
     NO_PROJECT_FLAGS,
     AllowDownloadOpt,
-    JsonOpt,
     ModelOpt,
     ProjectFlags,
     QuietOpt,
@@ -26,12 +25,11 @@ from ragstead.cli._output import (
     err,
     escaped,
     fail,
-    format_option,
     library_errors,
-    output_format,
     plural,
     progress_bar,
     say,
+    with_output_flags,
 )
 from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.errors import RagsteadError
@@ -42,6 +40,7 @@ if TYPE_CHECKING:
 
 
 @app.command()
+@with_output_flags("text", "json")
 @with_project_flags
 def index(
     paths: Annotated[list[Path] | None, typer.Argument(
@@ -63,8 +62,7 @@ def index(
     sentence_vectors: Annotated[bool, typer.Option(
         "--sentence-vectors", help="Also store a vector per sentence, so `--rerank` runs no model at query time "
                                    "(recorded in ragstead.toml: later runs keep them current).")] = False,
-    output: Annotated[str, typer.Option("--format", help="text | json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     model: ModelOpt = None,
     allow_download: AllowDownloadOpt = False,
     quiet: QuietOpt = False,
@@ -86,17 +84,15 @@ def index(
     if paths and roots:
         raise fail(RagsteadError("give folders as arguments or --roots, not both"))
     chunking = {"chunker": chunker, "chunk_size": chunk_size, "overlap": overlap}
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open(**chunking, model=model, allow_download=allow_download or None,
-                          sentence_vectors=sentence_vectors or None) as kb:
-            # Folders given as arguments are relative to where the command runs, as in any shell command.
-            folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
-            report = _run_index(kb, folders, quiet, rebuild=rebuild, wait=wait,
-                                prune_missing_roots=prune_missing_roots, remask=remask)
-            recorded = _record_settings(kb, report, paths, sentence_vectors, chunking)
-            stats = kb.stats()
-            notice = kb.masking_notice()  # once: an index masked by an older detector
+    with library_errors(), project.open(**chunking, model=model, allow_download=allow_download or None,
+                      sentence_vectors=sentence_vectors or None) as kb:
+        # Folders given as arguments are relative to where the command runs, as in any shell command.
+        folders = [str(p.resolve()) for p in paths] if paths else (split_values([roots]) if roots else None)
+        report = _run_index(kb, folders, quiet, rebuild=rebuild, wait=wait,
+                            prune_missing_roots=prune_missing_roots, remask=remask)
+        recorded = _record_settings(kb, report, paths, sentence_vectors, chunking)
+        stats = kb.stats()
+        notice = kb.masking_notice()  # once: an index masked by an older detector
     _warn_missing_roots(report, rebuild)
     if notice:
         err.print(f"[yellow]note:[/] {escape(notice)}", markup=True, highlight=False, soft_wrap=True)
@@ -242,6 +238,7 @@ def _plan_line(entry: dict[str, Any]) -> str:
   ragstead freshness --apply                    # re-index exactly what the plan lists
   ragstead freshness --exec 'python embed.py'   # a hook of your own reads the plan at $RAGSTEAD_PLAN
   ragstead freshness --json                     # the report, for scripts""")
+@with_output_flags("text", "json")
 @with_project_flags
 def freshness(
     roots: Annotated[str | None, typer.Option("--roots", help="Comma-separated folders to compare (default: the "
@@ -260,8 +257,7 @@ def freshness(
     urls: Annotated[bool, typer.Option("--urls", help="Also re-check ingested URLs (conditional GET, content "
                                                       "hash).")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for a running index's lock.")] = 0.0,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     quiet: QuietOpt = False,
     model: ModelOpt = None,
     project: ProjectFlags = NO_PROJECT_FLAGS,
@@ -269,13 +265,11 @@ def freshness(
     """Compare the files with the last index run: write the refresh plan, log it to the ledger, and optionally
     apply it or hand it to a hook. Exit code 0: fresh (or applied), 1: stale and not applied, 2: an error.
     """
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open(model=model) as kb, progress_bar(quiet, "applying") as bar:
-            report = kb.freshness(split_values([roots]) if roots else None,
-                                  plan=plan.resolve() if plan else None, ledger=ledger.resolve() if ledger else None,
-                                  apply=apply, exec_command=exec_command, exec_timeout=exec_timeout, full=full,
-                                  urls=urls, wait=wait, progress=bar)
+    with library_errors(), project.open(model=model) as kb, progress_bar(quiet, "applying") as bar:
+        report = kb.freshness(split_values([roots]) if roots else None,
+                              plan=plan.resolve() if plan else None, ledger=ledger.resolve() if ledger else None,
+                              apply=apply, exec_command=exec_command, exec_timeout=exec_timeout, full=full,
+                              urls=urls, wait=wait, progress=bar)
     data = report.to_dict()
     if output == "json":
         echo_json(data)

@@ -15,13 +15,12 @@ from ragstead.cli._flags import NO_PROJECT_FLAGS, JsonOpt, ModelOpt, ProjectFlag
 from ragstead.cli._output import (
     echo_json,
     err,
-    format_option,
     human_console,
     library_errors,
-    output_format,
     plural,
     progress_bar,
     say,
+    with_output_flags,
 )
 from ragstead.errors import RagsteadError
 from ragstead.filters import split_values
@@ -76,19 +75,18 @@ def init(
 @app.command(epilog="""Examples:
   ragstead migrate --from sqlite --to postgresql://me@127.0.0.1:5432/kb
   ragstead migrate --from sqlite --to chroma:kb/rag/chroma --json""")
+@with_output_flags("text", "json")
 @with_project_flags(db=False, store=False)
 def migrate(
     source: Annotated[str, typer.Option("--from", help="Store to copy: sqlite:PATH, postgresql://..., chroma:...")],
     target: Annotated[str, typer.Option("--to", help="Empty store to fill: postgresql://..., chroma:..., sqlite:PATH")],
     replace: Annotated[bool, typer.Option("--replace", help="Empty the target first.")] = False,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     quiet: QuietOpt = False,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Copy an index to another store, vectors included (nothing is re-embedded)."""
     with library_errors():
-        output = output_format(output, as_json, "text", "json")
         from_store = ProjectFlags(project.root, project.config, store=source)
         with from_store.open() as kb, progress_bar(quiet, "copying documents") as hook:
             report = kb.migrate(target, replace_target=replace, progress=hook)
@@ -211,13 +209,13 @@ def _language_lines(stats: dict[str, Any]) -> list[tuple[str, str, str | None]]:
   ragstead doctor --fix
   ragstead doctor --json
   ragstead doctor --findability""")
+@with_output_flags("text", "json")
 @with_project_flags
 def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Take group and other permissions off what is loose.")] = False,
     findability: Annotated[bool, typer.Option("--findability", help="Instead: can each document be found by its "
                                                                     "own words? (exit 1 on a regression)")] = False,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Check that the index and what sits beside it are private (files 0600, folders 0700); --fix tightens.
@@ -225,12 +223,10 @@ def doctor(
     Exit code 1 if anything is still loose.
     """
     if findability:
-        _doctor_findability(output, as_json, fix, project)
+        _doctor_findability(output, fix, project)
         return
-    with library_errors():
-        output = output_format(output, as_json, "text", "json")
-        with project.open() as kb:
-            report = kb.doctor(fix=fix)
+    with library_errors(), project.open() as kb:
+        report = kb.doctor(fix=fix)
     if output == "json":
         typer.echo(json.dumps(report, indent=2))
     else:
@@ -245,13 +241,12 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _doctor_findability(output: str, as_json: bool, fix: bool, project: ProjectFlags) -> None:
+def _doctor_findability(output: str, fix: bool, project: ProjectFlags) -> None:
     """`doctor --findability`: a table of the documents their own words do not find and the files left out of
     the index, each with why; exit code 1 when a document findable in the last run is not now."""
     with library_errors():
         if fix:
             raise RagsteadError("--findability and --fix are separate checks; run them one at a time")
-        output = output_format(output, as_json, "text", "json")
         with project.open() as kb:
             report = kb.findability()
     if output == "json":

@@ -18,7 +18,6 @@ from ragstead.cli._flags import (
     NO_PROJECT_FLAGS,
     AllowDownloadOpt,
     AskFlags,
-    JsonOpt,
     ModelOpt,
     ProjectFlags,
     RerankerOpt,
@@ -32,13 +31,12 @@ from ragstead.cli._output import (
     echo_json,
     err,
     escaped,
-    format_option,
     human_console,
     library_errors,
-    output_format,
     plural,
     print_rows,
     say,
+    with_output_flags,
 )
 
 if TYPE_CHECKING:
@@ -105,15 +103,15 @@ QUERY_CSV_COLUMNS = ("rank", "file_path", "score", "snippet", "page", "section_p
   ragstead query "travel policy" --json      # the JSON contract (docs/cli.md)
   ragstead query "travel policy" --format csv > hits.csv""")
 @with_search_flags
+@with_output_flags(*QUERY_FORMATS)
 @with_project_flags
 def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
     flags: SearchFlags,
-    output: Annotated[str, format_option(*QUERY_FORMATS)] = "table",
+    output: str = "table",
     show_all: Annotated[bool, typer.Option("--all", help="Table: also the hits neither close in meaning nor sharing "
                                                          "a word with the question (--json always has them).")
                         ] = False,
-    as_json: JsonOpt = False,
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
@@ -122,7 +120,6 @@ def query(
 ) -> None:
     """Search the index: a table of the best chunks (--json: the JSON contract; jsonl and csv too)."""
     with library_errors():
-        output = output_format(output, as_json, *QUERY_FORMATS)
         request = flags.search_request(question)
         with project.open(model=model, reranker=reranker, allow_download=allow_download or None) as kb:
             payload = kb.search(request).to_dict()
@@ -177,14 +174,14 @@ def _ask_trailer(result: Any) -> str:
   ragstead ask "best pancake recipe" --json        # the ask JSON""")
 @with_search_flags
 @with_ask_flags
+@with_output_flags("text", "json")
 @with_project_flags
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     flags: SearchFlags,
     answer_flags: AskFlags,
     *,
-    output: Annotated[str, format_option("text", "json")] = "text",
-    as_json: JsonOpt = False,
+    output: str = "text",
     model: ModelOpt = None,
     reranker: RerankerOpt = None,
     allow_download: AllowDownloadOpt = False,
@@ -194,7 +191,6 @@ def ask(
     """Answer from your documents only, with citations, or say that nothing relevant was found. A list or count
     question ("which notes mention Lisbon?") is answered from every document in scope."""
     with library_errors():
-        output = output_format(output, as_json, "text", "json")
         request = flags.ask_request(question, **answer_flags.request_fields(flags.user))
         stream = answer_stream(output, reveal_secrets)
         with project.open(model=model, reranker=reranker, allow_download=allow_download or None) as kb:
