@@ -26,7 +26,6 @@ def main() -> None:
     parser.add_argument("--label", default="", help="reader bench: a name for this run's results file")
     parser.add_argument("--squad", type=Path, default=None,
                         help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
-    parser.add_argument("--epochs", type=float, default=1.0, help="train-reader: passes over the training pairs")
     parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
     parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
@@ -152,12 +151,12 @@ def main() -> None:
 
         reader_bench(args.squad, label=args.label)
         return
-    if args.what == "train-reader":  # not in `all`: needs torch and the SQuAD file (the `train` extra)
+    if args.what == "train-reader":  # not in `all`: needs the SQuAD file; ~5 min
         from bench.train_reader import main as train_reader
 
         if args.squad is None:
             parser.error("train-reader needs --squad PATH (SQuAD 2.0's train-v2.0.json)")
-        train_reader(args.squad, epochs=args.epochs, limit=args.limit)
+        train_reader(args.squad, limit=args.limit)
         return
     if args.what == "partitions":  # not in `all`: the PostgreSQL server extras, ~10 min at 100k chunks
         from bench.partitions import main as partitions_main

@@ -368,7 +368,7 @@ def run_notes(kb: Any, questions: list[dict[str, Any]], model: Any,
     cache = UnitVectorCache(kb.embedder, size=10000)
     out: dict[str, dict[str, Any]] = {}
     for variant in VARIANTS:
-        answerer = LegacyExtractive() if variant.legacy_answerer else ExtractiveAnswerer(scorer=model.sentence)
+        answerer = LegacyExtractive() if variant.legacy_answerer else ExtractiveAnswerer()
         options = AskOptions(kb.search_options(k=K, dedup_sources=variant.dedup_sources), variant.min_similarity,
                              group_sources=variant.group_sources, gate=model)
         records = []

@@ -34,7 +34,7 @@ from ragstead.answer.base import (
     ToolCallingProvider,
 )
 from ragstead.answer.consent import LocalOnly, is_loopback_url
-from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names
+from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names, question_parts
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.answer.gate import (
     EVIDENCE_CHUNKS,
@@ -362,7 +362,7 @@ def gather(
     local_only = LocalOnly(options.local_only)
     seen: set[str] = set()
     for i in _order(hits, options.group_sources):
-        hit, units = hits[i], unit_similarities.get(i)
+        hit = hits[i]
         if (similarities[i] if options.min_similarity is not None else relevance[i]) < floor:
             continue
         text = " ".join(hit.text.split())
@@ -370,8 +370,10 @@ def gather(
             continue  # the same text again (a copy of a file) adds nothing; over budget: the next may fit
         seen.add(text)
         budget -= hit.token_estimate
+        units = unit_similarities[i] if i in unit_similarities else (
+            cache.vectors(hit.text, candidates[i].lines) @ query_vector)  # the reader scores every unit handed over
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, hit_locator(hit), round(similarities[i], 4),
-                                screen(hit.text), tuple(float(x) for x in units) if units is not None else (),
+                                screen(hit.text), tuple(float(x) for x in units),
                                 local_only(hit.file_path, hit.tags), document_day(hit.created_at)))
     if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
         missing = tuple(missing_names(found.question, [c.text for c in contexts]))
@@ -504,12 +506,14 @@ def answer(
                           for c in (sources[n - 1] for n in cited))
         lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                    "else"] if relevance is not None and relevance.missing else []
-        asked = answer_type(question)
-        if relevance is not None and asked is not None and not asked[1].search(_MARKER.sub("", text)):
-            # The question asks for a time, a date or an amount and the answer holds none: a near miss.
-            relevance = replace(relevance, untyped=asked[0])
+        untyped = _untyped(question, _MARKER.sub("", text))
+        if relevance is not None and untyped:
+            # The question (or one part of a two-part one) asks for a time, a date or an amount and the answer
+            # holds none: a near miss, or half an answer.
+            relevance = replace(relevance, untyped=untyped[0][0])
             base["gate"] = relevance
-            lacking.append(f"the answer holds no {asked[0]}, which the question asks for")
+            lacking += [f"the answer holds no {kind}, which {'the question' if part == question else repr(part)} "
+                        "asks for" for kind, part in untyped]
         if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
             # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
             text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
@@ -523,6 +527,13 @@ def answer(
                                                   d.newer.date or "")
                                        for d in superseded), **base)
     return refusal(None)
+
+
+def _untyped(question: str, text: str) -> list[tuple[str, str]]:
+    """(type, part) for each part of the question (evidence.question_parts) that asks for a time, a date or an
+    amount the answer's text does not hold."""
+    return [(asked[0], part) for part in question_parts(question)
+            if (asked := answer_type(part)) is not None and not asked[1].search(text)]
 
 
 def _for_provider(contexts: list[Context], provider: AnswerProvider) -> tuple[list[Context], tuple[str, ...]]:

@@ -59,6 +59,12 @@ class Unit:
     context: str = ""  # the headings or title line above it: what the unit is about when it does not say
 
 
+def in_context_text(unit: Unit) -> str:
+    """A unit as the reader embeds it: after the headings or title above it, so "who is my dentist?" meets
+    "Dr. Okoye, Harbour Street" under "## Dentist" (docs/benchmarks.md, "The reader")."""
+    return f"{unit.context}: {unit.text}" if unit.context else unit.text
+
+
 def line_structured(path: str) -> bool:
     """Whether a source's lines are its units: a plain-text file's writer ends a line where a thought ends (a log
     entry, a list without bullets), unlike a PDF's wrapped lines or the cells an HTML table leaves one per line; a
@@ -268,6 +274,17 @@ def quantity_type(question: str) -> str | None:
     """duration, amount or count when a quantity question says which (see _QUANTITY_TYPES), else None."""
     text = question.strip()
     return next((name for name, pattern in _QUANTITY_TYPES if pattern.search(text)), None)
+
+
+# "When is the class, and what does it cost?": a second question joined by "and" starts with its own question word.
+_SECOND_QUESTION = re.compile(r",?\s+and\s+(?=(?:what|when|where|who|whom|which|how)\b)", re.I)
+
+
+def question_parts(question: str) -> list[str]:
+    """The questions a two-part question asks, each on its own ("When is Theo's swimming" and "how much does the
+    course cost?"); a one-part question is its own only part. Hand-written: English question words."""
+    parts = [part.strip(" ,") for part in _SECOND_QUESTION.split(question.strip(), maxsplit=1)]
+    return parts if len(parts) == 2 and all(len(p.split()) >= 2 for p in parts) else [question]
 
 
 def answer_kind(question: str) -> str | None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstead.answer.evidence import SentenceScorer, held_stems, question_stems, split_units
+from ragstead.answer.evidence import SentenceScorer, held_stems, in_context_text, question_stems, split_units
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
@@ -193,13 +193,15 @@ class UnitVectorCache:
         self._lock = threading.Lock()
 
     def vectors(self, text: str, lines: bool = False) -> np.ndarray:
-        """One row per unit of `text` (`split_units(text, lines)` order); (0, dim) for a chunk without any."""
+        """One row per unit of `text` (`split_units(text, lines)` order); (0, dim) for a chunk without any. Each
+        unit is embedded after its headings ("Plumber: Kessler Haustechnik, 0316 44 18 02"): the gate and the
+        reader both read it so (docs/benchmarks.md, "The reader": the gate separates better, and costs the same)."""
         key = f"\0lines\0{text}" if lines else text
         with self._lock:
             if key in self._vectors:
                 self._vectors.move_to_end(key)
                 return self._vectors[key]
-        units = [unit.text for unit in split_units(text, lines)]
+        units = [in_context_text(unit) for unit in split_units(text, lines)]
         matrix = (np.asarray(self.embedder.embed_documents(units), dtype=np.float32) if units
                   else np.zeros((0, self.embedder.dim), dtype=np.float32))
         with self._lock:
