@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import httpx
@@ -345,40 +345,56 @@ def gather(
     score = model.probability(signals) if hits else 0.0
     contexts = Contexts()
     contexts.best_similarity = max(similarities, default=None)
-    if options.min_similarity is not None:
-        floor, passed = options.min_similarity, any(sim >= options.min_similarity for sim in similarities)
-        contexts.relevance = Relevance(score, options.min_similarity, passed, "min_similarity", signals)
-    else:
-        threshold = model.threshold if options.min_confidence is None else options.min_confidence
-        floor, passed = CONTEXT_FLOOR, bool(hits) and score >= threshold
-        contexts.relevance = Relevance(score, threshold, passed, "gate", signals)
-    if not passed:
+    contexts.relevance, floor = _verdict(options, model, score if hits else 0.0, signals, similarities)
+    if not contexts.relevance.passed:
         return found, contexts
     relevance = [max(sim, float(unit_similarities[i].max()) if i in unit_similarities and
                      unit_similarities[i].size else -1.0) for i, sim in enumerate(similarities)]
     if options.min_similarity is None:
         floor = min(floor, max(relevance))  # past the gate, the best chunk is always handed over
+        similarities_read = relevance
+    else:
+        similarities_read = similarities
+
+    def units(i: int) -> np.ndarray:  # the reader scores every unit handed over
+        return unit_similarities[i] if i in unit_similarities else (
+            cache.vectors(hits[i].text, candidates[i].lines) @ query_vector)
+
+    _hand_over(contexts, hits, similarities, [i for i in _order(hits, options.group_sources)
+                                              if similarities_read[i] >= floor], units, options)
+    if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
+        missing = tuple(missing_names(found.question, [c.text for c in contexts]))
+        contexts.relevance = replace(contexts.relevance, missing=missing)
+    return found, contexts
+
+
+def _verdict(options: AskOptions, model: GateModel, score: float, signals: Signals,
+             similarities: list[float]) -> tuple[Relevance, float]:
+    """The gate's verdict (or, with `min_similarity`, the cosine rule's) and the floor a chunk's relevance must
+    reach to be handed over."""
+    if options.min_similarity is not None:
+        passed = any(sim >= options.min_similarity for sim in similarities)
+        return Relevance(score, options.min_similarity, passed, "min_similarity", signals), options.min_similarity
+    threshold = model.threshold if options.min_confidence is None else options.min_confidence
+    return Relevance(score, threshold, bool(similarities) and score >= threshold, "gate", signals), CONTEXT_FLOOR
+
+
+def _hand_over(contexts: Contexts, hits: list[Hit], similarities: list[float], order: list[int],
+               units: Callable[[int], np.ndarray], options: AskOptions) -> None:
+    """Append the chunks at `order` to `contexts`, within the token budget, each text once, screened."""
     budget = options.max_context_tokens
     local_only = LocalOnly(options.local_only)
     seen: set[str] = set()
-    for i in _order(hits, options.group_sources):
+    for i in order:
         hit = hits[i]
-        if (similarities[i] if options.min_similarity is not None else relevance[i]) < floor:
-            continue
         text = " ".join(hit.text.split())
         if text in seen or (hit.token_estimate > budget and contexts):
             continue  # the same text again (a copy of a file) adds nothing; over budget: the next may fit
         seen.add(text)
         budget -= hit.token_estimate
-        units = unit_similarities[i] if i in unit_similarities else (
-            cache.vectors(hit.text, candidates[i].lines) @ query_vector)  # the reader scores every unit handed over
         contexts.append(Context(len(contexts) + 1, hit.text, hit.file_path, hit_locator(hit), round(similarities[i], 4),
-                                screen(hit.text), tuple(float(x) for x in units),
+                                screen(hit.text), tuple(float(x) for x in units(i)),
                                 local_only(hit.file_path, hit.tags), document_day(hit.created_at)))
-    if MISSING_NAMES_TENTATIVE and contexts.relevance is not None:
-        missing = tuple(missing_names(found.question, [c.text for c in contexts]))
-        contexts.relevance = replace(contexts.relevance, missing=missing)
-    return found, contexts
 
 
 def _similarities(hits: list[Hit], store: Store, query_vector: np.ndarray) -> list[float]:
@@ -435,98 +451,134 @@ def answer(
     With `tools`, an answerer that can call tools (`answer_with_tools`) may use them; their results are cited
     after the retrieved chunks. With tools and nothing retrieved, only such answerers are tried (a tool may
     answer what the documents cannot)."""
-    question = found.question
-    relevance = getattr(contexts, "relevance", None)
-    base: dict[str, Any] = {
-        "question": question,
-        "retrieval": {"mode": found.mode, "filters": found.filters.to_dict(), "retrieved": len(found.hits),
-                      "relevant": len(contexts), "min_similarity": min_similarity,
-                      "best_similarity": _best_similarity(contexts)},
-        "gate": relevance,
-        # What selective memory would make of the question; `ask --remember` writes it if it says so.
-        "memory": decide(question).to_dict(),
-        "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}
-                         for c in contexts if c.flags),
-    }
-    fallbacks: list[dict[str, str]] = []
-
-    def refusal(provider: str | None) -> Answer:
-        return Answer(text=refusal_text, refused=True, citations=(), provider=provider, fallbacks=tuple(fallbacks),
-                      **base)
-
+    run = _Run(found.question, _shared(found, contexts, min_similarity), refusal_text, on_text)
     tool_users = [p for p in providers if callable(getattr(p, "answer_with_tools", None))] if tools else []
     if tools is not None and not contexts:
         providers = tool_users
     if not contexts and (tools is None or not providers):
         if on_text:
             on_text(refusal_text)
-        return refusal(None)
-    all_contexts = contexts
-    withheld: tuple[str, ...] = ()
+        return run.refusal(None)
     for provider in providers:
-        contexts, withheld = _for_provider(all_contexts, provider)
-        if not contexts and all_contexts and tools is None:
-            fallbacks.append({"provider": provider.name, "error": "every source is local-only: not sent"})
+        given, withheld = _for_provider(contexts, provider)
+        if not given and contexts and tools is None:
+            run.fail(provider, "every source is local-only: not sent")
             continue
-        session = ToolSession(tools, len(contexts)) if tools is not None and provider in tool_users else None
-        extractive = isinstance(provider, ExtractiveAnswerer)
-        streamed = on_text is not None and not extractive
-        try:
-            with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
-                if session is not None:
-                    text = cast(ToolCallingProvider, provider).answer_with_tools(question, contexts, session,
-                                                                                 on_text)
-                else:  # the extractive answer is shown once its citations are numbered
-                    text = provider.answer(question, contexts, None if extractive else on_text)
-        except ProviderError as exc:
-            fallbacks.extend(session.fallbacks if session else ())
-            fallbacks.append({"provider": provider.name, "error": str(exc)})
+        session = ToolSession(tools, len(given)) if tools is not None and provider in tool_users else None
+        text = _reply(run, provider, given, session)
+        if text is None:
             continue
-        fallbacks.extend(session.fallbacks if session else ())
-        sources = [*contexts, *(session.contexts if session else ())]
         if text.strip() in (REFUSAL, refusal_text):
-            return refusal(provider.name)
-        text, cited = _check_citations(text, len(sources))
-        # Each marker is checked against its source: its quote must stand there (answer/quotes.py).
-        quoted = quote_markers(text, [(c.text, not c.locator.get("tool")) for c in sources])
-        text, cited = quoted.text, [n for n in cited if n in quoted.quotes]
-        if not cited:
-            fallbacks.append({"provider": provider.name, "error": "the answer cited no retrieved document"})
-            continue
-        # The newer note wins: a cited statement a newer cited document says otherwise is marked superseded.
-        superseded = superseded_in(question, [(sources[n - 1], quoted.quotes[n]) for n in cited])
-        # Citations are numbered 1..n in the order the answer cites them (a context it did not cite, or a marker
-        # the check dropped, leaves no gap); text streamed as it came keeps the answerer's own numbers.
-        number = {n: i for i, n in enumerate(cited, start=1)} if not streamed else {n: n for n in cited}
-        text = _renumbered(text, number)
-        newer = {d.older.key: number[d.newer.key] for d in superseded}
-        citations = tuple(Citation(number[c.n], c.source, c.locator,
-                                   snippet(c.text, CITATION_SNIPPET_CHARS, tabular(c.source)), c.similarity,
-                                   joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
-                          for c in (sources[n - 1] for n in cited))
-        lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
-                   "else"] if relevance is not None and relevance.missing else []
-        untyped = _untyped(question, _MARKER.sub("", text))
-        if relevance is not None and untyped:
-            # The question (or one part of a two-part one) asks for a time, a date or an amount and the answer
-            # holds none: a near miss, or half an answer.
-            relevance = replace(relevance, untyped=untyped[0][0])
-            base["gate"] = relevance
-            lacking += [f"the answer holds no {kind}, which {'the question' if part == question else repr(part)} "
-                        "asks for" for kind, part in untyped]
-        if isinstance(provider, ExtractiveAnswerer):  # its sentences stand whole: each older one gets its label
-            # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
-            text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
-                                           for d in superseded])
-            if on_text:
-                on_text(text)
-        return Answer(text=text, refused=False, citations=citations, provider=provider.name,
-                      fallbacks=tuple(fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
-                      superseded=tuple(Superseded(number[d.older.key], d.older.source, d.older.date or "",
-                                                  d.older.text, number[d.newer.key], d.newer.source,
-                                                  d.newer.date or "")
-                                       for d in superseded), **base)
-    return refusal(None)
+            return run.refusal(provider.name)
+        shown = _cited(run, provider, [*given, *(session.contexts if session else ())], text, withheld)
+        if shown is not None:
+            return shown
+    return run.refusal(None)
+
+
+def _shared(found: SearchResult, contexts: list[Context], min_similarity: float | None) -> dict[str, Any]:
+    """What every answer to this question holds, whoever answers it or refuses."""
+    return {
+        "question": found.question,
+        "retrieval": {"mode": found.mode, "filters": found.filters.to_dict(), "retrieved": len(found.hits),
+                      "relevant": len(contexts), "min_similarity": min_similarity,
+                      "best_similarity": _best_similarity(contexts)},
+        "gate": getattr(contexts, "relevance", None),
+        # What selective memory would make of the question; `ask --remember` writes it if it says so.
+        "memory": decide(found.question).to_dict(),
+        "flagged": tuple({"n": c.n, "chunk_id": c.locator["chunk_id"], "reasons": c.flags}
+                         for c in contexts if c.flags),
+    }
+
+
+@dataclass
+class _Run:
+    """One `answer` call as it goes down the provider chain: the question, what every answer shares, how a
+    refusal reads, where text streams, and the answerers that failed so far."""
+
+    question: str
+    shared: dict[str, Any]
+    refusal_text: str
+    on_text: Callable[[str], None] | None
+    fallbacks: list[dict[str, str]] = field(default_factory=list)
+
+    def refusal(self, provider: str | None) -> Answer:
+        return Answer(text=self.refusal_text, refused=True, citations=(), provider=provider,
+                      fallbacks=tuple(self.fallbacks), **self.shared)
+
+    def fail(self, provider: AnswerProvider, error: str) -> None:
+        self.fallbacks.append({"provider": provider.name, "error": error})
+
+
+def _reply(run: _Run, provider: AnswerProvider, contexts: list[Context], session: ToolSession | None) -> str | None:
+    """The provider's answer text, or None when it failed (recorded as a fallback). The extractive answer is
+    shown once its citations are numbered, so it does not stream."""
+    extractive = isinstance(provider, ExtractiveAnswerer)
+    try:
+        with egress.purpose(f"llm prompt: {provider.name}", [c.source for c in contexts]):
+            if session is not None:
+                text = cast(ToolCallingProvider, provider).answer_with_tools(run.question, contexts, session,
+                                                                             run.on_text)
+            else:
+                text = provider.answer(run.question, contexts, None if extractive else run.on_text)
+    except ProviderError as exc:
+        run.fallbacks.extend(session.fallbacks if session else ())
+        run.fail(provider, str(exc))
+        return None
+    run.fallbacks.extend(session.fallbacks if session else ())
+    return text
+
+
+def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: str,
+           withheld: tuple[str, ...]) -> Answer | None:
+    """The answer `text` with its citations checked against `sources`, or None (a fallback) when it cites none."""
+    text, cited = _check_citations(text, len(sources))
+    # Each marker is checked against its source: its quote must stand there (answer/quotes.py).
+    quoted = quote_markers(text, [(c.text, not c.locator.get("tool")) for c in sources])
+    text, cited = quoted.text, [n for n in cited if n in quoted.quotes]
+    if not cited:
+        run.fail(provider, "the answer cited no retrieved document")
+        return None
+    # The newer note wins: a cited statement a newer cited document says otherwise is marked superseded.
+    superseded = superseded_in(run.question, [(sources[n - 1], quoted.quotes[n]) for n in cited])
+    # Citations are numbered 1..n in the order the answer cites them (a context it did not cite, or a marker the
+    # check dropped, leaves no gap); text streamed as it came keeps the answerer's own numbers.
+    extractive = isinstance(provider, ExtractiveAnswerer)
+    streamed = run.on_text is not None and not extractive
+    number = {n: i for i, n in enumerate(cited, start=1)} if not streamed else {n: n for n in cited}
+    text = _renumbered(text, number)
+    newer = {d.older.key: number[d.newer.key] for d in superseded}
+    citations = tuple(Citation(number[c.n], c.source, c.locator,
+                               snippet(c.text, CITATION_SNIPPET_CHARS, tabular(c.source)), c.similarity,
+                               joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
+                      for c in (sources[n - 1] for n in cited))
+    lacking = _lacking(run, text)
+    if extractive:  # its sentences stand whole: each older one gets its label
+        # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
+        text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
+                                       for d in superseded])
+        if run.on_text:
+            run.on_text(text)
+    return Answer(text=text, refused=False, citations=citations, provider=provider.name,
+                  fallbacks=tuple(run.fallbacks), withheld=withheld, notes=(*lacking, *quoted.notes),
+                  superseded=tuple(Superseded(number[d.older.key], d.older.source, d.older.date or "", d.older.text,
+                                              number[d.newer.key], d.newer.source, d.newer.date or "")
+                                   for d in superseded), **run.shared)
+
+
+def _lacking(run: _Run, text: str) -> list[str]:
+    """What the answer's notes say it lacks: a name of the question the sources never mention, a value the
+    question (or one part of a two-part one) asks for that the answer does not hold; the latter makes the gate's
+    verdict tentative (Relevance.untyped): a near miss, or half an answer."""
+    relevance = run.shared["gate"]
+    lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
+               "else"] if relevance is not None and relevance.missing else []
+    untyped = _untyped(run.question, _MARKER.sub("", text))
+    if relevance is not None and untyped:
+        run.shared["gate"] = replace(relevance, untyped=untyped[0][0])
+        lacking += [f"the answer holds no {kind}, which {'the question' if part == run.question else repr(part)} "
+                    "asks for" for kind, part in untyped]
+    return lacking
 
 
 def _untyped(question: str, text: str) -> list[tuple[str, str]]:
