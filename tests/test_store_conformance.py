@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from helpers.library import search
-from helpers.project import PARTITIONED_KIND, STORE_KINDS, new_database, spec_for
+from helpers.project import PARTITIONED_KIND, STORE_KINDS, CountingEmbedder, Project, new_database, spec_for
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.retrieval.rerank import fill_sentence_vectors
@@ -98,6 +98,18 @@ def project(make_project, store_spec):
     return project
 
 
+@pytest.fixture(scope="module", params=[*STORE_KINDS, PARTITIONED_KIND])
+def indexed(request, tmp_path_factory, hashing_embedder):  # type: ignore[no-untyped-def]
+    """FILES indexed once per store kind, for the tests that only read it (`project` is a fresh index per test, for
+    the tests that write)."""
+    project = Project(tmp_path_factory.mktemp("indexed"), CountingEmbedder(hashing_embedder),
+                      spec_for(request.param, request))
+    project.write(FILES)
+    project.index()
+    yield project
+    project.store.close()
+
+
 def _paths(project, hits: list[tuple[int, float]], filters: QueryFilters) -> set[str]:
     rows = project.store.fetch_chunks([h[0] for h in hits], filters)
     return {r["file_path"] for r in rows.values()}
@@ -112,25 +124,25 @@ FILTER_GRID = list(itertools.product(
 ))
 
 
-def test_every_filter_is_enforced_by_both_searches_fetch_and_listing(project):
+def test_every_filter_is_enforced_by_both_searches_fetch_and_listing(indexed):
     """Scope × doc type × privacy × archive × dates: each search returns exactly what the filter admits."""
-    probe = project.embedder.embed_query("billing travel salary wallet password")
+    probe = indexed.embedder.embed_query("billing travel salary wallet password")
     checked = 0
     for user, types, public, archive, (start, end) in FILTER_GRID:
         f = QueryFilters.build(user_slug=user, doc_types=types, public_only=public, include_archive=archive,
                                date_from=start, date_to=end)
-        expected = ground_truth(project, f)
+        expected = ground_truth(indexed, f)
         # k far above the corpus: the vector side must return every admitted chunk and nothing else.
-        assert _paths(project, project.store.vector_search(probe, f, 100), f) == expected, f
+        assert _paths(indexed, indexed.store.vector_search(probe, f, 100), f) == expected, f
         # Every file says one of these words, so the lexical side too must return exactly the admitted ones.
-        lexical = project.store.lexical_search(
+        lexical = indexed.store.lexical_search(
             ["billing", "travel", "salary", "wallet", "password", "runbook"], f, 100
         )
-        assert _paths(project, lexical, f) == expected, f
-        everything = [h[0] for h in project.store.vector_search(probe, QueryFilters(), 100)]
-        assert {r["file_path"] for r in project.store.fetch_chunks(everything, f).values()} <= expected
-        assert {d["file_path"] for d in project.store.list_documents(f)} == expected, f
-        assert project.store.count_documents(f) == len(expected), f  # what a list answer says it examined
+        assert _paths(indexed, lexical, f) == expected, f
+        everything = [h[0] for h in indexed.store.vector_search(probe, QueryFilters(), 100)]
+        assert {r["file_path"] for r in indexed.store.fetch_chunks(everything, f).values()} <= expected
+        assert {d["file_path"] for d in indexed.store.list_documents(f)} == expected, f
+        assert indexed.store.count_documents(f) == len(expected), f  # what a list answer says it examined
         checked += bool(expected)
     assert checked > 40  # the grid really selects rows, so agreement is not agreement on nothing
 
@@ -154,23 +166,23 @@ def test_tag_filter(make_project, store_spec):
 
 
 @pytest.mark.parametrize("mode", ["vector", "lexical", "hybrid"])
-def test_another_users_secret_never_leaks(project, mode):
+def test_another_users_secret_never_leaks(indexed, mode):
     """alice asks for bob's words in every way; nothing of bob's, and nothing public, comes back."""
     for question in ("Bob's secret travel policy business class", "bob salary raise eight percent",
                      "secret OR bob OR *", "bob) | (alice", "'; DROP TABLE chunks; --", "!bob & :* <-> salary"):
-        out = search(question, project.store, project.embedder, QueryFilters.build(user_slug="alice"),
-                     SearchOptions(mode=mode, k=50, top_k_vector=100, top_k_lexical=100), project.settings.path_rules)
+        out = search(question, indexed.store, indexed.embedder, QueryFilters.build(user_slug="alice"),
+                     SearchOptions(mode=mode, k=50, top_k_vector=100, top_k_lexical=100), indexed.settings.path_rules)
         assert {r["file_path"] for r in out["results"]} <= ALICE, (question, out["results"])
-    public = search("secret travel policy salary", project.store, project.embedder,
+    public = search("secret travel policy salary", indexed.store, indexed.embedder,
                     QueryFilters.build(public_only=True, include_archive=True), SearchOptions(mode=mode, k=50))
     assert {r["file_path"] for r in public["results"]} <= {"docs/2025-02-01-public.md",
                                                              "docs/archive/2022-06-01-old.md"}
 
 
 @pytest.mark.parametrize("question", ["' OR 1=1 --", "a & b | !c", "foo:* <-> bar", "\\", "(", "NEAR(a b)", "\x00"])
-def test_query_syntax_is_plain_text(project, question):
+def test_query_syntax_is_plain_text(indexed, question):
     f = QueryFilters.build(user_slug="alice")
-    out = search(question, project.store, project.embedder, f, SearchOptions(mode="lexical", k=5))
+    out = search(question, indexed.store, indexed.embedder, f, SearchOptions(mode="lexical", k=5))
     assert {r["file_path"] for r in out["results"]} <= ALICE
 
 
@@ -323,14 +335,14 @@ def test_model_guard_refuses_mixing_models(project):
     assert project.store.stats()["embed_dim"] == 8
 
 
-def test_vector_cache_and_chunk_vectors_round_trip(project):
-    rows = project.store.fetch_chunks([h[0] for h in project.store.vector_search(
-        project.embedder.embed_query("billing"), QueryFilters.build(user_slug="alice"), 1)],
+def test_vector_cache_and_chunk_vectors_round_trip(indexed):
+    rows = indexed.store.fetch_chunks([h[0] for h in indexed.store.vector_search(
+        indexed.embedder.embed_query("billing"), QueryFilters.build(user_slug="alice"), 1)],
         QueryFilters.build(user_slug="alice"))
     (row,) = rows.values()
-    stored = project.store.chunk_vectors([row["chunk_id"]])[row["chunk_id"]]
-    assert stored.dtype == np.float32 and stored.shape == (project.embedder.dim,)
-    np.testing.assert_allclose(stored, project.embedder.embed_documents([row["text"]])[0], atol=1e-5)
+    stored = indexed.store.chunk_vectors([row["chunk_id"]])[row["chunk_id"]]
+    assert stored.dtype == np.float32 and stored.shape == (indexed.embedder.dim,)
+    np.testing.assert_allclose(stored, indexed.embedder.embed_documents([row["text"]])[0], atol=1e-5)
 
 
 def test_sentence_vectors_round_trip_and_go_with_their_chunks(project):
