@@ -30,6 +30,8 @@ HOUSEHOLD = {name: "\n\n".join(blocks) + "\n" for name, blocks in {
                         "## Vet", "Dr. Ines Vogl, small animal practice\n0316 58 22 10\nKeplerstrasse 40, 8020 Graz"],
     "home/tax.md": ["# Tax return 2025", "Sent through the tax portal on 3 April 2026.", "## Tax adviser",
                     "Petra Lang\n0316 77 31 08\nlang@steuer-lang.example", "Her fee for 2025: €420"],
+    "hobby/yoga.md": ["# Yoga at Studio Lila", "Thursday evening class: 19:15 to 20:30, with Nora.",
+                      "A drop-in class costs €18; ten classes €150."],
     "kids/swim.md": ["# Noah - swimming course", "## Course", "Beginners' course (level 2) at the Auster pool, 12 "
                      "sessions.", "Lessons: Wednesdays 15:30 to 16:15, from 8 October.",
                      "Price for the whole course: €148, paid by transfer.", "Bring goggles and a swim cap."],
@@ -76,6 +78,14 @@ def test_a_two_part_question_gets_each_part_answered(household, question: str, f
     shown = household.ask(question, user="me", extractive=True)
     assert all(fact in shown.text for fact in facts), shown.text
     assert not any("asks for" in note for note in shown.notes)
+
+
+def test_a_name_the_quoted_sentences_lack_makes_the_answer_tentative(household) -> None:
+    # There is no Wednesday yoga class; the swimming note handed over beside it says "Wednesdays", so every name
+    # of the question is somewhere in the sources, but not in what the answer quotes.
+    shown = household.ask("What time is the Wednesday yoga class?", user="me", extractive=True)
+    assert shown.refused or (shown.gate.confidence == "tentative"
+                             and any("never mention Wednesday" in note for note in shown.notes)), shown.text
 
 
 def test_a_part_left_unanswered_is_said() -> None:

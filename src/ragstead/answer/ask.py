@@ -74,6 +74,9 @@ _MARKER = re.compile(r"\[(\d{1,3})\]")
 # A name of the question that the handed-over text lacks makes the answer tentative (docs/design.md, "Answer
 # selection and context": no answer of the notes fit or held-out half changed its confidence).
 MISSING_NAMES_TENTATIVE = True
+# ... and so does one the quoted sentences lack, read with their note's title and headings (docs/benchmarks.md,
+# "The reader").
+QUOTED_NAMES_TENTATIVE = True
 
 
 @dataclass(frozen=True)
@@ -552,7 +555,7 @@ def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: st
                                snippet(c.text, CITATION_SNIPPET_CHARS, tabular(c.source)), c.similarity,
                                joined(quoted.quotes[c.n], c.text), tuple(quoted.quotes[c.n]), newer.get(c.n))
                       for c in (sources[n - 1] for n in cited))
-    lacking = _lacking(run, text)
+    lacking = _lacking(run, text, _read_as(sources, quoted.quotes, cited))
     if extractive:  # its sentences stand whole: each older one gets its label
         # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
         text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
@@ -566,19 +569,39 @@ def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: st
                                    for d in superseded), **run.shared)
 
 
-def _lacking(run: _Run, text: str) -> list[str]:
-    """What the answer's notes say it lacks: a name of the question the sources never mention, a value the
-    question (or one part of a two-part one) asks for that the answer does not hold; the latter makes the gate's
-    verdict tentative (Relevance.untyped): a near miss, or half an answer."""
+def _lacking(run: _Run, text: str, quoted: list[str]) -> list[str]:
+    """What the answer's notes say it lacks: a name of the question the sources never mention, or that the
+    quoted sentences (read with their note's title and headings) never mention ("What time is the Tuesday yoga
+    class?" answered with the Thursday class, while the swimming note handed over says Tuesdays); a value the
+    question (or one part of a two-part one) asks for that the answer does not hold. Each makes the gate's verdict
+    tentative (Relevance.missing, Relevance.untyped): a near miss, or half an answer."""
     relevance = run.shared["gate"]
     lacking = [f"the sources never mention {', '.join(relevance.missing)}: the answer may be about something "
                "else"] if relevance is not None and relevance.missing else []
+    unquoted = [name for name in missing_names(run.question, quoted) if relevance is None
+                or name not in relevance.missing] if quoted else []
+    if relevance is not None and unquoted:
+        run.shared["gate"] = relevance = replace(relevance, missing=(*relevance.missing, *unquoted))
+        lacking.append(f"the quoted sentences never mention {', '.join(unquoted)}: the answer may be about "
+                       "something else")
     untyped = _untyped(run.question, _MARKER.sub("", text))
     if relevance is not None and untyped:
         run.shared["gate"] = replace(relevance, untyped=untyped[0][0])
         lacking += [f"the answer holds no {kind}, which {'the question' if part == run.question else repr(part)} "
                     "asks for" for kind, part in untyped]
     return lacking
+
+
+def _read_as(sources: list[Context], quotes: dict[int, list[Quote]], cited: list[int]) -> list[str]:
+    """Each quoted sentence as a person reads it in its note: after the note's first line and the markdown
+    headings above it (none when QUOTED_NAMES_TENTATIVE is off)."""
+    out: list[str] = []
+    for n in cited if QUOTED_NAMES_TENTATIVE else ():
+        source = sources[n - 1].text
+        for quote in quotes[n]:
+            heads = [line for line in source[:quote.char_start].splitlines() if line.lstrip().startswith("#")]
+            out.append(" ".join([source.lstrip().split("\n", 1)[0], *heads, quote.text]))
+    return out
 
 
 def _untyped(question: str, text: str) -> list[tuple[str, str]]:
