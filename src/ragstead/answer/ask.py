@@ -233,6 +233,30 @@ class Answer:
         """`answer` (from the top k), or `list` / `count` (every matching document of the scope)."""
         return self.listing.kind if self.listing is not None else "answer"
 
+    def explain(self, knob: Callable[[str], str] = str) -> str:
+        """Who answered, how sure, or why nothing did and which setting to change: one sentence every door shows
+        (the ask JSON's `explanation`; the CLI's last line). `knob` spells a setting as the door does (the CLI:
+        `--min-confidence`; the JSON: `min_confidence`)."""
+        gate, retrieval = self.gate, self.retrieval
+        if not self.refused:
+            if gate is not None and gate.confidence == "tentative":
+                return (f"answered by {self.provider}, tentatively (relevance {gate.score:.2f}): the sources may "
+                        "not hold this answer; check the citations")
+            return f"answered by {self.provider}" + (f" (relevance {gate.score:.2f})" if gate is not None else "")
+        if self.provider:
+            return f"answered by {self.provider}: the {retrieval['relevant']} chunks it was given do not answer it"
+        if retrieval["relevant"]:
+            return "no answerer gave a cited answer (see the notes above)"
+        best = retrieval.get("best_similarity")
+        if best is None:
+            scope = ", ".join(knob(name) for name in ("user", "doc_type", "public_only", "include_archive"))
+            return f"nothing in scope was retrieved; widen the scope ({scope}) or run `ragstead index`"
+        if gate is None or gate.decided_by == "min_similarity":
+            return (f"best match {best:.3f} < {knob('min_similarity')} {retrieval['min_similarity']}; lower it to "
+                    "answer from weaker matches")
+        return (f"relevance {gate.score:.2f} < gate {gate.threshold:.2f} (best match {best:.3f}); lower "
+                f"{knob('min_confidence')} to answer from weaker matches")
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "kind": self.kind, **(self.listing.to_dict() if self.listing is not None else {}),
@@ -240,7 +264,7 @@ class Answer:
             "gate": self.gate.to_dict() if self.gate is not None else None, "memory": self.memory,
             "flagged": list(self.flagged), "fallbacks": list(self.fallbacks), "answer": self.text,
             "refused": self.refused, "citations": [c.to_dict() for c in self.citations], "provider": self.provider,
-            "notes": list(self.notes),
+            "notes": list(self.notes), "explanation": self.explain(),
         }
         if self.memory_write is not None:
             data["memory_write"] = self.memory_write

@@ -146,26 +146,9 @@ def _revealed(value: Any, reveal: Callable[[str], str]) -> Any:
 
 
 def _ask_trailer(result: Any) -> str:
-    """The last line of `ask`'s text: who answered, or why nothing did and which knob to turn."""
-    retrieval, gate = result.retrieval, result.gate or {}
-    if not result.refused:
-        if gate.get("confidence") == "tentative":
-            return (f"answered by {result.provider}, tentatively (relevance {gate['score']:.2f}): the sources may "
-                    "not hold this answer; check the citations")
-        return f"answered by {result.provider}" + (f" (relevance {gate['score']:.2f})" if gate else "")
-    if result.provider:
-        return f"answered by {result.provider}: the {retrieval['relevant']} chunks it was given do not answer it"
-    if retrieval["relevant"]:
-        return "no answerer gave a cited answer (see the notes above)"
-    best = retrieval.get("best_similarity")
-    if best is None:
-        return ("nothing in scope was retrieved; widen the scope (--user, --doc-type, --public-only, "
-                "--include-archive) or run `ragstead index`")
-    if gate.get("decided_by") == "min_similarity":
-        return (f"best match {best:.3f} < --min-similarity {retrieval['min_similarity']}; lower it to answer "
-                "from weaker matches")
-    return (f"relevance {gate['score']:.2f} < gate {gate['threshold']:.2f} (best match {best:.3f}); lower "
-            "--min-confidence to answer from weaker matches")
+    """The last line of `ask`'s text: the answer's explanation (Answer.explain), with the settings it names
+    spelled as this command's flags."""
+    return str(result.explain(lambda name: "--" + name.replace("_", "-")))
 
 
 @app.command(epilog="""Examples:

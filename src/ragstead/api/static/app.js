@@ -289,7 +289,8 @@ function renderAnswer(result) {
     meta.push(result.complete ? "Added up from every document in scope." : "Added up from every document in scope; "
       + "not complete: see what was left out.");
   } else if (result.kind === "list" || result.kind === "count") meta.push("Listed from every document in scope.");
-  else meta.push(result.refused ? "Nothing relevant was found." : `Answered by ${result.provider}.`);
+  else if (result.refused) meta.push(sentence(result.explanation || "nothing relevant was found"));
+  else meta.push(`Answered by ${result.provider}.`);
   if (!result.refused && result.gate && result.gate.confidence === "tentative") {
     meta.push("Tentative: the sources may not hold this answer; check the citations.");
   }
@@ -339,6 +340,11 @@ function newConversation() {
   $("answer").hidden = true;
   $("passage").hidden = true;
   if (old) api(`/v1/chat/${encodeURIComponent(old)}`, { method: "DELETE" }).catch(() => {});
+}
+
+// The ask JSON's explanation (why nothing answered, and which setting to change) as a sentence.
+function sentence(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1) + ".";
 }
 
 // How sure the answer is, as the CLI says it: the gate's relevance and its verdict, then any note of the check.
