@@ -180,8 +180,10 @@ def main() -> None:
 
         aggregates_main(args.label)
     if args.what in ("tagging", "all"):
+        from bench.tagging_precision import main as tagging_precision_main
         from bench.tagging_threshold import main as tagging_main
 
+        tagging_precision_main()
         tagging_main()
     if args.what == "dedup":  # not in `all`: it cuts SciFact into 100-word chunks once (~6 min)
         from bench.dedup_sources import main as dedup_main

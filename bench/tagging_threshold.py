@@ -59,6 +59,17 @@ def _prf(scored: list[tuple[float, bool]], threshold: float) -> tuple[float, flo
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
+def _shipped_rows(existing: list[tuple[float, bool]], phrases: list[tuple[float, bool, int]]) -> list[list[str]]:
+    """The thresholds shipped (a bar on precision over a folder's notes, bench/tagging_precision.py) on these pages."""
+    from ragstead.ingest.tagging import EXISTING_TAG_MIN, KEYPHRASE_MIN
+
+    p, r, f = _prf(existing, EXISTING_TAG_MIN)
+    kept = [right for score, right, _ in phrases if score >= KEYPHRASE_MIN]
+    precision, per_page = (sum(kept) / len(kept) if kept else 0.0), len(kept) / len(LABELS)
+    return [[f"shipped: existing t={EXISTING_TAG_MIN}", f"P {p:.2f}", f"R {r:.2f}", f"F1 {f:.2f}"],
+            [f"shipped: keyphrases t={KEYPHRASE_MIN}", f"P {precision:.2f}", f"{per_page:.1f} per page", ""]]
+
+
 def main() -> None:
     import ragstead  # noqa: F401 - the package's model
     from ragstead.embeddings.catalog import embedder_for
@@ -104,6 +115,7 @@ def main() -> None:
                      f"R {fold['held_out'][1]:.2f}", f"F1 {fold['held_out'][2]:.2f}"])
     rows.append([f"keyphrases chosen: t={chosen_phrase}", f"P {phrase_rows[chosen_phrase][0]:.2f}",
                  f"{phrase_rows[chosen_phrase][1]:.1f} per page", ""])
+    rows += _shipped_rows(everything, phrases)
     write_results("tagging_threshold", {"model": embedder.name, "pages": len(LABELS), "vocabulary": VOCABULARY,
                                         "folds": folds, "keyphrase_threshold": chosen_phrase,
                                         "keyphrases": {str(t): v for t, v in phrase_rows.items()}}, rows)
