@@ -80,8 +80,8 @@ def test_the_loop_shares_asks_flags_and_their_errors(project):
     bad = chat(project, "When does the lease end?\n", "--k", "0")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith("error: --k must be")
     remember = chat(project, "remember that I prefer tea\n", "--remember")
-    assert remember.returncode == 2 and remember.stderr == "error: --remember needs --user: memory belongs to one " \
-                                                           "person\n"
+    assert remember.returncode == 2 and remember.stderr == "error: --remember needs --user in a team project: " \
+                                                           "memory belongs to one person\n"
     long = chat(project, "x" * 5000 + "\nWhen does the lease end?\n", "--user", "alice")
     assert long.returncode == 2 and "error: the question is 5000 characters" in long.stderr
     assert "> When does the lease end?" in long.stdout  # one turn's error; the conversation went on

@@ -174,4 +174,4 @@ def test_remember_and_ask_remember_on_the_command_line(make_project, cli):
     text = (project.root / "kb/users/alice/memory/COMPANY_MEMORY.md").read_text()
     assert "always test restores of the billing backups" in text
     refused = cli(project, "ask", "what about billing?", "--remember", "--extractive", expect=2)
-    assert "--remember needs --user" in refused.stderr
+    assert "--remember needs a user in a team project (--user SLUG)" in refused.stderr

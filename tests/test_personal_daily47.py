@@ -73,3 +73,16 @@ def test_a_new_project_made_as_root_is_owned_by_me_and_an_existing_one_keeps_its
     assert load_settings(old).owner == "root"
     ragstead.init(tmp_path / "named", owner="sam")
     assert load_settings(tmp_path / "named").owner == "sam"
+
+
+def test_ask_remember_in_a_personal_folder_needs_no_user(notes):
+    # The owner asks and keeps what they said, as `remember` does; a team project still refuses before answering.
+    out = run_ragstead("ask", "Lesson learned: always carry cash for the small huts.", "--extractive", "--remember",
+                       "--json", "--root", str(notes), env=ENV)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["memory_write"]["file"] == "memory/COMPANY_MEMORY.md"
+    assert "always carry cash" in (notes / "memory/COMPANY_MEMORY.md").read_text()
+    team = notes.parent / "team"
+    assert run_ragstead("init", str(team), "--layout", "team", "--owner", "sam", env=ENV).returncode == 0
+    refused = run_ragstead("ask", "what about huts?", "--extractive", "--remember", "--root", str(team), env=ENV)
+    assert refused.returncode == 2 and "--user" in refused.stderr and refused.stdout == ""

@@ -258,14 +258,20 @@ class Indexer:
         project needs it."""
         rt = self.runtime
         settings = rt.settings
-        if not user:
-            if not settings.personal:
-                raise RagsteadError("remember needs a user in a team project (--user SLUG): memory belongs to "
-                                    "one person")
-            user = settings.owner_slug
+        user = self.memory_user(user)
         return remember_fact(clean_text(text), user, rt.root, lock_dir=settings.db_file.parent,
                              index=(lambda rels: self.index_files(rels, wait)) if index else None,
                              dry_run=dry_run, wait_seconds=wait, folder=settings.user_folder(user))
+
+    def memory_user(self, user: str | None) -> str:
+        """Whose memory a write goes to: `user`, or a personal project's owner; a team project needs a user (an
+        error naming the `remember` field, before anything is answered or written)."""
+        if user:
+            return user
+        if not self.runtime.settings.personal:
+            raise InvalidQueryError("remember needs a user in a team project (--user SLUG): memory belongs to one "
+                                    "person", fields=("remember",))
+        return self.runtime.settings.owner_slug
 
     def migrate(self, target: str, *, replace_target: bool = False,
                 progress: ProgressHook | None = None) -> MigrationReport:

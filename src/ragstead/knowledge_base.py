@@ -229,9 +229,9 @@ class KnowledgeBase:
         `answerers`: a chain built once by `providers()` (a server reuses it); the request's `extractive`
         overrides it. `on_text` hears a streamed answer as it is written. `filters` and `options`, when given,
         replace the request's scope and knobs. The request's fields are documented on `AskRequest`; the
-        extractive answerer never calls tools.
-        """
+        extractive answerer never calls tools."""
         request = AskRequest.of(question, **fields)
+        writer = self._indexer.memory_user(request.scope.user) if request.remember else None  # a personal owner's
         filters = filters or request.scope.filters()
         chain = list(answerers) if answerers is not None and not request.extractive else self.providers(
             extractive=request.extractive, template=request.template, llm=request.llm)
@@ -253,8 +253,8 @@ class KnowledgeBase:
             with egress.recording(self.egress_file):  # privacy: a remote LLM's prompt or a tool call is logged
                 result = answer(found, contexts, ask_options.min_similarity, chain, on_text, registry,
                                 self.settings.refusal.strip() or REFUSAL)
-        if request.remember and request.scope.user:
-            result = replace(result, memory_write=self.remember(request.query, user=request.scope.user).to_dict())
+        if writer:
+            result = replace(result, memory_write=self.remember(request.query, user=writer).to_dict())
         return result
 
     def tags(self, *, user: str | None = None, public_only: bool = False,

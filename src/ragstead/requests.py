@@ -247,8 +247,6 @@ class AskRequest(SearchRequest):
         for name in ("extractive", "remember", "list_questions"):
             if not isinstance(getattr(self, name), bool):
                 raise _fail(name, f"must be true or false, got {getattr(self, name)!r}")
-        if self.remember and not self.scope.user:
-            raise _fail("remember", "needs a user: memory belongs to one person")
         if self.tools is not None:
             if isinstance(self.tools, str) or not all(isinstance(t, str) for t in self.tools):
                 raise _fail("tools", f"must be a list of tool names, got {self.tools!r}")

@@ -256,8 +256,6 @@ class AskFlags:
 
     def request_fields(self, user: str | None) -> dict[str, Any]:
         """The `AskRequest` fields these flags set (for `SearchFlags.ask_request`), checked against each other."""
-        if self.remember and not user:
-            raise RagsteadError("--remember needs --user: memory belongs to one person")
         if self.tools and self.extractive:
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")
         return {"min_similarity": self.min_similarity, "min_confidence": self.min_confidence,

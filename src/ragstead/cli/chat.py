@@ -66,6 +66,8 @@ def chat(
     with library_errors(), project.open(model=model, reranker=reranker,
                                         allow_download=allow_download or None) as kb:
         kb.store  # noqa: B018 - a missing index is one error before the first question, not one per turn
+        if answer_flags.remember and not flags.user and not kb.settings.personal:
+            raise RagsteadError("--remember needs --user in a team project: memory belongs to one person")
         if interactive and output == "text":
             say(f"Ask about your documents; {CHAT_HELP}.", err=True, dim=True)
         conversation = None

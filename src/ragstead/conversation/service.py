@@ -153,9 +153,9 @@ class Conversations:
 
     def _memory_turn(self, request: AskRequest, owner: str | None, now: str) -> Turn:
         """A "remember that ..." turn: the selective memory rule on what was typed, written only when allowed."""
-        user = request.scope.user or owner
+        user = request.scope.user or owner  # None in a personal project: remember writes its owner's memory
         found = Rewrite(request.query, request.query, "memory", (), "a request to remember")
-        if not user:
+        if not user and not self.runtime.settings.personal:
             return Turn(request.query, found, "Not remembered: memory belongs to one person, and this conversation "
                         "has no user.", True, kind="memory", asked_at=now)
         result = self._remember(request.query, user=user, dry_run=not request.remember)
