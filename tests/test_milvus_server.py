@@ -26,6 +26,12 @@ def store_spec(milvus_server) -> str:  # type: ignore[no-untyped-def]
     return milvus_server + "?exact_rows=0"  # every vector query through the server's filtered search
 
 
+@pytest.fixture
+def indexed(project):  # type: ignore[no-untyped-def]  # noqa: F811 - the fixture
+    """The conformance suite's read-only index (one per store kind there): on the server, a fresh one per test."""
+    return project
+
+
 def test_the_store_talks_to_a_server_not_milvus_lite(make_project, store_spec):
     one = make_project({"kb/users/alice/a.md": "Alice's note about the billing database."}, store=store_spec)
     one.index()
