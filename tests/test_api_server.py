@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 
 ENV = OFFLINE_ENV
@@ -57,8 +58,10 @@ def server(tmp_path):
         "kb/users/alice/plan.md": "Alice plans the heron survey for April.",
         "kb/users/bob/plan.md": "Bob plans the kestrel survey for May.",
     })
-    assert cli(tmp_path, "index", "--quiet").returncode == 0
-    records = {name: json.loads(cli(tmp_path, "keys", "add", "--user", user, "--json").stdout)
+    # The index and the keys in this process (helpers/cli_runner.py): the server is the process under test.
+    assert run_ragstead("index", "--quiet", "--root", str(tmp_path), env=ENV).returncode == 0
+    records = {name: json.loads(run_ragstead("keys", "add", "--user", user, "--json", "--root", str(tmp_path),
+                                             env=ENV).stdout)
                for name, user in (("alice", "alice"), ("bob", "bob"), ("alice-2", "alice"))}
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "ragstead", "serve", "--port", str(port), "--root", str(tmp_path),
