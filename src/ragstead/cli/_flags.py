@@ -254,7 +254,7 @@ class AskFlags:
     offset: int = 0
     limit: int = DEFAULT_LIST_LIMIT
 
-    def request_fields(self, user: str | None) -> dict[str, Any]:
+    def request_fields(self) -> dict[str, Any]:
         """The `AskRequest` fields these flags set (for `SearchFlags.ask_request`), checked against each other."""
         if self.tools and self.extractive:
             raise RagsteadError("--tools needs an LLM answerer; --extractive never calls tools")

@@ -59,7 +59,7 @@ def chat(
     turns' subject carried in, in the same scope and with citations, as `ask` answers. On a terminal: a prompt
     (/new starts over, /quit or Ctrl-D leaves); questions piped in, one a line, are answered turn by turn."""
     with library_errors():
-        fields = answer_flags.request_fields(flags.user)
+        fields = answer_flags.request_fields()
         flags.ask_request("?", **fields)  # a bad flag is an error before the first question, not at every turn
     interactive = sys.stdin.isatty()
     failed = False

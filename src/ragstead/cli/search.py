@@ -174,7 +174,7 @@ def ask(
     """Answer from your documents only, with citations, or say that nothing relevant was found. A list or count
     question ("which notes mention Lisbon?") is answered from every document in scope."""
     with library_errors():
-        request = flags.ask_request(question, **answer_flags.request_fields(flags.user))
+        request = flags.ask_request(question, **answer_flags.request_fields())
         stream = answer_stream(output, reveal_secrets)
         with project.open(model=model, reranker=reranker, allow_download=allow_download or None) as kb:
             result = kb.ask(request, on_text=stream.feed if stream else None)
