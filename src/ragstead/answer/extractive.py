@@ -26,9 +26,8 @@ from ragstead.answer.evidence import (
     months_named,
     question_parts,
     split_units,
-    unit_features,
 )
-from ragstead.answer.reader import Item, Reader, load_reader
+from ragstead.answer.reader import Item, Reader, holds_asked, load_reader, question_share
 from ragstead.answer.screening import screen
 from ragstead.answer.supersession import Statement, disagreements, is_revision
 
@@ -74,15 +73,16 @@ class ExtractiveAnswerer:
         if len(parts) > 1:  # each part gets its own best unit ("when is the class, and what does it cost?")
             chosen = _part_leads(parts, reader, read)
         else:
+            scores, rows = reader.read(question, read)
             chosen = self._chosen(question, items, [contexts[rank] for rank, _, _ in items],
-                                  [float(x) for x in reader.unit_scores(question, read)])
+                                  [float(x) for x in scores], rows)
         text = " ".join(f"{items[j][1].text} [{numbers[j]}]" for j in chosen)
         if on_text:
             on_text(text)
         return text
 
     def _chosen(self, question: str, items: list[tuple[int, Unit, float]], owners: list[Context],
-                scores: list[float]) -> list[int]:
+                scores: list[float], rows: np.ndarray) -> list[int]:
         """The units the answer quotes, in order: the lead, up to two that support it, then what it supersedes."""
         order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
         if _ASKS_TOTAL.search(question):  # the total leads over the line items it adds up, when it is plausible
@@ -90,7 +90,7 @@ class ExtractiveAnswerer:
             order.sort(key=lambda j: not (_TOTAL.search(items[j][1].text) and scores[j] >= bar))
         lead, older = _newer_lead(question, items, owners, scores, order)
         chosen = [lead]
-        padding = _padding(question, items, lead)
+        padding = _padding(question, items, lead, rows)
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < SUPPORT_SHARE * scores[lead]:
                 break
@@ -118,19 +118,20 @@ def _units(contexts: list[Context]) -> tuple[list[tuple[int, Unit, float]], list
     return items, numbers
 
 
-def _padding(question: str, items: list[tuple[int, Unit, float]], lead: int) -> Callable[[int], bool]:
+def _padding(question: str, items: list[tuple[int, Unit, float]], lead: int,
+             rows: np.ndarray) -> Callable[[int], bool]:
     """Whether a further unit would be padding: it carries neither what was asked nor as much of the question as
-    PADDING_BAR (a list question may list), a line item under a total that answers, or another month's entry when
-    the question names its month ("in February 2025")."""
-    features = [row for row, _ in unit_features(question, items, headings=True)] if PADDING_BAR else []
-    listing = bool(_LIST_QUESTION.search(question))
+    PADDING_BAR (a list question may list; read from the reader's rows), a line item under a total that answers,
+    or another month's entry when the question names its month ("in February 2025")."""
+    share, holds = question_share(rows), holds_asked(rows)
+    bar = bool(PADDING_BAR) and not _LIST_QUESTION.search(question)
     total = bool(_ASKS_TOTAL.search(question)) and bool(_TOTAL.search(items[lead][1].text))
     asked_months = months_named(question)
 
     def padding(j: int) -> bool:
         text = items[j][1].text
         months = months_named(text) if asked_months else set()
-        return bool((features and not listing and not (features[j][2] or features[j][1] >= PADDING_BAR))
+        return bool((bar and not (holds[j] or share[j] >= PADDING_BAR))
                     or (total and not _TOTAL.search(text)) or (months and months.isdisjoint(asked_months)))
 
     return padding

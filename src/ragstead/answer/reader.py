@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ragstead.answer.evidence import (
+    CONTEXT_SHARE,
     Unit,
     answer_kind,
     header_answers,
@@ -127,15 +128,31 @@ class Reader:
     unit: Logistic
     card: dict[str, Any]
 
-    def unit_scores(self, question: str, items: Sequence[Item]) -> np.ndarray:
-        """How likely each item is to answer the question (items' order); a blocked item scores 0."""
+    def read(self, question: str, items: Sequence[Item]) -> tuple[np.ndarray, np.ndarray]:
+        """How likely each item is to answer the question (items' order; a blocked item scores 0), and the
+        feature rows that say so (`question_share`, `holds_asked` read them)."""
         rows, blocked = unit_rows(question, items)
         scores = self.unit(rows)
         scores[blocked] = 0.0
-        return scores
+        return scores, rows
+
+    def unit_scores(self, question: str, items: Sequence[Item]) -> np.ndarray:
+        return self.read(question, items)[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {"unit": self.unit.to_dict(), "card": self.card}
+
+
+def question_share(rows: np.ndarray) -> np.ndarray:
+    """Per row: the share of the question's rarity-weighted words its unit holds, a word only in its headings
+    counting CONTEXT_SHARE (the extractive answerer's bar for a sentence that adds to the lead)."""
+    return rows[:, UNIT_FEATURES.index("overlap")] + CONTEXT_SHARE * rows[:, UNIT_FEATURES.index("context_overlap")]
+
+
+def holds_asked(rows: np.ndarray) -> np.ndarray:
+    """Per row: whether its unit holds the kind of value the question asks for."""
+    first = UNIT_FEATURES.index(f"holds_{KINDS[0]}")
+    return rows[:, first:first + len(KINDS)].max(axis=1, initial=0.0) > 0
 
 
 def parse_reader(raw: dict[str, Any]) -> Reader:
