@@ -55,9 +55,9 @@ def _folder(articles: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]
 def observe(articles: list[dict[str, Any]], limit: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
     """(feature rows, labels) per answerable question whose answer is among the units read."""
     import ragstead
-    from ragstead.answer.ask import _similarities as similarities
-    from ragstead.answer.evidence import line_structured, split_units
-    from ragstead.answer.gate import EVIDENCE_CHUNKS, UnitVectorCache
+    from bench.answers import observe as observe_question
+    from bench.answers import unit_items
+    from ragstead.answer.gate import UnitVectorCache
     from ragstead.answer.reader import Item, unit_rows
 
     out = []
@@ -66,19 +66,12 @@ def observe(articles: list[dict[str, Any]], limit: int | None) -> list[tuple[np.
         with ragstead.open(Path(scratch), roots=("notes",), owner="me") as kb:
             kb.index()
             cache, scope = UnitVectorCache(kb.embedder, size=10**6), kb.scope(user="me")
-            for q in questions:
-                found = kb.search(q["question"], k=8, filters=scope)
-                vector = found.query_vector if found.query_vector is not None else kb.embedder.embed_query(
-                    found.question)
-                items, labels = [], []
-                chunks = similarities(list(found.hits), kb.store, vector)  # as `ask` scores each chunk
-                for rank, hit in enumerate(found.hits[:EVIDENCE_CHUNKS]):
-                    lines = line_structured(hit.file_path)
-                    sims = cache.vectors(hit.text, lines) @ vector
-                    for p, unit in enumerate(split_units(hit.text, lines)):
-                        items.append(Item(rank, unit, float(sims[p]), chunks[rank]))
-                        text = " ".join(unit.text.split()).lower()
-                        labels.append(float(hit.file_path.endswith(q["file"]) and any(a in text for a in q["answers"])))
+            for q in questions:  # the units `ask` reads, each with its chunk's cosine as `ask` scores it
+                obs = observe_question(kb, scope, q["question"])
+                items = [Item(rank, unit, cosine, obs.similarities[rank])
+                         for rank, unit, cosine in unit_items(obs, cache)]
+                labels = [float(obs.hits[item.rank].file_path.endswith(q["file"]) and any(
+                    a in " ".join(item.unit.text.split()).lower() for a in q["answers"])) for item in items]
                 if any(labels):
                     out.append((unit_rows(q["question"], items)[0], np.asarray(labels)))
     return out
