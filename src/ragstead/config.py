@@ -309,43 +309,72 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
     """Build settings from defaults, the config file (if any) and the environment. The project root is
     `root`, else $RAGSTEAD_ROOT, else the nearest project at or above the current folder."""
     given = root or os.environ.get("RAGSTEAD_ROOT")
-    root = Path(given).expanduser().resolve() if given else find_project(Path.cwd())  # `~/notes` as a shell reads it
-    if given and not root.is_dir():
-        raise ConfigError(f"the project root {root} is not a folder; create it, or pass an existing --root")
-    values: dict[str, Any] = {}
-    rules = DEFAULT_PATH_RULES
+    root = _project_root(given)
     path = config_file or Path(os.environ.get("RAGSTEAD_CONFIG", root / CONFIG_FILE))
     if config_file is not None and not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, OSError, UnicodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        if data and "ragstead" not in data and "path_rules" not in data:
-            raise ConfigError(f"{path} has no [ragstead] table; put the settings under a line `[ragstead]`")
-        section = data.get("ragstead", {})
-        unknown = set(section) - set(_SIMPLE)
-        if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} in {path}; known: {sorted(_SIMPLE)}")
-        values.update({k: _coerce(k, v) for k, v in section.items()})
-        # Consent is what the user wrote here; the same keys from the environment only order the chain.
-        _check_answerers(values.get("answerers", ()))
-        values["consented"] = remote_names((*values.get("answerers", ()), *values.get("answerer", ())))
-        try:
-            custom = tuple(
-                PathRule(r["pattern"], r["doc_type"], bool(r["is_private"]), tuple(r.get("tags", ())))
-                for r in data.get("path_rules", [])
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"bad [[path_rules]] entry in {path}: {exc}") from exc
-        rules = custom + DEFAULT_PATH_RULES
-        values["targets"] = _targets(data.get("targets", {}), path)
+    values, rules = _file_values(path) if path.exists() else ({}, DEFAULT_PATH_RULES)
+    values.update(_environment_values())
+    settings = Settings(root=root, path_rules=rules, project_found=bool(given) or _is_project(root), **values)
+    _check_settings(settings)
+    return settings
+
+
+def _project_root(given: Path | str | None) -> Path:
+    """The root as given (`~/notes` as a shell reads it; it must be a folder), else the nearest project."""
+    if not given:
+        return find_project(Path.cwd())
+    root = Path(given).expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError(f"the project root {root} is not a folder; create it, or pass an existing --root")
+    return root
+
+
+def _file_values(path: Path) -> tuple[dict[str, Any], tuple[PathRule, ...]]:
+    """The settings the config file at `path` sets (its `[ragstead]` table, the consent it gives and its
+    `[targets]`), and the path rules: its `[[path_rules]]` ahead of the defaults."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if data and "ragstead" not in data and "path_rules" not in data:
+        raise ConfigError(f"{path} has no [ragstead] table; put the settings under a line `[ragstead]`")
+    section = data.get("ragstead", {})
+    unknown = set(section) - set(_SIMPLE)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {sorted(unknown)} in {path}; known: {sorted(_SIMPLE)}")
+    values = {k: _coerce(k, v) for k, v in section.items()}
+    # Consent is what the user wrote here; the same keys from the environment only order the chain.
+    _check_answerers(values.get("answerers", ()))
+    values["consented"] = remote_names((*values.get("answerers", ()), *values.get("answerer", ())))
+    rules = _path_rules(data.get("path_rules", []), path) + DEFAULT_PATH_RULES
+    values["targets"] = _targets(data.get("targets", {}), path)
+    return values, rules
+
+
+def _path_rules(entries: Any, path: Path) -> tuple[PathRule, ...]:
+    """The config file's `[[path_rules]]` entries as rules (each needs a pattern, doc_type and is_private)."""
+    try:
+        return tuple(
+            PathRule(r["pattern"], r["doc_type"], bool(r["is_private"]), tuple(r.get("tags", ()))) for r in entries
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"bad [[path_rules]] entry in {path}: {exc}") from exc
+
+
+def _environment_values() -> dict[str, Any]:
+    """The settings set as $RAGSTEAD_<NAME> variables (they win over the config file)."""
+    values: dict[str, Any] = {}
     for name in _SIMPLE:
         env = os.environ.get(f"RAGSTEAD_{name.upper()}")
         if env is not None:
             values[name] = _coerce(name, env)
-    settings = Settings(root=root, path_rules=rules, project_found=bool(given) or _is_project(root), **values)
+    return values
+
+
+def _check_settings(settings: Settings) -> None:
+    """Refuse settings that would only fail later: chunker sizes, per-file limits, answerer names, the refusal
+    line and the owner's slug."""
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
     _check_answerers(settings.answerers)
@@ -354,7 +383,6 @@ def load_settings(root: Path | None = None, config_file: Path | None = None) -> 
         raise ConfigError(f"refusal must be one line of text, got {settings.refusal!r}")
     if settings.owner and not USER_SLUG.match(settings.owner):
         raise ConfigError(f"owner must be a user slug (letters, digits, '.', '_', '-'), got {settings.owner!r}")
-    return settings
 
 
 def _targets(table: Any, path: Path) -> tuple[Target, ...]:
