@@ -35,7 +35,15 @@ from ragstead.documents.ids import file_of, make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
-from ragstead.indexing.build import IndexingOptions, IndexReport, ProgressHook, RootsDiff, diff_roots, index_paths
+from ragstead.indexing.build import (
+    FileCandidate,
+    IndexingOptions,
+    IndexReport,
+    ProgressHook,
+    RootsDiff,
+    diff_roots,
+    index_paths,
+)
 from ragstead.indexing.lock import index_lock
 from ragstead.indexing.roots import missing_roots
 from ragstead.ingest.archive import content_hash
@@ -146,6 +154,28 @@ class FreshnessReport:
                 "applied": self.applied, "exec": self.hook.to_dict() if self.hook else None, "error": self.error}
 
 
+def _todo_entry(candidate: FileCandidate, known: dict[str, ManifestEntry],
+                chunk_count: Callable[[str], int]) -> PlanEntry:
+    """The plan entry of a file to index: new, or changed when the manifest knows it (under its path or one of
+    the paths its chunks are stored under); a changed one counts the chunks it replaces."""
+    entry = known.get(candidate.rel_path) or next((known[p] for p in candidate.stored if p in known), None)
+    if entry is None:
+        return PlanEntry("new", path=candidate.rel_path, new_checksum=candidate.file_hash,
+                         doc_id=make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash))
+    return PlanEntry("changed", path=candidate.rel_path, old_checksum=entry.file_hash,
+                     new_checksum=candidate.file_hash, doc_id=entry.doc_id,
+                     chunks=sum(chunk_count(p) for p in candidate.stored or (candidate.rel_path,)))
+
+
+def _removed_entry(path: str, entry: ManifestEntry, reasons: dict[str, str],
+                   chunk_count: Callable[[str], int]) -> PlanEntry:
+    """The plan entry of a manifest file the walk no longer indexes: deleted, or changed with the reason when it
+    is still there but no longer readable (or now left out); its stale chunks go either way."""
+    reason = reasons.get(file_of(path))  # a message of an mbox: its file's reason
+    return PlanEntry("changed" if reason else "deleted", path=path, old_checksum=entry.file_hash,
+                     chunks=chunk_count(path), doc_id=entry.doc_id, reason=reason)
+
+
 class FreshnessRun:
     """One run's bookkeeping: the plan, the ledger lines and the outcome. Use `recorded()` around the work so
     that a run that fails still leaves its line in the ledger."""
@@ -172,24 +202,8 @@ class FreshnessRun:
         self.diff = diff_roots(options, roots, manifest or {}, walk, keep=frozenset(kept))
         known = manifest or {}
         reasons = {item["path"]: item["reason"] for item in walk.skipped}
-        for candidate in self.diff.todo:
-            entry = known.get(candidate.rel_path) or next((known[p] for p in candidate.stored if p in known), None)
-            if entry is None:
-                self.report.entries.append(PlanEntry(
-                    "new", path=candidate.rel_path, new_checksum=candidate.file_hash,
-                    doc_id=make_doc_id(candidate.id_path or candidate.rel_path, candidate.file_hash)))
-            else:
-                self.report.entries.append(PlanEntry(
-                    "changed", path=candidate.rel_path, old_checksum=entry.file_hash,
-                    new_checksum=candidate.file_hash, doc_id=entry.doc_id,
-                    chunks=sum(chunk_count(p) for p in candidate.stored or (candidate.rel_path,))))
-        for path in self.diff.removed:
-            entry = known[path]
-            # Still there but no longer readable (or now left out): its stale chunks go, with the reason.
-            reason = reasons.get(file_of(path))  # a message of an mbox: its file's reason
-            self.report.entries.append(PlanEntry(
-                "changed" if reason else "deleted", path=path, old_checksum=entry.file_hash,
-                chunks=chunk_count(path), doc_id=entry.doc_id, reason=reason))
+        self.report.entries += [_todo_entry(candidate, known, chunk_count) for candidate in self.diff.todo]
+        self.report.entries += [_removed_entry(path, known[path], reasons, chunk_count) for path in self.diff.removed]
         planned = {e.path for e in self.report.entries}
         self.report.skipped += [item for item in walk.skipped if item["path"] in walk.failed
                                 and item["path"] not in planned]
@@ -500,6 +514,18 @@ def _stderr_fd() -> int | None:
         return None
 
 
+def _check_actions(apply: bool, exec_command: str | None, exec_timeout: float) -> None:
+    """Refuse a `freshness` call whose actions cannot run: both --apply and --exec, a hook that does not split
+    into a command, a timeout not above zero."""
+    if apply and exec_command is not None:
+        raise InvalidQueryError("--apply and --exec exclude each other: ragstead re-indexes the plan, or the "
+                                "hook does")
+    if exec_command is not None:
+        check_hook_command(exec_command)
+    if not exec_timeout > 0:
+        raise InvalidQueryError(f"--exec-timeout must be above 0 seconds, got {exec_timeout:g}")
+
+
 class FreshnessService:
     """The freshness job on one project: plan, ledger, then nothing, `apply` or a hook."""
 
@@ -521,19 +547,9 @@ class FreshnessService:
         `urls`: also re-check the pages `ingest` fetched (conditional GET through `transport`, default the
         network), and `apply` ingests the changed ones again. The plan and the apply of files hold the index
         lock (`wait` seconds for it, like `index`); the network is used outside it."""
-        if apply and exec_command is not None:
-            raise InvalidQueryError("--apply and --exec exclude each other: ragstead re-indexes the plan, or the "
-                                    "hook does")
-        if exec_command is not None:
-            check_hook_command(exec_command)
-        if not exec_timeout > 0:
-            raise InvalidQueryError(f"--exec-timeout must be above 0 seconds, got {exec_timeout:g}")
+        _check_actions(apply, exec_command, exec_timeout)
         rt, settings = self.runtime, self.runtime.settings
-        if paths:
-            roots, missing = self.indexer.existing_roots(paths), ()
-        else:
-            roots = tuple(r for r in settings.roots if (rt.root / r).is_dir())
-            missing = tuple(r for r in settings.roots if r not in roots)
+        roots, missing = self._roots(paths)
         folder = settings.db_file.parent
         run = FreshnessRun(settings.resolve(str(plan)) if plan else folder / PLAN_FILE,
                            settings.resolve(str(ledger)) if ledger else folder / LEDGER_FILE, roots,
@@ -545,22 +561,37 @@ class FreshnessService:
                 pages = self._plan_urls(transport) if urls else None
             if pages is not None:
                 run.add_urls(pages)
-            with index_lock(settings.lock_file, wait):  # the manifest of a completed run, not one mid-way
-                run.plan_files(options, roots, None if full else self._previous_manifest(), self._chunk_count)
-                run.write_plan()
-                if apply and (run.paths or run.touches):
-                    with rt.writer() as store, self.indexer.guarded(store):
-                        if run.paths:  # exactly the plan: no other file is read
-                            run.applied(index_paths(options, store, rt.load_embedder(store), run.paths,
-                                                    take_lock=False, progress=progress))
-                        if run.touches:  # same bytes, new mtime: the manifest learns it, nothing is read
-                            store.apply([], [], run.touches)
+            self._plan_and_apply_files(run, options, roots, full=full, apply=apply, wait=wait, progress=progress)
             if apply and pages is not None and run.urls:
                 refreshed, chunks = self._refresh_pages(run, pages, wait, transport)
                 run.applied(urls=refreshed, page_chunks=chunks)
             if exec_command is not None and run.report.entries:
                 run.run_hook(exec_command, exec_timeout, rt.root)
         return run.report
+
+    def _roots(self, paths: Sequence[str | Path] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The roots to compare (`paths`, else the configured roots that exist) and the configured ones missing."""
+        if paths:
+            return self.indexer.existing_roots(paths), ()
+        settings = self.runtime.settings
+        roots = tuple(r for r in settings.roots if (self.runtime.root / r).is_dir())
+        return roots, tuple(r for r in settings.roots if r not in roots)
+
+    def _plan_and_apply_files(self, run: FreshnessRun, options: IndexingOptions, roots: tuple[str, ...], *,
+                              full: bool, apply: bool, wait: float, progress: ProgressHook | None) -> None:
+        """Plan the files under the index lock (the manifest of a completed run, not one mid-way) and write the
+        plan; with `apply`, re-index exactly the planned files and refresh the touched ones in the same hold."""
+        rt = self.runtime
+        with index_lock(rt.settings.lock_file, wait):
+            run.plan_files(options, roots, None if full else self._previous_manifest(), self._chunk_count)
+            run.write_plan()
+            if apply and (run.paths or run.touches):
+                with rt.writer() as store, self.indexer.guarded(store):
+                    if run.paths:  # exactly the plan: no other file is read
+                        run.applied(index_paths(options, store, rt.load_embedder(store), run.paths,
+                                                take_lock=False, progress=progress))
+                    if run.touches:  # same bytes, new mtime: the manifest learns it, nothing is read
+                        store.apply([], [], run.touches)
 
     def _previous_manifest(self) -> dict[str, ManifestEntry]:
         """The manifest of the last index run, or a clear error when there is none or it cannot be read."""
