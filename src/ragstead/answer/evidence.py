@@ -118,7 +118,8 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
                 continue
             if len(sentence) > MAX_UNIT_CHARS:
                 sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
-            found = _HEADER.match(sentence)
+            # A sheet row ("date: 2024-10-02; work: clutch replaced; cost_eur: 1140") is a record, not a header.
+            found = None if _RECORD.match(sentence) else _HEADER.match(sentence)
             units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
                               context))
     return units
@@ -227,7 +228,7 @@ _NUMBER = r"(\d+(?:[.,]\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|t
 _QUANTITY_HAS = {
     "duration": re.compile(rf"\b{_NUMBER}(\s*(-|to|–)\s*\d+)?\s*(-\s*)?(s|secs?|seconds?|min|mins|minutes?|h|hrs?|"
                            r"hours?|days?|nights?|weeks?|months?|years?|yrs?|km|kilometres?|kilometers?|miles?|m)\b"
-                           r"|\bovernight\b", re.I),
+                           r"|\bovernight\b|\b\d{1,2}:\d{2}:\d{2}\b", re.I),  # ... or a race time, 1:57:02
     "amount": re.compile(r"[€$£¥]\s?\d|\d[\d.,]*\s?(k\b|€|\$|£|eur\b|euros?\b|usd\b|dollars?\b|chf\b|gbp\b|"
                          r"pounds?\b)|\bfree\b"
                          # a money field of a table row as rendered ("amount_eur: 395", "price: 12.50")
