@@ -577,6 +577,15 @@ class PostgresStore:
             grown = [min(d * 8, MAX_POSTINGS_PER_TERM) for d in depths]
             return grown if grown != depths else None
         options = [[d * 4**j for j in range(1, 9) if d * 4**j <= MAX_POSTINGS_PER_TERM] for d in depths]
+        at = self._probe_bounds(conn, lexemes, idfs, options, theta, user_clause, user_params)
+        return _deepen(at, lexemes, depths, options, theta, target)
+
+    def _probe_bounds(self, conn: Any, lexemes: list[str], idfs: list[float], options: list[list[int]],
+                      theta: dict[str, float], user_clause: str,
+                      user_params: tuple[Any, ...]) -> dict[tuple[int, int], float]:
+        """Each term's bound at each depth it may go to: idf x the impact of its posting at that depth (0 past
+        the list's end), by term index and depth. One query; the probe walks the index without reading rows.
+        Only the terms still in the unseen bound (`theta`) are probed."""
         probe = [(t, d) for t, (lexeme, opts) in enumerate(zip(lexemes, options, strict=True)) if theta.get(lexeme)
                  for d in opts]
         rows = conn.execute(
@@ -585,21 +594,7 @@ class PostgresStore:
             "FROM unnest(%s::int[], %s::text[], %s::int[]) AS w(n, lexeme, depth)",
             (*user_params, [t for t, _ in probe], [lexemes[t] for t, _ in probe], [d for _, d in probe]),
         ).fetchall() if probe else []
-        at = {(t, d): idfs[t] * impact for t, d, impact in rows}
-        current = {t: theta.get(lexeme, 0.0) for t, lexeme in enumerate(lexemes)}
-        planned = list(depths)
-        while sum(current.values()) >= target:
-            steps = [(current[t] - at[t, d], d - planned[t], t, d) for (t, d) in at
-                     if d > planned[t] and at[t, d] < current[t]]
-            if not steps:
-                # Out of reach with today's floor: every list that can goes 16x deeper; the next round's k-th
-                # score, higher, is the floor the round after is planned against.
-                deeper = [max((o for o in opts if o <= d * 16), default=d) for d, opts in zip(depths, options,
-                                                                                          strict=True)]
-                return deeper if deeper != depths else None
-            _, _, t, d = max(steps, key=lambda s: (s[0] / s[1], s[0]))
-            planned[t], current[t] = d, at[t, d]
-        return planned
+        return {(t, d): idfs[t] * impact for t, d, impact in rows}
 
     def _score_every_match(self, conn: Any, terms: list[str], words: list[tuple[str, float]], where: str,
                            params: list[Any], k: int, avglen: float) -> list[tuple[int, float]]:
@@ -951,3 +946,23 @@ def _first_line(exc: BaseException, url: str) -> str:
     a DSN or the misparsed tail of a password in its messages)."""
     text = str(exc).strip() or type(exc).__name__
     return redact(text.splitlines()[0], url)
+
+
+def _deepen(at: dict[tuple[int, int], float], lexemes: list[str], depths: list[int], options: list[list[int]],
+            theta: dict[str, float], target: float) -> list[int] | None:
+    """The depths `_plan_depths` picks from the probed bounds `at`: greedily the step that lowers the unseen
+    bound most per posting read, until the bound is below `target`. None when no list can go deeper."""
+    current = {t: theta.get(lexeme, 0.0) for t, lexeme in enumerate(lexemes)}
+    planned = list(depths)
+    while sum(current.values()) >= target:
+        steps = [(current[t] - at[t, d], d - planned[t], t, d) for (t, d) in at
+                 if d > planned[t] and at[t, d] < current[t]]
+        if not steps:
+            # Out of reach with today's floor: every list that can goes 16x deeper; the next round's k-th
+            # score, higher, is the floor the round after is planned against.
+            deeper = [max((o for o in opts if o <= d * 16), default=d) for d, opts in zip(depths, options,
+                                                                                      strict=True)]
+            return deeper if deeper != depths else None
+        _, _, t, d = max(steps, key=lambda s: (s[0] / s[1], s[0]))
+        planned[t], current[t] = d, at[t, d]
+    return planned
