@@ -152,12 +152,33 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
 
 def _extracted(post: dict[str, Any], identifier: str, url_handle: str | None) -> Extracted:
     handle = _handle(post) or url_handle
-    text = post_text(post)
     author = _author(post)
+    return Extracted(
+        source_type="Post",
+        source_id=identifier,
+        url=post_url(identifier),
+        body=post_markdown({**post, "id_str": post.get("id_str") or identifier}),
+        ext="md",
+        title=_title(author, post_text(post), identifier),
+        canonical_url=post_url(identifier, handle),
+        author=author,
+        published_at=_iso_date(post.get("created_at")),
+        site_name="X (Twitter)",
+        extra=_extra(post, handle),
+    )
+
+
+def _title(author: str | None, text: str, identifier: str) -> str:
+    """ "Author: the post's text" on one line, cut to TITLE_CHARS; whichever of the two there is, else the id."""
     snippet = " ".join(text.split())
     if len(snippet) > TITLE_CHARS:
         snippet = snippet[: TITLE_CHARS - 1].rstrip() + "…"
-    title = f"{author}: {snippet}" if author and snippet else (author or snippet or f"Post {identifier}")
+    return f"{author}: {snippet}" if author and snippet else (author or snippet or f"Post {identifier}")
+
+
+def _extra(post: dict[str, Any], handle: str | None) -> dict[str, Any]:
+    """The post's metadata an archive keeps besides its text: handle, language, the post it answers or quotes
+    and its photos' and videos' URLs (each only when the post has it)."""
     extra: dict[str, Any] = {}
     if handle:
         extra["handle"] = handle
@@ -170,23 +191,15 @@ def _extracted(post: dict[str, Any], identifier: str, url_handle: str | None) ->
     quoted = post.get("quoted_tweet")
     if isinstance(quoted, dict) and isinstance(quoted.get("id_str"), str):
         extra["quoted"] = quoted["id_str"]
+    media = _media_urls(post)
+    if media:
+        extra["media"] = media
+    return extra
+
+
+def _media_urls(post: dict[str, Any]) -> list[str]:
     details = post.get("mediaDetails") if isinstance(post.get("mediaDetails"), list) else []
-    media = [m.get("media_url_https") for m in details if isinstance(m, dict)]
-    if any(isinstance(m, str) for m in media):
-        extra["media"] = [m for m in media if isinstance(m, str)]
-    return Extracted(
-        source_type="Post",
-        source_id=identifier,
-        url=post_url(identifier),
-        body=post_markdown({**post, "id_str": post.get("id_str") or identifier}),
-        ext="md",
-        title=title,
-        canonical_url=post_url(identifier, handle),
-        author=author,
-        published_at=_iso_date(post.get("created_at")),
-        site_name="X (Twitter)",
-        extra=extra,
-    )
+    return [m["media_url_https"] for m in details if isinstance(m, dict) and isinstance(m.get("media_url_https"), str)]
 
 
 def _handle(post: dict[str, Any]) -> str | None:
