@@ -89,27 +89,10 @@ def parse_source(source: str) -> DataSource:
     except ValueError as exc:  # a port that is not a number, an unbalanced [ ]
         raise SourceError(f"malformed source URL ({scrubbed(str(exc), ())})") from None
     scheme = parts.scheme.lower()
-    secret = unquote(parts.password or "")
     if scheme in _CLICKHOUSE_SCHEMES:
-        tls = _CLICKHOUSE_SCHEMES[scheme]
-        options = tuple(parse_qsl(parts.query))
-        unknown = [k for k, _ in options if k not in _CLICKHOUSE_OPTIONS]
-        if unknown:
-            raise SourceError(f"unknown option {unknown[0]!r} in the ClickHouse URL (known: "
-                              f"{', '.join(_CLICKHOUSE_OPTIONS)})")
-        if not host:
-            raise SourceError("the ClickHouse URL has no host: clickhouse://user:password@host:8123/database")
-        port = port or (8443 if tls else 8123)
-        return DataSource("clickhouse", _redacted(parts, host, port), source, secret, host=host, port=port,
-                          username=unquote(parts.username or "default"),
-                          database=unquote(parts.path.strip("/")), tls=tls, options=options)
+        return _clickhouse_source(source, parts, host, port)
     if scheme in _POSTGRES_SCHEMES:
-        if not host and "host=" not in parts.query:
-            raise SourceError("the PostgreSQL URL has no host: postgresql://user:password@host:5432/database")
-        pw_option = dict(parse_qsl(parts.query)).get("password", "")
-        return DataSource("postgresql", _redacted(parts, host, port), source, secret or pw_option,
-                          host=host, port=port or 5432, username=unquote(parts.username or ""),
-                          database=unquote(parts.path.strip("/")))
+        return _postgres_source(source, parts, host, port)
     if scheme in ("sqlite", "chdb"):
         path = _local_path(parts)
         return DataSource(scheme, f"{scheme}://{path.as_posix()}" if path.is_absolute() else f"{scheme}:{path}",
@@ -117,6 +100,34 @@ def parse_source(source: str) -> DataSource:
     shown = scheme or "none"
     raise SourceError(f"unsupported source scheme {shown!r}: use clickhouse://, clickhouses://, chdb://, "
                       "postgresql:// or sqlite://")
+
+
+def _clickhouse_source(source: str, parts: Any, host: str, port: int | None) -> DataSource:
+    """A `clickhouse[s]://` source: its options checked against the known ones; it needs a host, and its port
+    defaults to the HTTP interface's (8123, 8443 with TLS)."""
+    tls = _CLICKHOUSE_SCHEMES[parts.scheme.lower()]
+    options = tuple(parse_qsl(parts.query))
+    unknown = [k for k, _ in options if k not in _CLICKHOUSE_OPTIONS]
+    if unknown:
+        raise SourceError(f"unknown option {unknown[0]!r} in the ClickHouse URL (known: "
+                          f"{', '.join(_CLICKHOUSE_OPTIONS)})")
+    if not host:
+        raise SourceError("the ClickHouse URL has no host: clickhouse://user:password@host:8123/database")
+    port = port or (8443 if tls else 8123)
+    return DataSource("clickhouse", _redacted(parts, host, port), source, unquote(parts.password or ""), host=host,
+                      port=port, username=unquote(parts.username or "default"),
+                      database=unquote(parts.path.strip("/")), tls=tls, options=options)
+
+
+def _postgres_source(source: str, parts: Any, host: str, port: int | None) -> DataSource:
+    """A `postgresql://` source: a host in the URL or its `host=` option; the password from the URL, else its
+    `password=` option."""
+    if not host and "host=" not in parts.query:
+        raise SourceError("the PostgreSQL URL has no host: postgresql://user:password@host:5432/database")
+    pw_option = dict(parse_qsl(parts.query)).get("password", "")
+    return DataSource("postgresql", _redacted(parts, host, port), source,
+                      unquote(parts.password or "") or pw_option, host=host, port=port or 5432,
+                      username=unquote(parts.username or ""), database=unquote(parts.path.strip("/")))
 
 
 # -- one read-only statement -----------------------------------------------------------------------------
@@ -145,54 +156,67 @@ def _code_only(sql: str, engine: str) -> str:
     `;` found in what is left is real SQL. Lexes as the engine does: backslash escapes in ClickHouse strings,
     $tag$ quoting in PostgreSQL, `#` comments in ClickHouse."""
     out: list[str] = []
-    i, n = 0, len(sql)
-    backslash = _DIALECT_BACKSLASH[engine]
-    while i < n:
-        ch = sql[i]
-        if sql.startswith("--", i) or (ch == "#" and engine in ("clickhouse", "chdb")):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end
-            out.append(" ")
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            if end < 0:
-                raise SourceError("the query has an unterminated /* comment")
-            i = end + 2
-            out.append(" ")
-        elif ch in "'\"`" or (ch == "[" and engine == "sqlite"):
-            if ch == '"' and engine == "postgresql" and sql[max(0, i - 2) : i].upper() == "U&":
-                raise SourceError("the query has a Unicode-escaped identifier (U&\"…\"): spell names plainly")
-            close = "]" if ch == "[" else ch
-            j = i + 1
-            escapes = backslash or (engine == "postgresql" and ch == "'" and _escape_string_prefix(sql, i))
-            while j < n:
-                if escapes and sql[j] == "\\":
-                    j += 2
-                    continue
-                if sql[j] == close:
-                    if close != "]" and sql.startswith(close * 2, j):
-                        j += 2
-                        continue
-                    break
-                j += 1
-            if j >= n:
-                raise SourceError("the query has an unterminated quote")
-            name = sql[i + 1 : j]
-            # A quoted name stays visible when it is a plain identifier, so `"lo_export"(…)` meets the function
-            # check; anything else quoted is blanked.
-            out.append(f" {name} " if ch != "'" and _PLAIN_NAME.fullmatch(name) else " x ")
-            i = j + 1
-        elif ch == "$" and engine == "postgresql" and not _in_name(out) \
-                and (tag := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
-            end = sql.find(tag.group(0), i + len(tag.group(0)))
-            if end < 0:
-                raise SourceError("the query has an unterminated $$ quote")
-            out.append(" x ")
-            i = end + len(tag.group(0))
-        else:
-            out.append(ch)
-            i += 1
+    i = 0
+    while i < len(sql):
+        i, piece = _next_piece(sql, i, engine, out)
+        out.append(piece)
     return "".join(out)
+
+
+def _next_piece(sql: str, i: int, engine: str, out: list[str]) -> tuple[int, str]:
+    """Where the lexer goes on after position `i`, and what it keeps of what it passed: a blank for a
+    comment, a quoted span as `_quoted` keeps it, else the one character. `out`: the code so far."""
+    ch = sql[i]
+    if sql.startswith("--", i) or (ch == "#" and engine in ("clickhouse", "chdb")):
+        end = sql.find("\n", i)
+        return (len(sql) if end < 0 else end), " "
+    if sql.startswith("/*", i):
+        end = sql.find("*/", i + 2)
+        if end < 0:
+            raise SourceError("the query has an unterminated /* comment")
+        return end + 2, " "
+    if ch in "'\"`" or (ch == "[" and engine == "sqlite"):
+        return _quoted(sql, i, engine)
+    if ch == "$" and engine == "postgresql" and not _in_name(out) \
+            and (tag := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
+        end = sql.find(tag.group(0), i + len(tag.group(0)))
+        if end < 0:
+            raise SourceError("the query has an unterminated $$ quote")
+        return end + len(tag.group(0)), " x "
+    return i + 1, ch
+
+
+def _quoted(sql: str, i: int, engine: str) -> tuple[int, str]:
+    """The quoted span opening at `i` (a string, or a name in "", `` or []): the position past it and what is
+    kept of it. A quoted name stays visible when it is a plain identifier, so `"lo_export"(…)` meets the
+    function check; anything else quoted is blanked."""
+    ch = sql[i]
+    if ch == '"' and engine == "postgresql" and sql[max(0, i - 2) : i].upper() == "U&":
+        raise SourceError("the query has a Unicode-escaped identifier (U&\"…\"): spell names plainly")
+    j = _closing_quote(sql, i, engine)
+    name = sql[i + 1 : j]
+    return j + 1, (f" {name} " if ch != "'" and _PLAIN_NAME.fullmatch(name) else " x ")
+
+
+def _closing_quote(sql: str, i: int, engine: str) -> int:
+    """The position of the quote closing the one at `i`: a doubled quote is part of the span, and so is a
+    backslash escape where the engine reads them (ClickHouse strings, PostgreSQL E'…')."""
+    close = "]" if sql[i] == "[" else sql[i]
+    escapes = _DIALECT_BACKSLASH[engine] or (engine == "postgresql" and close == "'" and _escape_string_prefix(sql, i))
+    j, n = i + 1, len(sql)
+    while j < n:
+        if escapes and sql[j] == "\\":
+            j += 2
+            continue
+        if sql[j] == close:
+            if close != "]" and sql.startswith(close * 2, j):
+                j += 2
+                continue
+            break
+        j += 1
+    if j >= n:
+        raise SourceError("the query has an unterminated quote")
+    return j
 
 
 # PostgreSQL functions with effects outside the READ ONLY transaction, which does not stop them (checked on a
