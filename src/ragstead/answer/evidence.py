@@ -76,7 +76,29 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
     """The units of `text` in reading order (markdown headings end a unit and title what follows; a table row is
     a unit of its own). `lines`: every line is a unit unless it continues the one before (starts in lower case
     after a line that ends mid-clause): see `line_structured`. Markdown markup is dropped from a unit's text."""
-    blocks: list[tuple[str, str]] = []  # (text, the headings above it)
+    units: list[Unit] = []
+    title_line = ""
+    for block_number, (block, context) in enumerate(b for b in _blocks(text, lines) if b[0].strip()):
+        title = block_number == 0 and _is_title(block)
+        title_line = block if title else title_line
+        context = " ".join(part for part in (title_line if not title else "", context) if part)
+        for sentence in _joined_fragments(_sentences(_LIST_ITEM.sub("", block, count=1))):
+            words = len(sentence.split())
+            if words < MIN_WORDS and not (words >= 2 and _VALUE.search(sentence)):
+                continue
+            if len(sentence) > MAX_UNIT_CHARS:
+                sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
+            # A sheet row ("date: 2024-10-02; work: clutch replaced; cost_eur: 1140") is a record, not a header.
+            found = None if _RECORD.match(sentence) else _HEADER.match(sentence)
+            units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
+                              context))
+    return units
+
+
+def _blocks(text: str, lines: bool) -> list[tuple[str, str]]:
+    """(block text without markup, the headings above it) for each block of `text`, in order: a paragraph's run of
+    lines up to a heading, a table row, or a line that starts a unit of its own (`_starts_unit`)."""
+    blocks: list[tuple[str, str]] = []
     headings: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         current: list[str] = []
@@ -93,36 +115,24 @@ def split_units(text: str, lines: bool = False) -> list[Unit]:
                 blocks += [(" ".join(current), " ".join(headings)), (_row(line), " ".join(headings))]
                 current = []
                 continue
-            first = line.lstrip()[:1]
-            ends = bool(current) and bool(_ENDS_CLAUSE.search(current[-1]))
-            if lines:
-                starts_new = ends or not (first.islower() or first in ",;)") or bool(_RECORD.match(line))
-            else:
-                starts_new = ends or (bool(current) and len(current[-1].split()) >= LONG_LINE_WORDS and (
-                    first.isupper() or first.isdigit()))
-            if (starts_new or _LIST_ITEM.match(line)) and current:
+            if current and (_starts_unit(line, current[-1], lines) or _LIST_ITEM.match(line)):
                 blocks.append((" ".join(current), " ".join(headings)))
                 current = []
             current.append(line.strip())
         blocks.append((" ".join(current), " ".join(headings)))
-    blocks = [(_plain(block), context) for block, context in blocks]
-    units: list[Unit] = []
-    title_line = ""
-    for block_number, (block, context) in enumerate(b for b in blocks if b[0].strip()):
-        title = block_number == 0 and _is_title(block)
-        title_line = block if title else title_line
-        context = " ".join(part for part in (title_line if not title else "", context) if part)
-        for sentence in _joined_fragments(_sentences(_LIST_ITEM.sub("", block, count=1))):
-            words = len(sentence.split())
-            if words < MIN_WORDS and not (words >= 2 and _VALUE.search(sentence)):
-                continue
-            if len(sentence) > MAX_UNIT_CHARS:
-                sentence = sentence[: MAX_UNIT_CHARS - 1] + "…"
-            # A sheet row ("date: 2024-10-02; work: clutch replaced; cost_eur: 1140") is a record, not a header.
-            found = None if _RECORD.match(sentence) else _HEADER.match(sentence)
-            units.append(Unit(sentence, len(units), "" if title else found.group(1).lower() if found else None,
-                              context))
-    return units
+    return [(_plain(block), context) for block, context in blocks]
+
+
+def _starts_unit(line: str, previous: str, lines: bool) -> bool:
+    """Whether `line` starts a new unit after the line `previous` of the same block: after a clause's end; in a
+    line-structured file unless it continues in lower case (or is a sheet row); in prose when the line before is a
+    long one and this one starts like a sentence."""
+    first = line.lstrip()[:1]
+    if _ENDS_CLAUSE.search(previous):
+        return True
+    if lines:
+        return not (first.islower() or first in ",;)") or bool(_RECORD.match(line))
+    return len(previous.split()) >= LONG_LINE_WORDS and (first.isupper() or first.isdigit())
 
 
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
