@@ -211,25 +211,15 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
     # Shown as given, but with any password or token in it masked (a database URL, a URL with credentials).
     result = SourceResult(source=redact(given), status="failed")
     try:
-        if bad_tags:
-            raise SourceError(f"invalid tag {bad_tags[0]!r} (tags are 1-40 letters, digits, '-', '.', '_')")
-        if urls_only and not given.strip().lower().startswith(("http://", "https://")):
-            raise SourceError("only http(s) URLs can be ingested through the server")
+        _check_given(given, bad_tags, urls_only)
         source = parse_source(given, root=root)
         result.kind, result.url = source.kind, source.url
         if source.kind == "database":
-            if database is None:
-                raise SourceError("an analytics source needs --query (ragstead ingest clickhouse://… --query …)")
-            result.url = None  # set by `database` to the URL without its password
-            database(source, result)
+            _read_database(source, result, database)
             return result
         known = {target.name: target.documents_from_source(source.key) for target in targets}
         if not refresh and all(known.values()):
-            first = next(iter(known.values()))[0]
-            result.status, result.doc_id, result.file_path = "duplicate", first["doc_id"], first["file_path"]
-            result.title, result.tags = first.get("title"), list(first.get("tags") or [])
-            result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]}
-                              for name, docs in known.items()}
+            _mark_duplicate(result, known)
             return result
         with source_deadline(options.deadline_seconds):  # one budget for all of a video's or post's requests
             extracted = fetch_extracted(source, client, options)
@@ -239,38 +229,85 @@ def _one(given: str, targets: Sequence[IngestTarget], client: httpx.Client, tags
     result.title = extracted.title
     fields = source_fields(extracted, source.key)
     # A feed entry ingested again on its own (`freshness --urls --apply`) keeps the feed it came from.
-    feed = feed or next((kept for docs in known.values() for doc in docs
-                         if (kept := (doc.get("source") or {}).get("feed"))), None)
+    feed = feed or _kept_feed(known)
     if feed:
         fields["feed"] = feed[:2000]
     new_hash = fields["content_hash"]  # hashed once, in source_fields
+    extracted.tags = result.tags = _tags(extracted, result, tags, tagger, targets)
+    for target in targets:
+        result.targets[target.name] = _store_in(target, extracted, fields, result.tags, known[target.name],
+                                                refresh=refresh, new_hash=new_hash)
+    _settle(result)
+    return result
+
+
+def _check_given(given: str, bad_tags: list[str], urls_only: bool) -> None:
+    """Refuse a source before anything is read: a bad tag, or anything but an http(s) URL for a server's client."""
+    if bad_tags:
+        raise SourceError(f"invalid tag {bad_tags[0]!r} (tags are 1-40 letters, digits, '-', '.', '_')")
+    if urls_only and not given.strip().lower().startswith(("http://", "https://")):
+        raise SourceError("only http(s) URLs can be ingested through the server")
+
+
+def _read_database(source: Source, result: SourceResult,
+                   database: Callable[[Source, SourceResult], None] | None) -> None:
+    """An analytics source: `database` (the query's run) fills in the result, its URL without the password."""
+    if database is None:
+        raise SourceError("an analytics source needs --query (ragstead ingest clickhouse://… --query …)")
+    result.url = None  # set by `database` to the URL without its password
+    database(source, result)
+
+
+def _mark_duplicate(result: SourceResult, known: dict[str, list[dict[str, Any]]]) -> None:
+    """Every target has the source already (and no refresh was asked): the result names the first copy."""
+    first = next(iter(known.values()))[0]
+    result.status, result.doc_id, result.file_path = "duplicate", first["doc_id"], first["file_path"]
+    result.title, result.tags = first.get("title"), list(first.get("tags") or [])
+    result.targets = {name: {"status": "duplicate", "doc_id": docs[0]["doc_id"]} for name, docs in known.items()}
+
+
+def _kept_feed(known: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The feed a stored copy of the source came from, if any copy remembers one."""
+    return next((kept for docs in known.values() for doc in docs if (kept := (doc.get("source") or {}).get("feed"))),
+                None)
+
+
+def _tags(extracted: Extracted, result: SourceResult, tags: list[str],
+          tagger: Callable[[str, list[str]], Tagging] | None, targets: Sequence[IngestTarget]) -> list[str]:
+    """The tags the document gets: those given, merged with the tagger's suggestions (kept on the result), the
+    first target's tags offered to it as the vocabulary."""
     tagging = None
     if tagger is not None:
         tagging = tagger(extracted.text(), targets[0].existing_tags() if targets else [])
         result.tagging = tagging.to_dict()
-    extracted.tags = result.tags = merge_tags(tags, tagging)
-    for target in targets:
-        existing = known[target.name]
-        if existing and not refresh:
-            result.targets[target.name] = {"status": "duplicate", "doc_id": existing[0]["doc_id"]}
-            continue
-        if existing and all((d.get("source") or {}).get("content_hash") == new_hash for d in existing):
-            result.targets[target.name] = {"status": "unchanged", "doc_id": existing[0]["doc_id"]}
-            continue
-        try:
-            doc = target.store_extracted(extracted, fields, result.tags, existing)
-        except RagsteadError as exc:
-            result.targets[target.name] = {"status": "failed", "reason": one_line_reason(exc)}
-            continue
-        result.targets[target.name] = {"status": "updated" if existing else "added", "doc_id": doc.get("doc_id"),
-                                       "file_path": doc.get("file_path")}
+    return merge_tags(tags, tagging)
+
+
+def _store_in(target: IngestTarget, extracted: Extracted, fields: dict[str, Any], tags: list[str],
+              existing: list[dict[str, Any]], *, refresh: bool, new_hash: str) -> dict[str, Any]:
+    """Store the document in one target, and what came of it there: a duplicate (kept, no refresh asked),
+    unchanged (the same content), failed (with the reason), updated or added."""
+    if existing and not refresh:
+        return {"status": "duplicate", "doc_id": existing[0]["doc_id"]}
+    if existing and all((d.get("source") or {}).get("content_hash") == new_hash for d in existing):
+        return {"status": "unchanged", "doc_id": existing[0]["doc_id"]}
+    try:
+        doc = target.store_extracted(extracted, fields, tags, existing)
+    except RagsteadError as exc:
+        return {"status": "failed", "reason": one_line_reason(exc)}
+    return {"status": "updated" if existing else "added", "doc_id": doc.get("doc_id"),
+            "file_path": doc.get("file_path")}
+
+
+def _settle(result: SourceResult) -> None:
+    """The source's status from its targets': the strongest of those that did not fail (updated, added,
+    unchanged, duplicate) with that target's document; when all failed, their reasons."""
     ok = [t for t in result.targets.values() if t["status"] != "failed"]
     if not ok:
         result.reason = "; ".join(f"{name}: {t['reason']}" for name, t in result.targets.items()) or "no target"
-        return result
+        return
     order = ("updated", "added", "unchanged", "duplicate")
     result.status = min((t["status"] for t in ok), key=order.index)
     best = next(t for t in ok if t["status"] == result.status)
     result.doc_id, result.file_path = best.get("doc_id"), best.get("file_path")
-    return result
 
