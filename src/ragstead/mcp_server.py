@@ -18,40 +18,29 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ragstead import __version__
 from ragstead.conversation.turns import MAX_ANSWER_CHARS, MAX_HISTORY_TURNS
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError, RagsteadError
 from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.requests import (
-    DEFAULT_K,
-    DEFAULT_LIST_LIMIT,
-    MAX_DOC_TYPES,
-    MAX_K,
-    MAX_LIST_LIMIT,
-    MAX_LIST_OFFSET,
-    MAX_QUERY_CHARS,
-    MAX_TAGS,
-    AskRequest,
-    Scope,
-    SearchRequest,
-)
+from ragstead.request_fields import MAX_QUERY_CHARS, MAX_TAGS, Door, exposed, pydantic_fields
+from ragstead.requests import SCOPE_FIELDS, AskRequest, Scope, SearchRequest
 
 log = logging.getLogger("ragstead.mcp")
+R = TypeVar("R", SearchRequest, AskRequest)
 
 MAX_ARGUMENT_BYTES = 64 * 1024  # a tool call's arguments, as JSON; 10 MB of arguments is refused, not parsed
 URI_PREFIX = "ragstead://doc/"
 STATUS_COUNT_LIMIT = 10_000  # `status` counts documents up to this many ("more": true above it)
-DATE = r"^\d{4}-\d{2}-\d{2}$"
 # Argument names that would choose whose documents are read: the scope is the server's, never the caller's.
 SCOPE_KEYS = ("user", "user_slug", "users", "public_only", "private_only", "scope")
 
@@ -74,43 +63,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class _Filters(_Strict):
-    doc_types: list[str] = Field(default_factory=list, max_length=MAX_DOC_TYPES,
-                                 description="Only these document types (e.g. user_kb, dossier, archive).")
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS,
-                            description="Only documents with any of these tags.")
-    date_from: str | None = Field(default=None, pattern=DATE, description="Created on or after, YYYY-MM-DD.")
-    date_to: str | None = Field(default=None, pattern=DATE, description="Created on or before, YYYY-MM-DD.")
-    include_archive: bool | None = Field(
-        default=None, description="Include archived documents; only where the server was started with the archive "
-                                  "(false narrows, true cannot widen).")
-
-
-class SearchArgs(_Filters):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in plain words.")
-    k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages to return.")
-    mode: Literal["hybrid", "vector", "lexical"] | None = Field(
-        default=None, description="hybrid (default: meaning and keywords), vector (meaning), lexical (keywords).")
-
-
 class HistoryTurn(_Strict):
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="An earlier question, as asked.")
     answer: str = Field(default="", max_length=MAX_ANSWER_CHARS, description="Its answer's text, as `ask` gave it.")
 
 
-class AskArgs(_Filters):
-    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question to answer.")
-    k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K, description="How many passages the answer may draw on.")
-    extractive: bool = Field(default=False, description="Quote the best sentences instead of asking a model.")
-    offset: int = Field(default=0, ge=0, le=MAX_LIST_OFFSET, description="A list or count question ('which notes "
-                        "mention X', 'how many files ...'): the first matching document to cite (paging: pass the "
-                        "answer's next_offset).")
-    limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT, description="A list or count question: "
-                       "how many matching documents to cite.")
-    history: list[HistoryTurn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS, description="The "
-                                       "earlier turns of the user's conversation, oldest first, when the question is "
-                                       "a follow-up ('and the deposit?', 'who wrote it?'): it is rewritten from them "
-                                       "before it is searched (the answer's `rewrite` says how). Nothing is kept.")
+# The search and ask tools' arguments: the field table's (ragstead.request_fields) that this door shows, with
+# their limits; ask calls the query `question`.
+ASK_RENAME = {"query": Door("question", "The question to answer.")}
+
+
+def argument_models() -> tuple[type[BaseModel], type[BaseModel]]:
+    """The search and ask tools' argument models, built from the field table as it is (once, at import)."""
+    search = create_model("SearchArgs", __base__=_Strict, __module__=__name__, **pydantic_fields("mcp", "search"))
+    ask = create_model(
+        "AskArgs", __base__=_Strict, __module__=__name__, **pydantic_fields("mcp", "ask", rename=ASK_RENAME),
+        history=(list[HistoryTurn], Field(default_factory=list, max_length=MAX_HISTORY_TURNS, description="The "
+                 "earlier turns of the user's conversation, oldest first, when the question is a follow-up ('and "
+                 "the deposit?', 'who wrote it?'): it is rewritten from them before it is searched (the answer's "
+                 "`rewrite` says how). Nothing is kept.")))
+    return search, ask
+
+
+SearchArgs, AskArgs = argument_models()
 
 
 class ListDocumentsArgs(_Strict):
@@ -219,7 +194,7 @@ class RagsteadMcp:
             ]
         return specs
 
-    def _request_scope(self, args: _Filters) -> Scope:
+    def _request_scope(self, args: Any) -> Scope:
         """The server's scope, narrowed by the arguments (never widened)."""
         if args.include_archive and not self.scope.include_archive:
             raise _scope_error("include_archive")
@@ -232,13 +207,20 @@ class RagsteadMcp:
         return Scope(user, self.scope.public_only, tuple(args.doc_types), tuple(args.tags), args.date_from,
                      args.date_to, include_archive)
 
-    def _search(self, args: SearchArgs) -> dict[str, Any]:
-        request = SearchRequest(args.query, k=args.k, mode=args.mode, scope=self._request_scope(args))
-        return self.kb.search(request).to_dict(include_text=True)
+    def _request(self, kind: type[R], args: Any) -> R:
+        """The library request of a search or ask tool's arguments: the table's fields this door shows, by their
+        library names (a None keeps the request's default), inside the server's scope."""
+        rename: dict[str, Door] = ASK_RENAME if kind is AskRequest else {}
+        spelt = {item.name: rename.get(item.name, door).name for item, door in exposed("mcp", "ask")}
+        knobs = {name: getattr(args, there) for name, there in spelt.items() if there in type(args).model_fields
+                 and name not in SCOPE_FIELDS and getattr(args, there) is not None}
+        return kind(knobs.pop("query"), scope=self._request_scope(args), **knobs)
 
-    def _ask(self, args: AskArgs) -> dict[str, Any]:
-        request = AskRequest(args.question, k=args.k, extractive=args.extractive, offset=args.offset,
-                             limit=args.limit, scope=self._request_scope(args))
+    def _search(self, args: Any) -> dict[str, Any]:
+        return self.kb.search(self._request(SearchRequest, args)).to_dict(include_text=True)
+
+    def _ask(self, args: Any) -> dict[str, Any]:
+        request = self._request(AskRequest, args)
         if not args.history:
             return self.kb.ask(request).to_dict()
         # One question per call still: the agent keeps the conversation; its turns only resolve a follow-up.

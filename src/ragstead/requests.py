@@ -17,27 +17,29 @@ from typing import Any, TypeVar
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text, split_values
 
-# The limits every door enforces. The engine's own (retrieval/search.py) are the same or wider:
-# tests/test_request_model.py holds them together.
-MAX_QUERY_CHARS = 4096
-DEFAULT_K = 8
-MAX_K = 100  # results a request returns; the candidates behind them go up to MAX_CANDIDATES
-MAX_CANDIDATES = 1000  # top_k_vector, top_k_lexical
-MAX_RRF_K = 1000
-MAX_RERANK_TOP_N = 200
-MAX_FEEDBACK_K = 20
-MAX_FEEDBACK_WEIGHT = 10.0
-MAX_DOC_TYPES = 10
-MAX_TAGS = 20
-DATE_CHARS = 10  # YYYY-MM-DD
-DEFAULT_MAX_CONTEXT_TOKENS = 3000
-MIN_CONTEXT_TOKENS = 100
-MAX_CONTEXT_TOKENS = 32000
-DEFAULT_LIST_LIMIT = 50  # documents a page of a list answer names ("which notes mention ...")
-MAX_LIST_LIMIT = 500
-MAX_LIST_OFFSET = 10_000_000
-MODES = ("vector", "lexical", "hybrid")
-FUSIONS = ("convex", "rrf")
+# The limits every door enforces live with the field table (request_fields.py), which builds the doors.
+from ragstead.request_fields import (
+    DATE_CHARS,
+    DEFAULT_K,
+    DEFAULT_LIST_LIMIT,
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    FUSIONS,
+    MAX_CANDIDATES,
+    MAX_CONTEXT_TOKENS,
+    MAX_DOC_TYPES,
+    MAX_FEEDBACK_K,
+    MAX_FEEDBACK_WEIGHT,
+    MAX_K,
+    MAX_LIST_LIMIT,
+    MAX_LIST_OFFSET,
+    MAX_QUERY_CHARS,
+    MAX_RERANK_TOP_N,
+    MAX_RRF_K,
+    MAX_TAGS,
+    MIN_CONTEXT_TOKENS,
+    MODES,
+    table,
+)
 
 R = TypeVar("R", bound="SearchRequest")
 
@@ -59,6 +61,24 @@ def _check_number(name: str, value: Any, low: float, high: float) -> None:
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise _fail(name, f"must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_rows(request: Any, names: tuple[str, ...]) -> None:
+    """Each of `names` against its row of the field table: a flag true or false, a word among its choices, a number
+    within its bounds (None: the configured value, where the row's default is None)."""
+    rows = table()
+    for name in names:
+        row, value = rows[name], getattr(request, name)
+        if value is None and row.default is None:
+            continue
+        if row.kind is bool and not isinstance(value, bool):
+            raise _fail(name, f"must be true or false, got {value!r}")
+        if row.choices:
+            _check_choice(name, value, row.choices)
+        if row.kind is int and row.low is not None and row.high is not None:
+            _check_int(name, value, int(row.low), int(row.high))
+        if row.kind is float and row.low is not None and row.high is not None:
+            _check_number(name, value, row.low, row.high)
 
 
 @dataclass(frozen=True)
@@ -125,23 +145,7 @@ class SearchKnobs:
         self.validate()
 
     def validate(self) -> None:
-        _check_int("k", self.k, 1, MAX_K)
-        if self.mode is not None:
-            _check_choice("mode", self.mode, MODES)
-        if self.fusion is not None:
-            _check_choice("fusion", self.fusion, FUSIONS)
-        for name, high in (("top_k_vector", MAX_CANDIDATES), ("top_k_lexical", MAX_CANDIDATES),
-                           ("rerank_top_n", MAX_RERANK_TOP_N)):
-            if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1, high)
-        for name, high in (("rrf_k", MAX_RRF_K), ("feedback_k", MAX_FEEDBACK_K)):
-            if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 0, high)
-        for name, number_high in (("fusion_weight", 1.0), ("feedback_weight", MAX_FEEDBACK_WEIGHT)):
-            if getattr(self, name) is not None:
-                _check_number(name, getattr(self, name), 0.0, number_high)
-        if not isinstance(self.dedup_sources, bool):
-            raise _fail("dedup_sources", f"must be true or false, got {self.dedup_sources!r}")
+        _check_rows(self, SEARCH_KNOBS)
         self.chosen_fusion()
 
     def chosen_fusion(self) -> str | None:
@@ -171,6 +175,9 @@ class SearchKnobs:
                 "feedback_k": self.feedback_k, "feedback_weight": self.feedback_weight}
 
 
+SEARCH_KNOBS = tuple(f.name for f in fields(SearchKnobs))
+
+
 @dataclass(frozen=True)
 class SearchRequest(SearchKnobs):
     """One search: the query text, whose documents (`scope`), how many results and how to rank them
@@ -190,8 +197,7 @@ class SearchRequest(SearchKnobs):
             raise _fail("query", f"is {size} characters; the limit is {MAX_QUERY_CHARS}")
         if not isinstance(self.scope, Scope):
             raise _fail("scope", f"must be a Scope, got {type(self.scope).__name__}")
-        if not isinstance(self.rerank, bool):
-            raise _fail("rerank", f"must be true or false, got {self.rerank!r}")
+        _check_rows(self, ("rerank",))
         super().validate()
 
     @classmethod
@@ -237,16 +243,7 @@ class AskRequest(SearchRequest):
 
     def validate(self) -> None:
         super().validate()
-        _check_int("offset", self.offset, 0, MAX_LIST_OFFSET)
-        _check_int("limit", self.limit, 1, MAX_LIST_LIMIT)
-        if self.min_similarity is not None:
-            _check_number("min_similarity", self.min_similarity, -1.0, 1.0)
-        if self.min_confidence is not None:
-            _check_number("min_confidence", self.min_confidence, 0.0, 1.0)
-        _check_int("max_context_tokens", self.max_context_tokens, MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS)
-        for name in ("extractive", "remember", "list_questions"):
-            if not isinstance(getattr(self, name), bool):
-                raise _fail(name, f"must be true or false, got {getattr(self, name)!r}")
+        _check_rows(self, tuple(name for name in ASK_FIELDS if name not in ("tools", "llm")))
         if self.tools is not None:
             if isinstance(self.tools, str) or not all(isinstance(t, str) for t in self.tools):
                 raise _fail("tools", f"must be a list of tool names, got {self.tools!r}")
@@ -256,6 +253,9 @@ class AskRequest(SearchRequest):
                 raise _fail("llm", f"must be a list of answerer names, got {self.llm!r}")
             object.__setattr__(self, "llm", tuple(split_values(list(self.llm))))
 
+
+# Ask's own fields, in the field table's order.
+ASK_FIELDS = tuple(row.name for row in table().values() if row.request == "ask")
 
 __all__ = ["DATE_CHARS", "DEFAULT_K", "DEFAULT_LIST_LIMIT", "DEFAULT_MAX_CONTEXT_TOKENS", "FUSIONS", "MAX_CANDIDATES",
            "MAX_CONTEXT_TOKENS", "MAX_DOC_TYPES", "MAX_FEEDBACK_K", "MAX_FEEDBACK_WEIGHT", "MAX_K", "MAX_LIST_LIMIT",

@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,24 +43,7 @@ from ragstead.errors import (
 from ragstead.filters import USER_SLUG
 from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.requests import (
-    DATE_CHARS,
-    DEFAULT_K,
-    DEFAULT_LIST_LIMIT,
-    DEFAULT_MAX_CONTEXT_TOKENS,
-    MAX_CANDIDATES,
-    MAX_CONTEXT_TOKENS,
-    MAX_DOC_TYPES,
-    MAX_FEEDBACK_K,
-    MAX_FEEDBACK_WEIGHT,
-    MAX_K,
-    MAX_LIST_LIMIT,
-    MAX_LIST_OFFSET,
-    MAX_QUERY_CHARS,
-    MAX_RRF_K,
-    MAX_TAGS,
-    MIN_CONTEXT_TOKENS,
-)
+from ragstead.request_fields import MAX_K, exposed, limits, pydantic_fields, spellings
 
 log = logging.getLogger("ragstead.api")
 
@@ -101,78 +84,48 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-class QueryRequest(BaseModel):
-    """Body of POST /v1/query. There is no user field: the key decides whose documents are searched. The limits
-    are the library request's (ragstead.requests), the same in every door."""
+class _Body(BaseModel):
+    """What the search and ask bodies do with their fields; the fields themselves are the field table's
+    (ragstead.request_fields), spelt as this door spells them, with the table's limits."""
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    top_k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K)
-    mode: Literal["vector", "lexical", "hybrid"] | None = None
-    scope: Literal["private", "public"] = Field(
-        default="private", description="private: the key's own private documents; public: public documents"
-    )
-    doc_types: list[str] = Field(default_factory=list, max_length=MAX_DOC_TYPES)
-    date_from: str | None = Field(default=None, max_length=DATE_CHARS, description="YYYY-MM-DD, inclusive")
-    date_to: str | None = Field(default=None, max_length=DATE_CHARS, description="YYYY-MM-DD, inclusive")
-    include_archive: bool = False
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
-    top_k_vector: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)
-    top_k_lexical: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)
-    rrf_k: int | None = Field(default=None, ge=0, le=MAX_RRF_K)
-    fusion: Literal["convex", "rrf"] | None = Field(default=None, description="hybrid fusion (default: config)")
-    fusion_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="convex: the vector side's share")
-    dedup_sources: bool = Field(default=False, description="keep only the best chunk of each document")
-    feedback_k: int | None = Field(default=None, ge=0, le=MAX_FEEDBACK_K, description="hybrid: first-pass chunks "
-                                   "the query vector moves toward before a second vector search; 0: off (default: "
-                                   "config)")
-    feedback_weight: float | None = Field(default=None, ge=0.0, le=MAX_FEEDBACK_WEIGHT,
-                                          description="how far feedback moves it")
-    max_tokens: int | None = Field(default=None, ge=1, le=200_000, description="/v1/query: a budget for the "
-                                   "returned chunks' text (estimated tokens), cut at chunk boundaries; default: "
-                                   "the server's --max-tokens")
-
-    def request_fields(self, who: Caller) -> dict[str, Any]:
-        """The library request's fields; the user always comes from the key."""
-        scope = caller_scope(who, self.scope, doc_types=tuple(self.doc_types), tags=tuple(self.tags),
-                             date_from=self.date_from, date_to=self.date_to, include_archive=self.include_archive)
-        knobs = {"mode": self.mode, "top_k_vector": self.top_k_vector, "top_k_lexical": self.top_k_lexical,
-                 "rrf_k": self.rrf_k, "fusion": self.fusion, "fusion_weight": self.fusion_weight,
-                 "feedback_k": self.feedback_k, "feedback_weight": self.feedback_weight}
-        return {"k": self.top_k, "scope": scope, "dedup_sources": self.dedup_sources,
-                **{name: value for name, value in knobs.items() if value is not None}}
+    def library_fields(self, who: Caller) -> dict[str, Any]:
+        """The library request's fields by their library names, in the keyword form `SearchRequest.of` takes; the
+        user always comes from the key, and `scope` says whether public documents are read instead."""
+        given = {item.name: getattr(self, spelt.name) for item, spelt in exposed("api", "ask")
+                 if spelt.name in type(self).model_fields}
+        public = given.pop("public_only") == "public"
+        return {**given, "user": None if public else who.user_slug, "public_only": public}
 
     def search_request(self, who: Caller) -> library.SearchRequest:
-        return library.SearchRequest(self.query, **self.request_fields(who))
-
-
-class AskRequest(QueryRequest):
-    """Body of POST /v1/ask: a query body plus how to answer."""
-
-    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0, description="override: the old cosine rule "
-                                         "(a chunk below it is not relevant) instead of the relevance gate")
-    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="the relevance gate's threshold "
-                                         "(default: the fitted one)")
-    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
-    extractive: bool = Field(default=False, description="answer offline from the retrieved sentences only")
-    list_questions: bool = Field(default=True, description="answer 'which notes mention X' / 'how many files ...' "
-                                 "from the whole scope: every matching document once, with how many were examined")
-    offset: int = Field(default=0, ge=0, le=MAX_LIST_OFFSET, description="a list answer: the first matched "
-                        "document to cite (paging; the answer's next_offset)")
-    limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT, description="a list answer: how many "
-                       "matched documents to cite")
-    stream: bool = Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
-                                                    "written, then {type: answer, answer: <the ask JSON>} (or "
-                                                    "{type: error, error})")
+        return library.SearchRequest.of(**self.library_fields(who))
 
     def ask_request(self, who: Caller) -> library.AskRequest:
-        if self.max_tokens is not None:  # ask budgets its context with max_context_tokens
+        if getattr(self, "max_tokens", None) is not None:  # ask budgets its context with max_context_tokens
             raise ApiError(422, "invalid_request", "max_tokens applies to /v1/query; ask takes max_context_tokens")
-        return library.AskRequest(self.query, **self.request_fields(who), min_similarity=self.min_similarity,
-                          min_confidence=self.min_confidence, max_context_tokens=self.max_context_tokens,
-                          extractive=self.extractive, list_questions=self.list_questions, offset=self.offset,
-                          limit=self.limit)
+        return library.AskRequest.of(**self.library_fields(who))
+
+
+def body_models() -> tuple[type[_Body], type[_Body]]:
+    """The bodies of POST /v1/query and /v1/ask, built from the field table as it is (once, when this module is
+    imported). Dates are checked by the request model (a 400 naming the field), not by a pattern here."""
+    query = create_model(
+        "QueryRequest", __base__=_Body, __module__=__name__, __doc__="Body of POST /v1/query. There is no user "
+        "field: the key decides whose documents are searched.", **pydantic_fields("api", "search", patterns=False),
+        max_tokens=(int | None, Field(default=None, ge=1, le=200_000, description="/v1/query: a budget for the "
+                                      "returned chunks' text (estimated tokens), cut at chunk boundaries; default: "
+                                      "the server's --max-tokens")))
+    ask = create_model(
+        "AskRequest", __base__=query, __module__=__name__, __doc__="Body of POST /v1/ask: a query body plus how to "
+        "answer.", **pydantic_fields("api", "ask", only="ask", patterns=False),
+        stream=(bool, Field(default=False, description="stream NDJSON lines: {type: text, text} as the answer is "
+                                                       "written, then {type: answer, answer: <the ask JSON>} (or "
+                                                       "{type: error, error})")))
+    return query, ask
+
+
+QueryRequest, AskRequest = body_models()
 
 
 class ChatRequest(AskRequest):
@@ -261,7 +214,7 @@ class HeadAuth:
         self.app, self.identify = app, identify
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["path"] not in PUBLIC_PATHS:
             try:
                 self.identify(_header(scope, b"authorization"))
             except ApiError as exc:
@@ -296,8 +249,8 @@ def caller_scope(who: Caller, scope: str, **narrowing: Any) -> library.Scope:
     return library.Scope(None if public else who.user_slug, public, **narrowing)
 
 
-# The request fields as the API spells them; the others share the library's names.
-API_SPELLING = {"k": "top_k", "public_only": "scope"}
+# The request fields as the API spells them (the field table's); the others share the library's names.
+API_SPELLING = spellings("api")
 
 
 def run_library(call: Callable[[], Any]) -> Any:
@@ -370,6 +323,7 @@ def create_app(kb: KnowledgeBase, config: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(AccessLog, anonymous="-" if config.auth else "no-auth")  # outermost: logs 413s too
     need = gate.need
     _add_health_routes(app, kb)
+    _add_limits_route(app)
     _add_search_routes(app, kb, need, answerers, config)
     _add_chat_routes(app, kb, need, answerers)
     _add_document_routes(app, kb, need, config)
@@ -519,6 +473,20 @@ def _add_health_routes(app: FastAPI, kb: KnowledgeBase) -> None:
     def readyz() -> JSONResponse:
         """The same as /healthz (kept for clients of the earlier versions)."""
         return readiness()
+
+
+# The one /v1/ route without a key: it says what /openapi.json already says to anyone, and the page reads it before
+# a key is given.
+PUBLIC_PATHS = ("/v1/limits",)
+
+
+def _add_limits_route(app: FastAPI) -> None:
+    @app.get("/v1/limits", tags=["search"])
+    def field_limits() -> dict[str, Any]:
+        """The fields /v1/query and /v1/ask take, by this API's names: each one's library field, type, default
+        (or `required`), limits (min, max, max_chars, max_items, choices, pattern), words and which requests take
+        it. The field table's (ragstead.request_fields), as the bodies are; the web page reads its limits here."""
+        return {"fields": limits("api")}
 
 
 class _ListAnswers(PerKey):

@@ -9,6 +9,7 @@ let lastCitations = [];
 // The conversation the Ask button continues: its id on the server, the filters it was started with (another scope
 // starts a new one), and the turn on show (moved into the thread when the next question is asked).
 const conversation = { id: null, filters: null, shown: null };
+let limitsLoaded = Promise.resolve();  // loadLimits(), started when the page loads
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -92,6 +93,7 @@ async function useKey(key) {
   const response = await fetch("/v1/documents?limit=1", { headers: { Authorization: `Bearer ${key}` } });
   if (!response.ok) throw await failure(response);
   sessionStorage.setItem(KEY, key);
+  await limitsLoaded;  // the fields show their limits before they can be used
   showApp();
   showNotice((await response.json()).note);
 }
@@ -115,6 +117,24 @@ function applyTheme(theme) {
 }
 
 // -- filters -----------------------------------------------------------------------------------------------
+// The limits of the query and Results fields are the server's (GET /v1/limits, its field table), not written
+// here: a page never refuses what the API accepts, nor lets through what it refuses. Without them (an older
+// server), the fields stay open and the server's answer says what is wrong.
+async function loadLimits() {
+  try {
+    const response = await fetch("/v1/limits");
+    if (!response.ok) return;
+    const fields = (await response.json()).fields;
+    if (fields.query && fields.query.max_chars) $("q").maxLength = fields.query.max_chars;
+    const topK = fields.top_k;
+    if (topK) {
+      $("top-k").min = topK.min;
+      $("top-k").max = topK.max;
+      if (!$("top-k").value) $("top-k").value = topK.default;
+    }
+  } catch (_) { /* the server checks every request anyway */ }
+}
+
 function list(value) {
   return value.split(",").map((v) => v.trim()).filter(Boolean);
 }
@@ -122,7 +142,7 @@ function list(value) {
 function queryBody() {
   const body = {
     query: $("q").value,
-    top_k: Number($("top-k").value) || 8,
+    top_k: Number($("top-k").value) || undefined,  // none: the server's default
     scope: $("scope").value,
     doc_types: list($("doc-types").value),
     tags: list($("tags").value),
@@ -535,6 +555,7 @@ function guarded(action) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  limitsLoaded = loadLimits();
   applyTheme(localStorage.getItem(THEME));
   $("theme").addEventListener("click", () => {
     const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
