@@ -318,49 +318,77 @@ def _walk(options: IndexingOptions, roots: tuple[str, ...], report: IndexReport,
     skipped: unsupported types, symlinks outside their scope, symlinked folders (never followed: no loops),
     FIFOs, sockets and devices (never opened), and folders or files that cannot be read.
     `within`: only these paths (and what lies under them) are visited; every other rule stays the same."""
-    base = options.root.resolve()
-    own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
-    ignore = IgnoreRules(base, options.exclude)
-    own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
+    walker = _Walker.start(options, report, within)
     for root in roots:
-        top = (base / root).resolve()
-        if not top.is_dir() or (within is not None and top.is_relative_to(base)
-                                and not within.leads_to(top.relative_to(base).as_posix())):
+        top = (walker.base / root).resolve()
+        if not walker.visits(top):
             continue
         errors: list[OSError] = []  # os.walk's onerror: a folder it cannot list is reported, the walk goes on
         for dirpath, dirnames, filenames in os.walk(top, onerror=errors.append):
-            _folder_errors(errors, base, report)
+            _folder_errors(errors, walker.base, report)
             current = Path(dirpath)
-            keep = []
-            for name in sorted(dirnames):
-                folder = current / name
-                if name.startswith(".") or Path(os.path.realpath(folder)) in own:
-                    continue
-                if ignore.ignored(folder.relative_to(base).as_posix(), folder=True):
-                    continue
-                if within is not None and not within.leads_to(folder.relative_to(base).as_posix()):
-                    continue
-                if os.path.islink(folder):
-                    report.skip(_shown(base, folder), "symlinked folder, not followed", failed=False)
-                    continue
-                keep.append(name)
-            dirnames[:] = keep
+            dirnames[:] = [name for name in sorted(dirnames) if walker.descends(current / name)]
             for name in sorted(filenames):
-                if name.startswith("."):
-                    continue
-                path = current / name
-                if path in own_files or is_sidecar(path) or is_snapshot(path):
-                    continue
-                rel = path.relative_to(base).as_posix()
-                if within is not None and not within.holds(rel):
-                    continue
-                if ignore.ignored(rel) or _leads_to_ignored(path, base, ignore):
-                    report.excluded += 1
-                    continue
-                info = _admit(path, rel, top, base, own, options, report)
-                if info is not None:
-                    yield root, path, rel, info
-        _folder_errors(errors, base, report)
+                found = walker.admitted(current / name, top)
+                if found is not None:
+                    yield root, current / name, *found
+        _folder_errors(errors, walker.base, report)
+
+
+@dataclass(frozen=True)
+class _Walker:
+    """One walk's rules: the project folder, the index's own folders and files (never read), the ignore rules
+    and the scope it is narrowed to; what it leaves out goes in the report."""
+
+    options: IndexingOptions
+    report: IndexReport
+    within: PathScope | None
+    base: Path
+    own: set[Path]
+    own_files: set[Path]
+    ignore: IgnoreRules
+
+    @classmethod
+    def start(cls, options: IndexingOptions, report: IndexReport, within: PathScope | None) -> _Walker:
+        base = options.root.resolve()
+        own = {Path(os.path.realpath(path)) for path in (*options.skip_dirs, options.lock_file.parent)}
+        ignore = IgnoreRules(base, options.exclude)
+        own_files = {Path(os.path.realpath(path)) for path in options.skip_files}
+        return cls(options, report, within, base, own, own_files, ignore)
+
+    def visits(self, top: Path) -> bool:
+        """Whether a root is walked: a folder, and (inside the project) one that leads to the scope."""
+        return top.is_dir() and not (self.within is not None and top.is_relative_to(self.base)
+                                     and not self.within.leads_to(top.relative_to(self.base).as_posix()))
+
+    def descends(self, folder: Path) -> bool:
+        """Whether the walk goes into a folder: not hidden, not the index's own, not ignored, towards the scope,
+        and not a symlink (reported, never followed: no loops)."""
+        if folder.name.startswith(".") or Path(os.path.realpath(folder)) in self.own:
+            return False
+        rel = folder.relative_to(self.base).as_posix()
+        if self.ignore.ignored(rel, folder=True):
+            return False
+        if self.within is not None and not self.within.leads_to(rel):
+            return False
+        if os.path.islink(folder):
+            self.report.skip(_shown(self.base, folder), "symlinked folder, not followed", failed=False)
+            return False
+        return True
+
+    def admitted(self, path: Path, top: Path) -> tuple[str, os.stat_result] | None:
+        """(real relative path, stat) of a file the walk yields; None for one it passes over: hidden, the
+        index's own, out of scope, ignored (counted as excluded), or refused by `_admit` (reported)."""
+        if path.name.startswith(".") or path in self.own_files or is_sidecar(path) or is_snapshot(path):
+            return None
+        rel = path.relative_to(self.base).as_posix()
+        if self.within is not None and not self.within.holds(rel):
+            return None
+        if self.ignore.ignored(rel) or _leads_to_ignored(path, self.base, self.ignore):
+            self.report.excluded += 1
+            return None
+        info = _admit(path, rel, top, self.base, self.own, self.options, self.report)
+        return None if info is None else (rel, info)
 
 
 def _leads_to_ignored(path: Path, base: Path, ignore: IgnoreRules) -> bool:
@@ -784,19 +812,9 @@ def index_paths(
     A path may be given as stored (escaped, see `storable_path`) or as the real name.
     Nothing else under the roots is looked at. `take_lock=False`: the caller already holds the index lock.
     """
-    base = options.root.resolve()
     started = time.perf_counter()
     report = IndexReport()
-    resolved: list[tuple[str, Path, str]] = []
-    for rel in dict.fromkeys(file_of(p) for p in paths):  # a message of an mbox: its file is what is read again
-        path = Path(os.path.realpath(fs_path(base, rel)))  # realpath: a symlink loop does not raise
-        root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
-        if root is None or not path.is_relative_to(base):
-            raise RagsteadError(f"{storable_path(rel)!r} is not under a configured root ({', '.join(options.roots)})")
-        if IgnoreRules(base, options.exclude).ignored(path.relative_to(base).as_posix()):
-            report.excluded += 1  # an upload or a watched change under an ignored folder: never read
-            continue
-        resolved.append((root, path, path.relative_to(base).as_posix()))
+    resolved = _resolved_paths(options, paths, report)
     with index_lock(options.lock_file, wait_seconds) if take_lock else nullcontext():
         store.ensure_model(embedder.name, embedder.dim)
         manifest = store.manifest()
@@ -809,22 +827,49 @@ def index_paths(
             shown = storable_path(rel)
             if is_sidecar(path) or is_snapshot(path):
                 continue
-            try:
-                info = os.stat(path)
-            except OSError:
-                info = None
-            if info is not None and stat.S_ISREG(info.st_mode) and is_supported(path):
-                if _consider(root, path, rel, info, files, report, todo, touches, options, textless=textless):
-                    continue
-            elif info is not None and not stat.S_ISREG(info.st_mode):
-                report.skip(shown, "not a regular file", failed=True)
-            elif info is not None:
-                report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
+            info = _indexable_stat(path, shown, report)
+            if info is not None and _consider(root, path, rel, info, files, report, todo, touches, options,
+                                              textless=textless):
+                continue
             if shown in files:
                 removed.extend(files[shown].paths)
         _write(todo, removed, touches, manifest, options, store, embedder, report, progress, textless=textless)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _resolved_paths(options: IndexingOptions, paths: list[str], report: IndexReport) -> list[tuple[str, Path, str]]:
+    """(root, real path, real relative path) of each file the paths name, once each (a message of an mbox: its
+    file is what is read again); a path under an ignored folder is counted as excluded and never read. A path
+    outside the configured roots is an error."""
+    base = options.root.resolve()
+    resolved: list[tuple[str, Path, str]] = []
+    for rel in dict.fromkeys(file_of(p) for p in paths):
+        path = Path(os.path.realpath(fs_path(base, rel)))  # realpath: a symlink loop does not raise
+        root = next((r for r in options.roots if path.is_relative_to((base / r).resolve())), None)
+        if root is None or not path.is_relative_to(base):
+            raise RagsteadError(f"{storable_path(rel)!r} is not under a configured root ({', '.join(options.roots)})")
+        if IgnoreRules(base, options.exclude).ignored(path.relative_to(base).as_posix()):
+            report.excluded += 1  # an upload or a watched change under an ignored folder: never read
+            continue
+        resolved.append((root, path, path.relative_to(base).as_posix()))
+    return resolved
+
+
+def _indexable_stat(path: Path, shown: str, report: IndexReport) -> os.stat_result | None:
+    """The stat of a named file that can be indexed (a regular file of a supported type); None for one that is
+    gone (it is removed), or, reported as skipped, one that is not a regular file or not supported."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        report.skip(shown, "not a regular file", failed=True)
+        return None
+    if not is_supported(path):
+        report.skip(shown, f"unsupported file type {storable_path(path.suffix) or '(none)'!r}", failed=False)
+        return None
+    return info
 
 
 def _write(
@@ -849,6 +894,35 @@ def _write(
     vectors from the cache, so a rename is atomic and re-embeds nothing. Candidates are prepared renames
     first, and a file that fails and was indexed before loses its stale chunks in the last transaction.
     Files are read READERS at a time; one that held no text goes in `textless`, kept even when the run stops."""
+    paired, gone = _renames(todo, removed, manifest)
+    if gone or touches:
+        store.apply([], gone, touches)
+        _record_languages(options, [], gone)
+    todo = sorted(todo, key=lambda c: c.file_hash not in paired)  # stable: renames first, walk order kept
+    meter = _Progress(todo, progress)
+    batches = _Batches(options, store, embedder, report, manifest, meter.report)
+    textless = textless or TextlessFiles(None)
+    try:
+        with closing(_prepared(todo, options)) as prepared:
+            for candidate, outcome in prepared:
+                batches.removals += paired.pop(candidate.file_hash, [])
+                _note_textless(textless, candidate, outcome)
+                batches.take(candidate, outcome)
+                meter.read(candidate, outcome)
+                if batches.chunks >= batches.limit:
+                    batches.flush(final=False)
+    finally:
+        textless.save()  # what was read is known, even when the run stops here
+    batches.removals += [p for paths in paired.values() for p in paths]
+    batches.flush(final=True)
+    report.removed = sorted(set(removed) | set(batches.stale) | set(batches.dropped))
+    _record_secret_counts(options, report, fresh=not manifest, remasked=remask)
+
+
+def _renames(todo: list[FileCandidate], removed: list[str],
+             manifest: dict[str, ManifestEntry]) -> tuple[dict[str, list[str]], list[str]]:
+    """The removed paths paired with a candidate of the same content hash (renames, by hash), and the rest
+    (files gone for good)."""
     by_hash: dict[str, list[str]] = {}
     for path in removed:
         entry = manifest.get(path)
@@ -857,68 +931,62 @@ def _write(
     wanted = {c.file_hash for c in todo}
     paired = {h: paths for h, paths in by_hash.items() if h in wanted}
     gone = [p for h, paths in by_hash.items() if h not in paired for p in paths]
-    if gone or touches:
-        store.apply([], gone, touches)
-        _record_languages(options, [], gone)
-    todo = sorted(todo, key=lambda c: c.file_hash not in paired)  # stable: renames first, walk order kept
+    return paired, gone
 
-    batch: list[DocumentWrite] = []
-    removals: list[str] = []
-    stale: list[str] = []
-    dropped: list[str] = []  # documents of a re-read file that it no longer holds
 
-    meter = _Progress(todo, progress)
-    report_progress = meter.report
+class _Batches:
+    """An index run's writes gathered into transactions of at most `limit` chunks: the first FIRST_BATCH_CHUNKS,
+    then about BATCH_SECONDS of embedding each. `removals` go with the batch that is written next; `stale` (the
+    old chunks of files now unreadable) with the last one; `dropped`: documents a re-read file no longer holds."""
 
-    limit, batch_chunks = FIRST_BATCH_CHUNKS, 0
+    def __init__(self, options: IndexingOptions, store: Store, embedder: Embedder, report: IndexReport,
+                 manifest: dict[str, ManifestEntry], on_progress: Callable[[int], None]) -> None:
+        self.options, self.store, self.embedder, self.report = options, store, embedder, report
+        self.manifest, self.on_progress = manifest, on_progress
+        self.batch: list[DocumentWrite] = []
+        self.removals: list[str] = []
+        self.stale: list[str] = []
+        self.dropped: list[str] = []
+        self.limit, self.chunks = FIRST_BATCH_CHUNKS, 0
 
-    def flush(final: bool) -> None:
-        nonlocal batch, removals, limit, batch_chunks
+    def take(self, candidate: FileCandidate, outcome: list[DocumentWrite] | Skip) -> None:
+        """Add what one file made: its documents to the batch (and the documents it no longer holds to the
+        removals), or its skip to the report (and the stale content of a now-unreadable file)."""
+        if isinstance(outcome, Skip):
+            self.report.skip(shown_path(candidate.rel_path), outcome.reason, failed=outcome.failed)
+            if not candidate.is_new:  # stale content of a now-unreadable file goes
+                self.stale.extend(candidate.stored or [candidate.rel_path])
+            return
+        self.batch.extend(outcome)
+        written = {write.document.file_path for write in outcome}
+        gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
+        self.removals += gone_inside
+        self.dropped += gone_inside
+        self.chunks += sum(len(write.chunks) for write in outcome)
+
+    def flush(self, final: bool) -> None:
+        """Embed the batch and write it with the removals in one transaction (`final`: the stale paths too);
+        the next batch's size follows this one's embedding rate."""
+        report = self.report
         started, embedded = time.perf_counter(), report.chunks_embedded
-        _embed(batch, store, embedder, report, report_progress)
+        _embed(self.batch, self.store, self.embedder, report, self.on_progress)
         rate = (report.chunks_embedded - embedded) / max(time.perf_counter() - started, 1e-3)
-        limit = BATCH_CHUNKS if report.chunks_embedded == embedded else (
+        self.limit = BATCH_CHUNKS if report.chunks_embedded == embedded else (
             min(BATCH_CHUNKS, max(FIRST_BATCH_CHUNKS, int(rate * BATCH_SECONDS))))
-        for write in batch:
+        for write in self.batch:
             if write.secrets:
                 report.secrets[write.document.file_path] = write.secrets
         # The record goes first: a run killed after this batch is written leaves it saying what the index holds
         # (a first run killed before its end said for good that the index predated masking).
-        _record_secret_counts(options, report, fresh=not manifest)
-        store.apply(batch, removals + (stale if final else []), [])
-        _record_languages(options, batch, removals + (stale if final else []))
-        for write in batch:
+        _record_secret_counts(self.options, report, fresh=not self.manifest)
+        removals = self.removals + (self.stale if final else [])
+        self.store.apply(self.batch, removals, [])
+        _record_languages(self.options, self.batch, removals)
+        for write in self.batch:
             path = write.document.file_path
-            (report.added if manifest.get(path) is None else report.updated).append(path)
+            (report.added if self.manifest.get(path) is None else report.updated).append(path)
             report.chunks_written += len(write.chunks)
-        batch, removals, batch_chunks = [], [], 0
-
-    textless = textless or TextlessFiles(None)
-    try:
-        with closing(_prepared(todo, options)) as prepared:
-            for candidate, outcome in prepared:
-                removals += paired.pop(candidate.file_hash, [])
-                _note_textless(textless, candidate, outcome)
-                if isinstance(outcome, Skip):
-                    report.skip(shown_path(candidate.rel_path), outcome.reason, failed=outcome.failed)
-                    if not candidate.is_new:  # stale content of a now-unreadable file goes
-                        stale.extend(candidate.stored or [candidate.rel_path])
-                else:
-                    batch.extend(outcome)
-                    written = {write.document.file_path for write in outcome}
-                    gone_inside = [p for p in candidate.stored if p not in written]  # a message gone from its mbox
-                    removals += gone_inside
-                    dropped += gone_inside
-                    batch_chunks += sum(len(write.chunks) for write in outcome)
-                meter.read(candidate, outcome)
-                if batch_chunks >= limit:
-                    flush(final=False)
-    finally:
-        textless.save()  # what was read is known, even when the run stops here
-    removals += [p for paths in paired.values() for p in paths]
-    flush(final=True)
-    report.removed = sorted(set(removed) | set(stale) | set(dropped))
-    _record_secret_counts(options, report, fresh=not manifest, remasked=remask)
+        self.batch, self.removals, self.chunks = [], [], 0
 
 
 def _prepared(todo: list[FileCandidate],
