@@ -79,6 +79,20 @@ _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "would": "would", "can"
 def decide(text: str) -> MemoryDecision:
     """The memory decision for `text` (a `remember` request or a question asked in `ask`)."""
     cleaned = " ".join(text.split())
+    blockers = _blockers(text, cleaned)
+    target, confidence, reasons = _target(cleaned)
+    confidence = _discounted(cleaned, confidence, reasons)
+    if blockers:
+        return MemoryDecision(False, target, "", confidence, blockers + reasons)
+    should_write = confidence >= WRITE_THRESHOLD
+    if not should_write:
+        reasons.append(f"confidence {confidence} is under the write threshold {WRITE_THRESHOLD}")
+    return MemoryDecision(should_write, target, summarize(cleaned, target), confidence, reasons)
+
+
+def _blockers(text: str, cleaned: str) -> list[str]:
+    """Why `text` is never stored, whatever its confidence: secrets or personal data, a raw transcript, a
+    document rather than a fact, temporary context, a question. `cleaned`: its whitespace collapsed."""
     blockers: list[str] = []
     sensitive = find_sensitive(text)
     if sensitive:
@@ -91,30 +105,32 @@ def decide(text: str) -> MemoryDecision:
         blockers.append("temporary context (refers to now, today, tomorrow...): it will not stay true")
     if cleaned.endswith("?") or (_QUESTION_START.match(cleaned) and not cleaned.endswith(".")):
         blockers.append("a question, not a fact")
+    return blockers
 
+
+def _target(cleaned: str) -> tuple[Target, float, list[str]]:
+    """The memory file the text belongs in, the confidence the signals give (the strongest, plus a little for
+    each other kind found) and the signals as reasons; with no signal, a low guess from whether it speaks of
+    the user."""
     signals = [(target, weight, why) for target, weight, why, pattern in _SIGNALS if pattern.search(cleaned)]
-    reasons: list[str] = []
-    if signals:
-        best = max(weight for _, weight, _ in signals)
-        target: Target = next(t for t, w, _ in signals if w == best)
-        confidence = best + 0.05 * (len({why for _, _, why in signals}) - 1)
-        reasons += [f"signal: {why}" for _, _, why in signals]
-    else:
-        target, confidence = ("USER" if re.search(r"\b(?:i|my)\b", cleaned, re.I) else "COMPANY"), 0.2
-        reasons.append("no preference, stable fact or reusable learning found")
+    if not signals:
+        target: Target = "USER" if re.search(r"\b(?:i|my)\b", cleaned, re.I) else "COMPANY"
+        return target, 0.2, ["no preference, stable fact or reusable learning found"]
+    best = max(weight for _, weight, _ in signals)
+    target = next(t for t, w, _ in signals if w == best)
+    confidence = best + 0.05 * (len({why for _, _, why in signals}) - 1)
+    return target, confidence, [f"signal: {why}" for _, _, why in signals]
+
+
+def _discounted(cleaned: str, confidence: float, reasons: list[str]) -> float:
+    """The confidence less what hedging or a too-short text costs (each adds its reason), kept in 0 to 0.99."""
     if _HEDGE.search(cleaned):
         confidence -= 0.4
         reasons.append("hedged (maybe, probably...): not a stable fact")
     if len(cleaned.split()) < 4:
         confidence -= 0.3
         reasons.append("too short to stand on its own")
-    confidence = round(min(max(confidence, 0.0), 0.99), 2)
-    if blockers:
-        return MemoryDecision(False, target, "", confidence, blockers + reasons)
-    should_write = confidence >= WRITE_THRESHOLD
-    if not should_write:
-        reasons.append(f"confidence {confidence} is under the write threshold {WRITE_THRESHOLD}")
-    return MemoryDecision(should_write, target, summarize(cleaned, target), confidence, reasons)
+    return round(min(max(confidence, 0.0), 0.99), 2)
 
 
 def summarize(text: str, target: Target) -> str:
