@@ -157,25 +157,43 @@ def read_model_folder(folder: Path, label: str, kind: str) -> ModelFolder:
     tokenizer = next((p for p in (folder / "tokenizer.json", graph.parent / "tokenizer.json") if p.is_file()), None)
     if tokenizer is None:
         raise ConfigError(f"{folder} has no tokenizer.json")
+    values = _sentence_transformers_values(folder)
+    if (folder / MODEL_TOML).is_file():
+        values.update(_read_toml(folder / MODEL_TOML))
+    return ModelFolder(label, kind, graph, tokenizer, **values)
+
+
+def _sentence_transformers_values(folder: Path) -> dict[str, Any]:
+    """The settings a sentence-transformers export states: its pooling, its max_seq_length and its query and
+    passage prompts, each only when its file says it."""
     values: dict[str, Any] = {}
-    modules = _json(folder / "modules.json", list) if (folder / "modules.json").is_file() else []
-    pooling_dir = next((m.get("path") for m in modules
-                        if isinstance(m, dict) and str(m.get("type", "")).endswith("Pooling")), None) or "1_Pooling"
-    if (folder / pooling_dir / "config.json").is_file():
-        values["pooling"] = _st_pooling(_json(folder / pooling_dir / "config.json"), folder)
+    pooling = folder / _pooling_folder(folder) / "config.json"
+    if pooling.is_file():
+        values["pooling"] = _st_pooling(_json(pooling), folder)
     if (folder / "sentence_bert_config.json").is_file():
         length = _json(folder / "sentence_bert_config.json").get("max_seq_length")
         if isinstance(length, int) and length > 0:
             values["max_tokens"] = length
     if (folder / "config_sentence_transformers.json").is_file():
-        prompts = _json(folder / "config_sentence_transformers.json").get("prompts") or {}
-        if isinstance(prompts, dict):
-            values["query_prefix"] = str(prompts.get("query") or "")
-            values["passage_prefix"] = str(next((prompts[k] for k in ("passage", "document", "corpus")
-                                                 if prompts.get(k)), ""))
-    if (folder / MODEL_TOML).is_file():
-        values.update(_read_toml(folder / MODEL_TOML))
-    return ModelFolder(label, kind, graph, tokenizer, **values)
+        values.update(_st_prefixes(_json(folder / "config_sentence_transformers.json")))
+    return values
+
+
+def _pooling_folder(folder: Path) -> str:
+    """The Pooling module's folder that modules.json names, else sentence-transformers' usual 1_Pooling."""
+    modules = _json(folder / "modules.json", list) if (folder / "modules.json").is_file() else []
+    return next((m.get("path") for m in modules
+                 if isinstance(m, dict) and str(m.get("type", "")).endswith("Pooling")), None) or "1_Pooling"
+
+
+def _st_prefixes(config: dict[str, Any]) -> dict[str, str]:
+    """The query and passage prefixes of config_sentence_transformers.json's prompts (passage, document or
+    corpus: the first one set); none when it has no prompts table."""
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict):
+        return {}
+    return {"query_prefix": str(prompts.get("query") or ""),
+            "passage_prefix": str(next((prompts[k] for k in ("passage", "document", "corpus") if prompts.get(k)), ""))}
 
 
 def _st_pooling(config: dict[str, Any], folder: Path) -> str:
