@@ -59,9 +59,11 @@ bench: install-dev
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench all
 
+# ruff, the import layers, and the complexity bound (#51): no function in src/ragstead over radon's 20.
 lint: install-dev
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_complexity.py
 
 clean:
 	rm -rf $(VENV) $(SAMPLE)/kb/rag
