@@ -41,10 +41,19 @@ class LexicalRow:
     user_slug: str | None
     created_at: str | None
     tags: tuple[str, ...]
+    language: str | None = None  # the document's ISO 639-1 code as detected at index time; None: English analysis
 
 
-def text_analyzer() -> tantivy.TextAnalyzer:
-    """The analyzer of indexed text and queries (also used to match query words in sentences)."""
+# The languages a document is stemmed in other than English (#47.1): documents/language.py's codes that tantivy has a
+# Snowball stemmer for. A document in any other language (or none detected) is analysed as English, as before.
+STEMMERS = {"de": "german", "fr": "french", "es": "spanish", "it": "italian", "nl": "dutch", "pt": "portuguese",
+            "sv": "swedish", "da": "danish", "no": "norwegian", "fi": "finnish", "hu": "hungarian", "ro": "romanian",
+            "el": "greek", "tr": "turkish", "ru": "russian", "ar": "arabic"}
+
+
+def text_analyzer(stemmer: str = "english") -> tantivy.TextAnalyzer:
+    """The analyzer of indexed text and queries (also used to match query words in sentences); `stemmer` names
+    tantivy's Snowball stemmer for a document in another language (STEMMERS)."""
     # Unicode-aware word split, lowercase, diacritics folded, English (Porter2) stemming. Stop words stay
     # in the index; queries drop them (docs/design.md, "Lexical analysis").
     return (
@@ -52,9 +61,13 @@ def text_analyzer() -> tantivy.TextAnalyzer:
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
         .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.stemmer("english"))
+        .filter(tantivy.Filter.stemmer(stemmer))
         .build()
     )
+
+
+def _language_token(code: str) -> str:
+    return f"lang:{code}"
 
 
 def _schema() -> tantivy.Schema:
@@ -107,6 +120,7 @@ class LexicalIndex:
         self.directory = directory
         self.schema = _schema()
         self._analyzer = analyzer or text_analyzer()
+        self._stemmed: dict[str, tantivy.TextAnalyzer] = {}  # by language code, made when first needed
         try:
             self._open()
         except ValueError as exc:
@@ -165,20 +179,35 @@ class LexicalIndex:
         searcher = self._index.searcher()
         return searcher.num_docs - (1 if self.generation() is not None else 0)
 
-    def analyze(self, terms: list[str]) -> list[str]:
-        """Index-side tokens of query words, deduplicated ("cells" and "cell" are one term)."""
-        return list(dict.fromkeys(token for term in terms for token in self._analyzer.analyze(term)))
+    def _stemmed_analyzer(self, code: str) -> tantivy.TextAnalyzer:
+        if code not in self._stemmed:
+            self._stemmed[code] = text_analyzer(STEMMERS[code])
+        return self._stemmed[code]
+
+    def languages(self, searcher: tantivy.Searcher | None = None) -> list[str]:
+        """The languages other than English whose documents the index holds stemmed in their own language."""
+        searcher = searcher or self._index.searcher()
+        return [code for code in STEMMERS if searcher.doc_freq("scope", _language_token(code))]
+
+    def analyze(self, terms: list[str], languages: Iterable[str] = ()) -> list[str]:
+        """Index-side tokens of query words, deduplicated ("cells" and "cell" are one term): the English analysis,
+        then each of `languages`' (a German question finds "Abgaben" in a German note by "Abgabe": both "abgab")."""
+        analyzers = [self._analyzer, *(self._stemmed_analyzer(code) for code in languages)]
+        return list(dict.fromkeys(token for analyzer in analyzers for term in terms
+                                  for token in analyzer.analyze(term)))
 
     def search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """BM25 top k among the chunks `filters` admit: (chunk id, score), best first."""
-        tokens = self.analyze(terms)
+        """BM25 top k among the chunks `filters` admit: (chunk id, score), best first. The query words are analysed
+        as English and, when the index holds documents stemmed in other languages, as each of those too: one field,
+        so an index of English documents is queried exactly as before."""
+        searcher = self._index.searcher()
+        tokens = self.analyze(terms, self.languages(searcher))
         if not tokens or k <= 0:
             return []
         words = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", t)) for t in tokens]
         )
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, words), *self._filter_clauses(filters)])
-        searcher = self._index.searcher()
         hits = searcher.search(query, k, count=False).hits
         if not hits:
             return []
@@ -287,7 +316,16 @@ class LexicalIndex:
         for row in rows:
             doc = tantivy.Document()
             doc.add_unsigned("key", row.key)
-            doc.add_text("text", row.text)
+            if row.language in STEMMERS:
+                # One field for every language: a token's length, and so BM25's length norm, is the same whichever
+                # stemmer cut it, and the document frequencies stay those of the whole index (docs/design.md,
+                # "Lexical analysis per language").
+                tokens = self._stemmed_analyzer(row.language).analyze(row.text)
+                doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(
+                    row.text, [tantivy.Token(token, n, 0, 0) for n, token in enumerate(tokens)]))
+                doc.add_text("scope", _language_token(row.language))
+            else:
+                doc.add_text("text", row.text)
             for token in scope_tokens(row.doc_type, row.is_private, row.user_slug):
                 doc.add_text("scope", token)
             for tag in row.tags:

@@ -57,6 +57,7 @@ INSERT OR IGNORE INTO meta VALUES ('lexical_generation', '0');
 -- Chunks deleted from the lexical index since it was last built whole: they still count in its BM25
 -- statistics until a rebuild (settle_lexical).
 INSERT OR IGNORE INTO meta VALUES ('lexical_deleted', '0');
+-- `language`: detected at index time (ISO 639-1, NULL when none was); the lexical index stems by it.
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
     file_path TEXT NOT NULL UNIQUE,
@@ -72,7 +73,8 @@ CREATE TABLE IF NOT EXISTS documents (
     title TEXT,
     tags TEXT NOT NULL DEFAULT '[]',
     source TEXT,
-    indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+    indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    language TEXT
 );
 CREATE TABLE IF NOT EXISTS doc_tags (
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
@@ -230,6 +232,21 @@ class SqliteStore:
             )
         # `ragstead ingest`'s dedup looks documents up by their source's key.
         self._db.execute("CREATE INDEX IF NOT EXISTS documents_source_key ON documents(json_extract(source, '$.key'))")
+        self._add_language_column()
+
+    def _add_language_column(self) -> None:
+        """An index written before documents kept their language (#47.1) gets the column, empty: its documents stay
+        analysed as English until they are written again (`index --rebuild`). A nullable column an older ragstead
+        never reads, so the schema version stays; looked up inside the transaction, so two processes opening the
+        index at once add it once."""
+        if "language" in self._document_columns():
+            return
+        with transaction(self._db):
+            if "language" not in self._document_columns():
+                self._db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
+
+    def _document_columns(self) -> set[str]:
+        return {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}
 
     def _upgrade_schema(self) -> None:
         """Bring a version 3 or 4 index to SCHEMA_VERSION in place, in one transaction: v4 added where an ingested
@@ -335,6 +352,8 @@ class SqliteStore:
     def _insert(self, write: DocumentWrite) -> list[LexicalRow]:
         doc = write.document
         self._db.execute(QMARK.document_insert, document_row(doc))
+        if write.language:
+            self._db.execute("UPDATE documents SET language = ? WHERE doc_id = ?", (write.language, doc.doc_id))
         self._db.executemany(QMARK.doc_tag_insert, [(doc.doc_id, t) for t in set(doc.tags)])
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
         tags = tuple(sorted(set(doc.tags)))
@@ -351,7 +370,7 @@ class SqliteStore:
             )
             rows.append(
                 LexicalRow(int(cursor.lastrowid or 0), chunk.text, doc.doc_type, doc.is_private, doc.user_slug,
-                           doc.created_at, tags)
+                           doc.created_at, tags, write.language)
             )
         return rows
 
@@ -398,12 +417,13 @@ class SqliteStore:
             generation = self._sqlite_generation()
             rows = self._db.execute(
                 "SELECT c.id, c.text, c.doc_type, c.is_private, c.user_slug, c.created_at, "
-                "(SELECT json_group_array(tag) FROM doc_tags t WHERE t.doc_id = c.doc_id) "
+                "(SELECT json_group_array(tag) FROM doc_tags t WHERE t.doc_id = c.doc_id), "
+                "(SELECT d.language FROM documents d WHERE d.doc_id = c.doc_id) "
                 "FROM chunks c ORDER BY c.id"
             )
             self._lexical.replace_all(
                 generation,
-                (LexicalRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], tuple(json.loads(r[6]))) for r in rows),
+                (LexicalRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], tuple(json.loads(r[6])), r[7]) for r in rows),
             )
         self._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_deleted'")
 
