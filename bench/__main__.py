@@ -1,6 +1,7 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
-| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat | aggregates.
+| title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat | aggregates
+| bilingual.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -22,7 +23,7 @@ def main() -> None:
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
                                            "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes",
-                                           "partitions", "train-reader", "reader", "aggregates"])
+                                           "partitions", "train-reader", "reader", "aggregates", "bilingual"])
     parser.add_argument("--label", default="", help="reader bench: a name for this run's results file")
     parser.add_argument("--squad", type=Path, default=None,
                         help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
@@ -179,6 +180,10 @@ def main() -> None:
         from bench.aggregates import main as aggregates_main
 
         aggregates_main(args.label)
+    if args.what == "bilingual":  # not in `all`: two models each index the bilingual notes (~2 min)
+        from bench.bilingual import main as bilingual_main
+
+        bilingual_main(args.label)
     if args.what in ("tagging", "all"):
         from bench.tagging_precision import main as tagging_precision_main
         from bench.tagging_threshold import main as tagging_main
