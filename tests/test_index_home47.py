@@ -90,3 +90,27 @@ def test_without_xdg_data_home_it_is_under_the_home_folder_and_an_index_in_the_f
     write_files(other, FILES)
     assert run_ragstead("init", str(other), "--index-home", env=env).returncode == 0
     assert [p.name[:6] for p in (tmp_path / "home/.local/share/ragstead").iterdir()] == ["other-"]
+
+
+def test_eval_writes_its_report_beside_the_index_home_and_nothing_in_the_folder(tmp_path, env, synced):
+    folder, made = synced
+    assert run_ragstead("index", "-q", "--root", str(folder), env=env).returncode == 0
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"query": "which database for Project Atlas", "relevant_paths": ["atlas.md"]}))
+    out = run_ragstead("eval", "--cases", str(cases), "--k", "1", "--modes", "lexical", "--root", str(folder),
+                       env=env)
+    assert out.returncode == 0, out.stderr
+    home = Path(made["settings"]["db_path"]).parent
+    reports = list((home / "eval" / "reports").glob("eval-*.json"))
+    assert len(reports) == 1 and json.loads(reports[0].read_text())["modes"]["lexical"]["recall@1"] == 1.0
+    assert f"report: {reports[0]}" in out.stdout
+    assert not (folder / "kb").exists()
+    # An index in the folder keeps its reports there, as before.
+    plain = tmp_path / "plain"
+    write_files(plain, FILES)
+    assert run_ragstead("init", str(plain), env=env).returncode == 0
+    assert run_ragstead("index", "-q", "--root", str(plain), env=env).returncode == 0
+    out = run_ragstead("eval", "--cases", str(cases), "--k", "1", "--modes", "lexical", "--root", str(plain),
+                       env=env)
+    assert out.returncode == 0, out.stderr
+    assert len(list((plain / "kb/rag/eval/reports").glob("eval-*.json"))) == 1

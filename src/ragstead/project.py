@@ -88,6 +88,17 @@ def index_home(root: Path) -> Path:
     return base / "ragstead" / f"{name}-{hashlib.sha256(os.fsencode(root)).hexdigest()[:12]}"
 
 
+def eval_reports_folder(settings: Settings) -> Path:
+    """Where `eval` writes its reports when not told: beside an index that lives outside the folder (the index
+    home of #47.6, or any `db_path` outside it), so a synced folder holds nothing of ragstead's; otherwise
+    `kb/rag/eval/reports/` in the folder, as always."""
+    root = settings.root.resolve()
+    index_folder = settings.db_file.parent.resolve()
+    if index_folder.is_relative_to(root):
+        return root / "kb" / "rag" / "eval" / "reports"
+    return index_folder / "eval" / "reports"
+
+
 def _index_home_values(root: Path, current: Settings) -> dict[str, str]:
     """The config values that put the index in `index_home(root)` (made 0700 now), or none when it is there
     already. An index the folder holds already is not left behind silently: init refuses."""

@@ -88,6 +88,7 @@ def evaluate(
     from datetime import UTC, datetime
 
     from ragstead.knowledge_base import MODES, EvalSettings, format_table
+    from ragstead.project import eval_reports_folder
 
     with library_errors():
         if (beir is None) == (cases is None):
@@ -114,7 +115,7 @@ def evaluate(
                     report["run"]["cases"] = str(cases)
         if report_json is None:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            report_json = kb.root / "kb/rag/eval/reports" / f"eval-{stamp}.json"
+            report_json = eval_reports_folder(kb.settings) / f"eval-{stamp}.json"
         report_json.parent.mkdir(parents=True, exist_ok=True)
         report_json.write_text(json.dumps(report, indent=2))
     if as_json:
