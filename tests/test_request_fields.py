@@ -107,7 +107,7 @@ def test_v1_limits_are_the_bodies_limits_without_a_key(client):
                                "doc": "What to look for, in plain words.", "requests": ["search", "ask"]}
     assert fields["top_k"]["max"] == 100 and fields["top_k"]["default"] == 8
     assert fields["scope"]["choices"] == ["private", "public"] and fields["scope"]["default"] == "private"
-    assert "user" not in fields and "rerank" not in fields  # the key decides the user; no re-ranking over HTTP
+    assert "user" not in fields and "template" not in fields  # the key decides the user; the server, the template
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     for name, spec in fields.items():
         body = schema["AskRequest"]["properties"][name]

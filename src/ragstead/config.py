@@ -125,6 +125,9 @@ class Settings:
     fetch_max_mb: int = 50
     fetch_deadline_seconds: float = 60.0  # one source's wall-clock budget: DNS, connect, redirects, body (0: none)
     allow_private_urls: bool = False  # POST /v1/ingest may fetch loopback/private addresses (the CLI always may)
+    # /v1/query and /v1/ask may re-rank (`rerank`): on, as the default re-ranker (sentence max-sim over the
+    # embedder) ships with the core; false refuses it, for a server whose CPU should not run one per request.
+    api_rerank: bool = True
     # Host names `serve` answers to besides localhost, IP addresses and the one it listens on (docs/http-api.md)
     allowed_hosts: tuple[str, ...] = ()
     auto_tags: bool = True  # tag ingested sources (an LLM provider if configured, else local keyphrases)

@@ -152,12 +152,15 @@ FIELDS: tuple[RequestField, ...] = (
                  "default: config, 0.5).", low=0.0, high=1.0,
                  cli=_cli("--fusion-weight", "convex: vector share, 0..1 (implies --fusion convex; default: "
                           "config, 0.5)."), api=Door("fusion_weight")),
-    # Not in the API: the re-ranker is loaded on first use, a cost a server's caller should not choose alone.
+    # The API takes rerank only where the server's config allows it (api_rerank): the re-ranker is a local model
+    # loaded on first use and run on every re-ranked request, a cost its operator decides on (api/app.py).
     RequestField("rerank", bool, False, "Re-rank the top candidates (sentence max-sim).",
-                 cli=_cli("--rerank")),
+                 cli=_cli("--rerank"), api=Door("rerank", "Re-rank the top candidates with the server's re-ranker "
+                                                "(sentence max-sim unless its config names a cross-encoder); "
+                                                "refused (400) where the server's config sets api_rerank = false.")),
     RequestField("rerank_top_n", int, None, "Candidates the re-ranking re-orders (default: config, 30).", low=1,
                  high=MAX_RERANK_TOP_N, cli=_cli("--rerank-top-n", "Candidates --rerank re-orders (default: "
-                                                 "config, 30).")),
+                                                 "config, 30)."), api=Door("rerank_top_n")),
     RequestField("dedup_sources", bool, False, "Keep only the best chunk of each document (source).",
                  cli=_cli("--dedup-sources"), api=Door("dedup_sources")),
     RequestField("feedback_k", int, None, "Hybrid: first-pass chunks the query vector moves toward before a "

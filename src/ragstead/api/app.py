@@ -270,6 +270,14 @@ def run_library(call: Callable[[], Any]) -> Any:
         raise ApiError(400, "bad_request", str(exc)) from exc
 
 
+def check_rerank_allowed(kb: KnowledgeBase, body: _Body) -> None:
+    """ApiError 400 for a body asking to re-rank on a server whose config sets `api_rerank = false`: its operator
+    keeps the re-ranking model (loaded on first use, run on each such request) off this server's CPU."""
+    if getattr(body, "rerank", False) and not kb.settings.api_rerank:
+        raise ApiError(400, "rerank_off", "rerank is off on this server (its config sets api_rerank = false); "
+                                          "ask without rerank, or ask its operator to set api_rerank = true")
+
+
 def _busy_key(what: str, limit: int) -> ApiError:
     return ApiError(429, "busy_key", f"this key already has {limit} {what}{'' if limit == 1 else 's'} running; "
                     "retry when it ends", {"Retry-After": "5"})
@@ -512,6 +520,7 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
     @app.post("/v1/query", tags=["search"])
     def query(body: QueryRequest, who: Caller = Depends(need("query"))) -> dict[str, Any]:  # noqa: B008
         """Search the caller's private documents (or public ones) and return the query JSON contract."""
+        check_rerank_allowed(kb, body)
         budget = body.max_tokens or config.max_tokens
 
         def run() -> dict[str, Any]:
@@ -527,6 +536,7 @@ def _add_search_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: l
         """Answer from the caller's documents with citations, or the refusal sentence (the `ask` JSON shape).
         With `stream`, NDJSON lines as the answer is written (the web page at / reads them)."""
         # Bad filters or options are a plain 400 before a stream starts, not an error line inside it.
+        check_rerank_allowed(kb, body)
         request = run_library(lambda: body.ask_request(who))
 
         listed = lists.claimed_for(request, who.key_id)
@@ -565,6 +575,7 @@ def _add_chat_routes(app: FastAPI, kb: KnowledgeBase, need: Need, answerers: lis
         question that was searched (`rewritten`, `rewrite`) and the `ask` JSON. With `stream`, NDJSON lines as the
         answer is written, then `{type: chat, chat: <the same object>}`."""
         # Bad filters, another user's id, another scope: a plain error before a stream starts.
+        check_rerank_allowed(kb, body)
         request = run_library(lambda: body.chat_request(who))
         before = run_library(lambda: kb.conversation(body.conversation_id, owner=who.user_slug)
                              if body.conversation_id else None)
