@@ -28,7 +28,8 @@ def main() -> None:
     parser.add_argument("--squad", type=Path, default=None,
                         help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
     parser.add_argument("--profile", action="store_true", help="notes bench: profile the pipeline without a model")
-    parser.add_argument("--fit", action="store_true", help="answers bench: also write the fitted gate model")
+    parser.add_argument("--fit", action="store_true",
+                        help="answers bench: also write the fitted gate model; bilingual: the cosine maps")
     parser.add_argument("--reuse", action="store_true", help="answers bench: reuse the last run's retrievals")
     parser.add_argument("--split", default="train", help="rerank bench: train (choose) or test (report once); "
                         "chat bench: fit or heldout (default: both)")
@@ -183,7 +184,7 @@ def main() -> None:
     if args.what == "bilingual":  # not in `all`: two models each index the bilingual notes (~2 min)
         from bench.bilingual import main as bilingual_main
 
-        bilingual_main(args.label)
+        bilingual_main(args.label, args.fit)
     if args.what in ("tagging", "all"):
         from bench.tagging_precision import main as tagging_precision_main
         from bench.tagging_threshold import main as tagging_main

@@ -561,9 +561,10 @@ def main(dataset: Path, fit: bool = False, limit: int | None = None, reuse: bool
                 cross[fit_name]["tests"].setdefault(test_name, {})[label] = measured
                 cross_rows.append([fit_name, label, test_name, _pct(measured["answered"]),
                                    _pct(measured["refused_near_miss"]), _pct(measured["refused_off_topic"])])
-    if fit:
-        MODEL_PATH.write_text(json.dumps(models[("both", "four signals (shipped)")].to_dict(), indent=2) + "\n",
-                              encoding="utf-8")
+    if fit:  # the other embedders' cosine maps (`bench bilingual --fit`) are kept: nothing here refits them
+        fitted = {**models[("both", "four signals (shipped)")].to_dict(), "cosine_maps": load_model().to_dict()[
+            "cosine_maps"]}
+        MODEL_PATH.write_text(json.dumps(fitted, indent=2) + "\n", encoding="utf-8")
         load_model.cache_clear()
     shipped = load_model()
 

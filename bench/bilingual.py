@@ -15,7 +15,9 @@ For each model, by question language and split (fit / held-out):
   ragstead is changed by them): `shift`, the gate's logit moved by the one offset that, on the fit half, refuses
   every off-topic question and answers the most answerable ones; `sentence a+bx`, the model's sentence cosine
   mapped onto the default model's mean and spread over the fit half's questions (no labels) before the shipped
-  gate model reads it. For the default model the map is the identity.
+  gate model reads it. For the default model the map is the identity. `--fit` writes each other model's map into
+  the gate model (src/ragstead/answer/gate_model.json, `cosine_maps`, by embedder name), where `ask` applies it to
+  every cosine the gate reads: composed with the map the run was measured under, so a second fit keeps the first.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def run_model(model: str, asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "lexical_rank": paths.index(f"notes/{q['source']}") + 1
                     if q.get("source") and f"notes/{q['source']}" in paths else None,
                     "score": gate.get("score"), "threshold": gate.get("threshold"),
-                    "signals": gate.get("signals")})
+                    "signals": gate.get("signals"), "embedder": kb.embedder.name})
     return records
 
 
@@ -147,7 +149,24 @@ def pairs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for q in ("de", "en") for d in ("de", "en")}
 
 
-def main(label: str = "") -> dict[str, Any]:
+def write_cosine_maps(maps: dict[str, tuple[float, float]]) -> None:
+    """Each embedder's measured (a, b) composed with the map the run read its cosines through, into the shipped
+    gate model."""
+    from ragstead.answer.gate import load_model, parse_model
+
+    path = ROOT / "src" / "ragstead" / "answer" / "gate_model.json"
+    model = parse_model(json.loads(path.read_text(encoding="utf-8")), str(path))
+    composed = dict(model.cosine_maps)
+    for name, (a, b) in maps.items():
+        a0, b0 = model.cosine_map(name)
+        composed[name] = (round(a + b * a0, 4), round(b * b0, 4))
+    raw = {**model.to_dict(), "cosine_maps": {name: list(ab) for name, ab in sorted(composed.items())}}
+    path.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    load_model.cache_clear()
+    print(f"cosine maps written to {path}: {raw['cosine_maps']}")
+
+
+def main(label: str = "", fit: bool = False) -> dict[str, Any]:
     import ragstead
 
     asked = questions()
@@ -162,11 +181,14 @@ def main(label: str = "") -> dict[str, Any]:
                 f"{c['off_refused']}/{c['off_topic']}"]
 
     default: list[dict[str, Any]] = []
+    maps: dict[str, tuple[float, float]] = {}
     for model in MODELS:
         records = run_model(model, asked)
         default = default or records
         shift = best_shift([r for r in records if r["split"] == "fit"])
         a, b = sentence_map(records, default)
+        if records is not default and records:
+            maps[records[0]["embedder"]] = (a, b)
         variants = {"shipped": records, f"shift {shift:+.2f}": [_shifted(r, shift) for r in records],
                     f"sentence {a:+.2f}{b:+.2f}x": [_mapped(r, a, b) for r in records]}
         out["models"][model] = {"gates": {name: groups(rs) for name, rs in variants.items()}, "shift": shift,
@@ -177,6 +199,8 @@ def main(label: str = "") -> dict[str, Any]:
         for gate, rs in variants.items():
             rows += [row(model, gate, name, c) for name, c in groups(rs).items()]
         rows += [row(model, "shipped", f"answerable {pair} (both halves)", c) for pair, c in pairs(records).items()]
+    if fit:
+        write_cosine_maps(maps)
     name = f"bilingual_{label}" if label else "bilingual"
     write_results(name, out, rows)
     print(f"written {RESULTS / name}.json / .md")

@@ -368,7 +368,8 @@ def gather(
                          for i in range(min(EVIDENCE_CHUNKS, len(hits)))}
     model = options.gate or load_model()
     ceilings = lexical_ceilings(store, asked_terms(found.question), filters) if hits else {}
-    signals, _ = measure(found.question, candidates, unit_similarities, ceilings, model.sentence)
+    signals, _ = measure(found.question, candidates, unit_similarities, ceilings, model.sentence,
+                         model.cosine_map(embedder.name))
     score = model.probability(signals) if hits else 0.0
     contexts = Contexts()
     contexts.best_similarity = max(similarities, default=None)

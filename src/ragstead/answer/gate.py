@@ -12,7 +12,10 @@ notes (docs/benchmarks.md, "The relevance gate"). The gate reads several signals
 - `evidence`: how likely the best sentence is to hold the answer (the sentence scorer of answer/evidence.py).
 
 A logistic model over the signals, fitted by `python -m bench answers --fit` and shipped as gate_model.json,
-turns them into a probability; at or above the model's threshold, `ask` answers.
+turns them into a probability; at or above the model's threshold, `ask` answers. It is fitted on the default
+embedding model's cosines; another catalogued model's cosines sit elsewhere (the multilingual e5 puts off-topic
+units near 0.8, where MiniLM puts answers), so each such model has a linear map of its cosines onto the default's
+scale (`cosine_maps`, fitted without labels by `python -m bench bilingual --fit`), applied before any signal is read.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -82,6 +85,8 @@ class GateModel:
     threshold: float
     sentence: SentenceScorer
     source: str = ""
+    # embedder name -> (a, b): that model's cosine x is read as a + b * x (module docstring); absent: as it is
+    cosine_maps: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def probability(self, signals: Signals) -> float:
         values = asdict(signals)
@@ -89,10 +94,15 @@ class GateModel:
                             zip(self.features, self.mean, self.scale, self.weights, strict=True))
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
+    def cosine_map(self, embedder_name: str) -> tuple[float, float]:
+        """(a, b) reading the embedder's cosine x as a + b * x on the default model's scale."""
+        return self.cosine_maps.get(embedder_name, (0.0, 1.0))
+
     def to_dict(self) -> dict[str, Any]:
         return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
                 "weights": list(self.weights), "bias": self.bias, "threshold": self.threshold,
-                "sentence": self.sentence.to_dict()}
+                "sentence": self.sentence.to_dict(),
+                "cosine_maps": {name: list(ab) for name, ab in sorted(self.cosine_maps.items())}}
 
 
 def confidence(probability: float, passed: bool) -> str:
@@ -117,8 +127,11 @@ def parse_model(raw: dict[str, Any], source: str = "") -> GateModel:
         vectors = [tuple(float(x) for x in raw[key]) for key in ("mean", "scale", "weights")]
         if any(len(v) != len(features) for v in vectors) or any(s <= 0 for s in vectors[1]):
             raise GateModelError(f"gate model {source}: mean, scale and weights need one positive scale per feature")
+        maps = {str(name): (float(a), float(b)) for name, (a, b) in raw.get("cosine_maps", {}).items()}
+        if any(b <= 0 for _, b in maps.values()):
+            raise GateModelError(f"gate model {source}: a cosine map must keep the order (b > 0)")
         return GateModel(features, vectors[0], vectors[1], vectors[2], float(raw["bias"]), float(raw["threshold"]),
-                         SentenceScorer.from_dict(raw["sentence"]), source)
+                         SentenceScorer.from_dict(raw["sentence"]), source, maps)
     except (KeyError, TypeError, ValueError) as exc:
         raise GateModelError(f"gate model {source}: {exc!r}") from exc
 
@@ -153,12 +166,18 @@ def attainable(ceilings: dict[str, float]) -> float:
 
 
 def measure(question: str, candidates: Sequence[Candidate], unit_similarities: dict[int, Sequence[float]],
-            ceilings: dict[str, float], scorer: SentenceScorer) -> tuple[Signals, dict[int, list[float]]]:
+            ceilings: dict[str, float], scorer: SentenceScorer,
+            cosine: tuple[float, float] = (0.0, 1.0)) -> tuple[Signals, dict[int, list[float]]]:
     """The signals for `question` over `candidates` (the search's order). `unit_similarities[i]`: the cosine of
     each unit of candidate i (`split_units` order), for the top EVIDENCE_CHUNKS. `ceilings`: each query word's
-    best single-word BM25 score in scope. Also returns each scored candidate's unit answer scores."""
+    best single-word BM25 score in scope. `cosine`: the embedder's map onto the default model's scale
+    (GateModel.cosine_map). Also returns each scored candidate's unit answer scores."""
     if not candidates:
         return Signals(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), {}
+    a, b = cosine
+    if (a, b) != (0.0, 1.0):
+        candidates = [replace(c, similarity=a + b * c.similarity) for c in candidates]
+        unit_similarities = {i: [a + b * float(x) for x in v] for i, v in unit_similarities.items()}
     dense = max(c.similarity for c in candidates)
     ceiling = attainable(ceilings)
     lexical_scores = [c.lexical_score for c in candidates if c.lexical_score is not None]

@@ -241,7 +241,8 @@ def _passes_gate(asked: ListQuestion, document: _Document, store: Store, query_v
                   for row, score in zip(rows, document.scores, strict=False)]
     units = {i: cache.vectors(rows[i]["text"], lines) @ query_vector for i in range(min(EVIDENCE_CHUNKS, len(rows)))}
     model = options.gate or load_model()
-    signals, _ = measure(asked.topic, candidates, units, ceilings, model.sentence)
+    signals, _ = measure(asked.topic, candidates, units, ceilings, model.sentence,
+                         model.cosine_map(cache.embedder.name))
     if options.min_similarity is not None:
         return signals.dense >= options.min_similarity
     threshold = model.threshold if options.min_confidence is None else options.min_confidence
