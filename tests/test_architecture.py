@@ -35,5 +35,6 @@ def test_the_knowledge_base_stays_a_thin_facade():
     project, conversations); knowledge_base.py keeps the public methods, each a line or two over them."""
     lines = (REPO / "src" / "ragstead" / "knowledge_base.py").read_text(encoding="utf-8").splitlines()
     # 326: 320, plus the conversation service's import, construction and three one-line delegations (issue 48), and
-    # the project's refusal sentence handed to the answering half (issue 47).
-    assert len(lines) <= 326, f"knowledge_base.py has {len(lines)} lines; move the work into a service"
+    # the project's refusal sentence handed to the answering half (issue 47). 345: the services built on first use
+    # and the exported names imported on first use (issue 51: `ls` and `status` load none of the services' code).
+    assert len(lines) <= 345, f"knowledge_base.py has {len(lines)} lines; move the work into a service"

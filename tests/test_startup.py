@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from helpers.project import OFFLINE_ENV
+from helpers.project import OFFLINE_ENV, CountingEmbedder, Project
 
 # What a command loads when it needs it: the search engine, the model runtime, the servers, the ingest stack and
 # the optional stores. pydantic comes with fastapi and with typer's own value coercion, never with a help screen.
@@ -28,15 +30,20 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules)}), file=sys.stderr)
+print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules),
+                  "ragstead": sorted(m for m in sys.modules if m.startswith("ragstead."))}), file=sys.stderr)
 """
 
 
 def loaded_by(*args: str) -> tuple[int, list[str], str]:
+    report, stdout = _probe(*args)
+    return report["code"], report["loaded"], stdout
+
+
+def _probe(*args: str, cwd: Path | None = None) -> tuple[dict[str, Any], str]:
     result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), *args],
-                            capture_output=True, text=True, env=OFFLINE_ENV, timeout=120)
-    report = json.loads(result.stderr.strip().splitlines()[-1])
-    return report["code"], report["loaded"], result.stdout
+                            capture_output=True, text=True, env=OFFLINE_ENV, timeout=120, cwd=cwd)
+    return json.loads(result.stderr.strip().splitlines()[-1]), result.stdout
 
 
 @pytest.mark.parametrize("args", [("--version",), ("-h",), ("query", "-h"), ("ask", "-h"), ("ingest", "-h"),
@@ -90,3 +97,51 @@ def test_an_unknown_name_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="no_such_name"):
         ragstead.no_such_name  # noqa: B018
+
+
+# The code a command that only reads the index never needs (#51): the answer, ingest, evaluation and
+# conversation packages, the index run and the search stages. `ragstead.answer.base` is the
+# one module of the answer package the settings import: the refusal sentence, their `refusal` default.
+NOT_FOR_READING = ("ragstead.answer.", "ragstead.ingest", "ragstead.evaluation", "ragstead.conversation",
+                   "ragstead.indexer", "ragstead.indexing.build", "ragstead.retrieval.search",
+                   "ragstead.retrieval.rerank", "ragstead.landing",
+                   "ragstead.freshness", "ragstead.watch", "ragstead.snapshots", "ragstead.memory.decision")
+ALLOWED = {"ragstead.answer.base"}
+
+
+@pytest.fixture(scope="module")
+def small_project(tmp_path_factory: pytest.TempPathFactory, hashing_embedder: Any) -> Path:
+    """A personal project of three tagged notes, indexed (with the model-free embedder: no model is loaded by
+    the commands under test, whichever built the index)."""
+    root = tmp_path_factory.mktemp("small")
+    (root / "ragstead.toml").write_text('[ragstead]\nowner = "me"\nroots = ["."]\n', encoding="utf-8")
+    project = Project(root, CountingEmbedder(hashing_embedder))
+    project.write({f"note{i}.md": f"---\ntags: [demo, n{i}]\n---\n# Note {i}\n\nBilling database {i}.\n"
+                   for i in range(3)})
+    project.index(roots=(".",))
+    project.store.close()
+    return root
+
+
+@pytest.mark.parametrize(("args", "heavy"), [(("ls",), ["tantivy"]), (("tags",), ["tantivy"]),
+                                             (("status",), ["numpy", "tantivy"])])
+def test_commands_that_read_the_index_load_no_answer_ingest_or_search_code(small_project, args, heavy):
+    """`ls`, `tags` and `status`, run in the project's folder, open the project, its settings and its store, and
+    nothing more: no service they do not call, no pydantic (typer coerces a default without it; a value typed in,
+    such as --root, still goes through it), no httpx, no model runtime; numpy only where `status` checks the
+    vector files."""
+    report, stdout = _probe(*args, cwd=small_project)
+    assert report["code"] in (0, None) and stdout.strip()
+    assert report["loaded"] == heavy, f"ragstead {args[0]} imported {report['loaded']}"
+    needless = [m for m in report["ragstead"] if m.startswith(NOT_FOR_READING) and m not in ALLOWED]
+    assert needless == [], f"ragstead {args[0]} imported {needless}"
+
+
+def test_an_option_given_on_the_command_line_is_still_checked(small_project):
+    """The coercion typer builds on demand still runs for a value typed in: `--limit 0` is refused, `--limit 2`
+    lists two documents."""
+    report, _ = _probe("ls", "--limit", "0", cwd=small_project)
+    assert report["code"] == 2
+    report, stdout = _probe("ls", "--limit", "2", "--root", str(small_project))
+    assert report["code"] in (0, None)
+    assert "showing 1-2" in stdout

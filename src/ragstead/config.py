@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ragstead.answer.base import REFUSAL
-from ragstead.answer.consent import remote_names
 from ragstead.atomic import write_text_atomically
 from ragstead.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
-from ragstead.indexing.build import IndexingOptions
 from ragstead.indexing.ignore import IGNORE_FILE as _IGNORE_FILE
-from ragstead.retrieval.search import SearchOptions
+from ragstead.indexing.options import IndexingOptions
+from ragstead.retrieval.options import SearchOptions
 from ragstead.stores.factory import StoreSpec
 
 CONFIG_FILE = "ragstead.toml"
@@ -149,7 +148,7 @@ class Settings:
 
     def consented_for(self, llm: Sequence[str] | None) -> tuple[str, ...]:
         """The remote answerers text may go to: `llm` for this question (`ask --llm`), else what the config wrote."""
-        return self.consented if llm is None else remote_names(llm)
+        return self.consented if llm is None else _remote_names(llm)
 
     @property
     def owner_slug(self) -> str:
@@ -245,7 +244,7 @@ class Settings:
         named = (*changes.get("answerers", ()), *changes.get("answerer", ()))
         if named:
             _check_answerers(changes.get("answerers", ()))
-            changes["consented"] = tuple(dict.fromkeys((*self.consented, *remote_names(named))))
+            changes["consented"] = tuple(dict.fromkeys((*self.consented, *_remote_names(named))))
         return replace(self, **changes)
 
 
@@ -333,6 +332,16 @@ def _project_root(given: Path | str | None) -> Path:
     return root
 
 
+def _remote_names(names: Sequence[str]) -> tuple[str, ...]:
+    """The remote answerers `names` consents to (answer/consent.py), that module imported only when there are names:
+    a project that names no answerer opens without the answer package's consent rules."""
+    if not any(name.strip() for name in names):
+        return ()
+    from ragstead.answer.consent import remote_names
+
+    return remote_names(names)
+
+
 def _file_values(path: Path) -> tuple[dict[str, Any], tuple[PathRule, ...]]:
     """The settings the config file at `path` sets (its `[ragstead]` table, the consent it gives and its
     `[targets]`), and the path rules: its `[[path_rules]]` ahead of the defaults."""
@@ -349,7 +358,7 @@ def _file_values(path: Path) -> tuple[dict[str, Any], tuple[PathRule, ...]]:
     values = {k: _coerce(k, v) for k, v in section.items()}
     # Consent is what the user wrote here; the same keys from the environment only order the chain.
     _check_answerers(values.get("answerers", ()))
-    values["consented"] = remote_names((*values.get("answerers", ()), *values.get("answerer", ())))
+    values["consented"] = _remote_names((*values.get("answerers", ()), *values.get("answerer", ())))
     rules = _path_rules(data.get("path_rules", []), path) + DEFAULT_PATH_RULES
     values["targets"] = _targets(data.get("targets", {}), path)
     return values, rules
@@ -381,7 +390,7 @@ def _check_settings(settings: Settings) -> None:
     settings.chunking  # validates chunker sizes early  # noqa: B018
     settings.indexing()  # and the per-file limits
     _check_answerers(settings.answerers)
-    remote_names(settings.answerer)  # the alias's names, checked (unknown ones are an error)
+    _remote_names(settings.answerer)  # the alias's names, checked (unknown ones are an error)
     if not settings.refusal.strip() or "\n" in settings.refusal.strip():
         raise ConfigError(f"refusal must be one line of text, got {settings.refusal!r}")
     if settings.owner and not USER_SLUG.match(settings.owner):

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstead.documents.secrets import DETECTOR_VERSION
-from ragstead.embeddings.base import Embedder
 from ragstead.errors import RagsteadError, one_line_reason
-from ragstead.indexing.build import secret_counts, secrets_checked, secrets_detector, secrets_imported
 from ragstead.indexing.languages import language_counts, model_advice
+from ragstead.indexing.secrets_record import secret_counts, secrets_checked, secrets_detector, secrets_imported
 from ragstead.indexing.unfinished import unfinished_import
 from ragstead.memory.files import FILES as MEMORY_FILES
 from ragstead.runtime import Runtime
 from ragstead.stores import permissions
+
+if TYPE_CHECKING:
+    from ragstead.embeddings.base import Embedder
 
 
 class Health:

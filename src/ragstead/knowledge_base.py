@@ -6,76 +6,69 @@ many threads) and hands each concern to its service: index runs (`ragstead.index
 all-or-nothing install (`ragstead.landing`), ingest (`ragstead.ingest.service`), freshness, watch, health,
 the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), conversations
 (`ragstead.conversation`), evaluation and project setup (`ragstead.project`). A method handed over whole is one
-line, `_to(service, method)`: the call, its signature and its docstring are the service's.
+line, `Delegate(service, "module:function")`: the call, its signature and its docstring are the service's. The
+services are built, and their modules imported, on first use: `ls` and `tags` need none, `status` only health.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ragstead import egress, project
-from ragstead.answer.aggregate import whole_folder
-from ragstead.answer.ask import (
-    DEFAULT_MAX_CONTEXT_TOKENS,
-    DEFAULT_MIN_SIMILARITY,
-    Answer,
-    AskOptions,
-    UnitVectorCache,
-    answer,
-    gather,
-    ordered_chain,
-)
-from ragstead.answer.ask import providers_from_env as _providers_from_env
-from ragstead.answer.base import REFUSAL, AnswerProvider
-from ragstead.answer.consent import consent_hint
-from ragstead.answer.extractive import ExtractiveAnswerer
-from ragstead.answer.listing import ListPage, list_answer
-from ragstead.answer.prompt import load_template
-from ragstead.answer.tools import ToolRegistry
+from ragstead import egress
 from ragstead.config import Settings, load_settings, provider_env
-from ragstead.conversation.service import Conversations
-from ragstead.embeddings.base import Embedder
-from ragstead.embeddings.catalog import DEFAULT_MODEL
 from ragstead.errors import DocumentNotFoundError
-from ragstead.evaluation.runner import EvalSettings, format_table
-from ragstead.evaluation.service import Evaluation, is_server_or_chroma
 from ragstead.filters import QueryFilters
-from ragstead.findability import Findability
-from ragstead.freshness import FreshnessService
-from ragstead.health import Health
-from ragstead.indexer import SUPPORTED_SUFFIXES, Indexer
-from ragstead.indexing.build import ProgressHook
-from ragstead.ingest.service import IngestService
-from ragstead.landing import UPLOAD_NAME, Landing
-from ragstead.project import TEAM_ROOTS, init, model_catalog, prompt_templates, template_preview
 from ragstead.requests import MAX_QUERY_CHARS, MODES, AskRequest, Scope, SearchKnobs, SearchRequest
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
-from ragstead.retrieval.passages import Passage, read_passage
-from ragstead.retrieval.rerank import Reranker
-from ragstead.retrieval.search import SearchOptions, SearchResult, search
-from ragstead.runtime import OnRuntime, Runtime
-from ragstead.snapshots import Snapshots
-from ragstead.stores.base import DocumentInfo, Store
-from ragstead.watch import watch as follow_folders
+from ragstead.runtime import Delegate, OnRuntime, Runtime, Service, resolve
 
-Progress = ProgressHook
-P, R = ParamSpec("P"), TypeVar("R")
+# The services and the answer, ingest, evaluation and search code are imported on first use (`Service`, `Delegate`,
+# the methods below): a command that only reads the index loads none of them (docs/benchmarks.md, "Start-up").
+# Named here too, for type checkers and the import contracts.
+if TYPE_CHECKING:
+    import httpx
+
+    from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MIN_SIMILARITY, Answer, UnitVectorCache
+    from ragstead.answer.base import AnswerProvider
+    from ragstead.answer.tools import ToolRegistry
+    from ragstead.conversation.service import Conversations
+    from ragstead.embeddings.base import Embedder
+    from ragstead.embeddings.catalog import DEFAULT_MODEL
+    from ragstead.evaluation.runner import EvalSettings, format_table
+    from ragstead.evaluation.service import Evaluation, is_server_or_chroma
+    from ragstead.findability import Findability
+    from ragstead.freshness import FreshnessService
+    from ragstead.health import Health
+    from ragstead.indexer import SUPPORTED_SUFFIXES, Indexer
+    from ragstead.indexing.build import ProgressHook as Progress
+    from ragstead.ingest.service import IngestService
+    from ragstead.landing import UPLOAD_NAME, Landing
+    from ragstead.project import TEAM_ROOTS, init, model_catalog, prompt_templates, template_preview
+    from ragstead.retrieval.passages import Passage
+    from ragstead.retrieval.rerank import Reranker
+    from ragstead.retrieval.search import SearchOptions, SearchResult
+    from ragstead.snapshots import Snapshots
+    from ragstead.stores.base import DocumentInfo, Store
+
+# The names this module exports from elsewhere, each imported when first asked for (PEP 562).
+_EXPORTED = {"DEFAULT_MAX_CONTEXT_TOKENS": "ragstead.answer.ask", "DEFAULT_MIN_SIMILARITY": "ragstead.answer.ask",
+             "DEFAULT_MODEL": "ragstead.embeddings.catalog", "SUPPORTED_SUFFIXES": "ragstead.indexer",
+             "TEAM_ROOTS": "ragstead.project", "UPLOAD_NAME": "ragstead.landing",
+             "EvalSettings": "ragstead.evaluation.runner", "Progress": "ragstead.indexing.build:ProgressHook",
+             "format_table": "ragstead.evaluation.runner", "init": "ragstead.project",
+             "is_server_or_chroma": "ragstead.evaluation.service", "model_catalog": "ragstead.project",
+             "prompt_templates": "ragstead.project", "template_preview": "ragstead.project"}
 
 
-def _to(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[KnowledgeBase, P], R]:
-    """A facade method that hands the call to `method` of the KnowledgeBase's `service` attribute; its
-    signature and docstring are the service's (`help`, `inspect.signature` and type checkers see them)."""
-    @functools.wraps(method)
-    def delegate(kb: KnowledgeBase, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(getattr(kb, service), *args, **kwargs)
-    return delegate
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = _EXPORTED[name]
+    return resolve(where if ":" in where else f"{where}:{name}")
 
 
 class KnowledgeBase:
@@ -93,21 +86,26 @@ class KnowledgeBase:
     _transport: OnRuntime[httpx.BaseTransport | None] = OnRuntime("transport")
     _unit_vectors: OnRuntime[UnitVectorCache | None] = OnRuntime("unit_vectors")
 
+    # The services, each built on first use.
+    _indexer: Service[Indexer] = Service("ragstead.indexer:Indexer", lambda kb: (kb.runtime,))
+    _landing: Service[Landing] = Service("ragstead.landing:Landing", lambda kb: (kb._indexer,))
+    _ingester: Service[IngestService] = Service("ragstead.ingest.service:IngestService",
+                                                  lambda kb: (kb._landing, lambda: kb.providers()))
+    _freshness: Service[FreshnessService] = Service("ragstead.freshness:FreshnessService",
+                                                      lambda kb: (kb._indexer, kb._ingester))
+    _health: Service[Health] = Service("ragstead.health:Health", lambda kb: (kb.runtime,))
+    _evaluation: Service[Evaluation] = Service("ragstead.evaluation.service:Evaluation", lambda kb: (kb.runtime,))
+    _snapshots: Service[Snapshots] = Service("ragstead.snapshots:Snapshots", lambda kb: (kb.runtime,))
+    _findability: Service[Findability] = Service("ragstead.findability:Findability", lambda kb: (kb.runtime,))
+    _conversations: Service[Conversations] = Service("ragstead.conversation.service:Conversations",
+                                                       lambda kb: (kb.runtime, kb.ask, kb.remember, kb.providers))
+
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
                  providers: Sequence[AnswerProvider] | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         """`store`, `embedder` and `providers` replace what the settings would build (tests, embedding hosts);
         `transport` is the HTTP transport the LLM answerers use (default: the network)."""
         self.runtime = Runtime(settings, store=store, embedder=embedder, providers=providers, transport=transport)
-        self._indexer = Indexer(self.runtime)
-        self._landing = Landing(self._indexer)
-        self._ingester = IngestService(self._landing, lambda: self.providers())
-        self._freshness = FreshnessService(self._indexer, self._ingester)
-        self._health = Health(self.runtime)
-        self._evaluation = Evaluation(self.runtime)
-        self._snapshots = Snapshots(self.runtime)
-        self._findability = Findability(self.runtime)
-        self._conversations = Conversations(self.runtime, self.ask, self.remember, self.providers)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -115,45 +113,46 @@ class KnowledgeBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    create = _to("runtime", Runtime.create)
-    close = _to("runtime", Runtime.close)
-    exists = _to("runtime", Runtime.exists)
-    relative_path = _to("runtime", Runtime.relative_path)
-    document = _to("runtime", Runtime.document)
-    revealer = _to("runtime", Runtime.revealer)
-    line_spans = _to("runtime", Runtime.line_spans)
-    egress_log = _to("runtime", Runtime.egress_log)
+    create = Delegate("runtime", "ragstead.runtime:Runtime.create")
+    close = Delegate("runtime", "ragstead.runtime:Runtime.close")
+    exists = Delegate("runtime", "ragstead.runtime:Runtime.exists")
+    relative_path = Delegate("runtime", "ragstead.runtime:Runtime.relative_path")
+    document = Delegate("runtime", "ragstead.runtime:Runtime.document")
+    revealer = Delegate("runtime", "ragstead.runtime:Runtime.revealer")
+    line_spans = Delegate("runtime", "ragstead.runtime:Runtime.line_spans")
+    egress_log = Delegate("runtime", "ragstead.runtime:Runtime.egress_log")
 
     # -- writing: index runs, files, uploads, ingest, memory, migration ----------------------------------
 
-    index = _to("_indexer", Indexer.index)
-    masking_notice = _to("_indexer", Indexer.masking_notice)
-    add = _to("_indexer", Indexer.add)
-    delete = _to("_indexer", Indexer.delete)
-    index_records = _to("_indexer", Indexer.index_records)
-    remember = _to("_indexer", Indexer.remember)
-    migrate = _to("_indexer", Indexer.migrate)
-    export_snapshot = _to("_snapshots", Snapshots.export_snapshot)
-    import_snapshot = _to("_snapshots", Snapshots.import_snapshot)
-    upload = _to("_landing", Landing.upload)
-    ingest = _to("_ingester", IngestService.ingest)
-    record_roots = _to("runtime", project.record_roots)
-    keep_sentence_vectors = _to("runtime", project.keep_sentence_vectors)
-    keep_chunking = _to("runtime", project.keep_chunking)
+    index = Delegate("_indexer", "ragstead.indexer:Indexer.index")
+    masking_notice = Delegate("_indexer", "ragstead.indexer:Indexer.masking_notice")
+    add = Delegate("_indexer", "ragstead.indexer:Indexer.add")
+    delete = Delegate("_indexer", "ragstead.indexer:Indexer.delete")
+    index_records = Delegate("_indexer", "ragstead.indexer:Indexer.index_records")
+    remember = Delegate("_indexer", "ragstead.indexer:Indexer.remember")
+    migrate = Delegate("_indexer", "ragstead.indexer:Indexer.migrate")
+    export_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.export_snapshot")
+    import_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.import_snapshot")
+    upload = Delegate("_landing", "ragstead.landing:Landing.upload")
+    ingest = Delegate("_ingester", "ragstead.ingest.service:IngestService.ingest")
+    record_roots = Delegate("runtime", "ragstead.project:record_roots")
+    keep_sentence_vectors = Delegate("runtime", "ragstead.project:keep_sentence_vectors")
+    keep_chunking = Delegate("runtime", "ragstead.project:keep_chunking")
 
     # -- health, measuring, keeping it fresh, conversations ------------------------------------------------
 
-    status = _to("_health", Health.status)
-    doctor = _to("_health", Health.doctor)
-    readiness = _to("_health", Health.readiness)
-    findability = _to("_findability", Findability.findability)
-    evaluate = _to("_evaluation", Evaluation.evaluate)
-    evaluate_beir = _to("_evaluation", Evaluation.evaluate_beir)
-    freshness = _to("_freshness", FreshnessService.freshness)
-    watch = _to("_indexer", follow_folders)
-    chat = _to("_conversations", Conversations.chat)  # a follow-up rewritten from the earlier turns, then asked
-    conversation = _to("_conversations", Conversations.conversation)
-    delete_conversation = _to("_conversations", Conversations.delete_conversation)
+    status = Delegate("_health", "ragstead.health:Health.status")
+    doctor = Delegate("_health", "ragstead.health:Health.doctor")
+    readiness = Delegate("_health", "ragstead.health:Health.readiness")
+    findability = Delegate("_findability", "ragstead.findability:Findability.findability")
+    evaluate = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate")
+    evaluate_beir = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate_beir")
+    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness")
+    watch = Delegate("_indexer", "ragstead.watch:watch")
+    # A follow-up rewritten from the earlier turns, then asked.
+    chat = Delegate("_conversations", "ragstead.conversation.service:Conversations.chat")
+    conversation = Delegate("_conversations", "ragstead.conversation.service:Conversations.conversation")
+    delete_conversation = Delegate("_conversations", "ragstead.conversation.service:Conversations.delete_conversation")
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -186,6 +185,8 @@ class KnowledgeBase:
         """Search the index for a `SearchRequest`, or for query text with the request's fields as keywords
         (`kb.search("billing", user="alice", k=3)`). `filters` and `options`, when given, replace the
         request's scope and knobs."""
+        from ragstead.retrieval.search import search
+
         request = SearchRequest.of(query, **fields)
         filters = filters or request.scope.filters()
         options = options or self.search_options(request)
@@ -199,6 +200,11 @@ class KnowledgeBase:
         """The answerer chain: the configured LLMs (environment) in the `answerers` order, the extractive answerer
         always last. A remote LLM only with consent: `llm` (`ask --llm`, tried first when the order leaves it
         out), else the remote names the project's config wrote in `answerers` (answer/consent.py)."""
+        from ragstead.answer.ask import ordered_chain, providers_from_env
+        from ragstead.answer.base import REFUSAL
+        from ragstead.answer.extractive import ExtractiveAnswerer
+        from ragstead.answer.prompt import load_template
+
         if extractive:
             return [ExtractiveAnswerer()]
         prompt = load_template(template or self.settings.template_spec)  # validated even when unused
@@ -206,17 +212,21 @@ class KnowledgeBase:
         if self._providers is not None:
             return list(self._providers)
         remote = self.settings.consented_for(llm)
-        chain = _providers_from_env(provider_env(self.root), template=prompt, transport=self._transport, remote=remote)
+        chain = providers_from_env(provider_env(self.root), template=prompt, transport=self._transport, remote=remote)
         order = self.settings.answer_order
         return ordered_chain(chain, (*(n for n in remote if n not in order), *order) if llm is not None else order)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
+        from ragstead.answer.consent import consent_hint
+
         return consent_hint(provider_env(self.root), self.settings.consented_for(llm), self.settings.answer_order)
 
     def tool_registry(self, tools: Sequence[str] | None = None) -> ToolRegistry | None:
         """The allow-listed tools `ask` offers an LLM answerer (`tools`, else the `tools` setting), over this
         knowledge base's HTTP transport; None when there are none. Unknown names raise ConfigError."""
+        from ragstead.answer.tools import ToolRegistry
+
         names = tuple(self.settings.tools if tools is None else tools)
         return ToolRegistry(names, transport=self._transport) if names else None
 
@@ -230,6 +240,11 @@ class KnowledgeBase:
         overrides it. `on_text` hears a streamed answer as it is written. `filters` and `options`, when given,
         replace the request's scope and knobs. The request's fields are documented on `AskRequest`; the
         extractive answerer never calls tools."""
+        from ragstead.answer.aggregate import whole_folder
+        from ragstead.answer.ask import AskOptions, UnitVectorCache, answer, gather
+        from ragstead.answer.base import REFUSAL
+        from ragstead.answer.listing import ListPage, list_answer
+
         request = AskRequest.of(question, **fields)
         writer = self._indexer.memory_user(request.scope.user) if request.remember else None  # a personal owner's
         filters = filters or request.scope.filters()
@@ -280,6 +295,8 @@ class KnowledgeBase:
                   filters: QueryFilters | None = None) -> list[DocumentInfo]:
         """Indexed documents in a scope, by path (`filters`, when given, replaces the scope arguments;
         `to_dict()`: each as `ls --json` prints it)."""
+        from ragstead.stores.base import DocumentInfo
+
         filters = filters or self.scope(user=user, public_only=public_only, include_archive=include_archive,
                                         doc_types=doc_types)
         with self._lock:
@@ -300,6 +317,8 @@ class KnowledgeBase:
                              chunk_id=chunk_id, around=max(0, min(around, 10)))
 
     def _passage(self, filters: QueryFilters, **where: Any) -> Passage:
+        from ragstead.retrieval.passages import read_passage
+
         key = where.get("doc_id") or where.get("chunk_id")
         if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{64}", key):
             raise DocumentNotFoundError("no such document")  # a malformed id reads like a missing one

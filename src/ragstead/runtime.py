@@ -9,29 +9,36 @@ what it needs from here. Nothing here keeps state for one call.
 
 from __future__ import annotations
 
+import importlib
 import threading
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ragstead import egress
-from ragstead.answer.ask import UnitVectorCache
-from ragstead.answer.base import AnswerProvider
 from ragstead.config import Settings
-from ragstead.documents.ids import file_sha256
-from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES
-from ragstead.documents.sandbox import load_isolated
-from ragstead.documents.secrets import reveal as reveal_secrets
-from ragstead.documents.secrets import reveal_notice
-from ragstead.embeddings.base import Embedder
-from ragstead.embeddings.cache import QueryVectorCache
-from ragstead.embeddings.catalog import cross_encoder_for, embedder_for
 from ragstead.errors import LoadError, RagsteadError
-from ragstead.retrieval.rerank import CrossEncoderReranker, Reranker, SentenceMaxSimReranker
-from ragstead.stores.base import Store
+
+# What a command that only reads the index (`ls`, `status`, `tags`) never needs is imported where it is used: the
+# model runtime, the re-rankers, the file readers, httpx and the answer package (docs/benchmarks.md, "Start-up").
+if TYPE_CHECKING:
+    import httpx
+
+    from ragstead.answer.ask import UnitVectorCache
+    from ragstead.answer.base import AnswerProvider
+    from ragstead.embeddings.base import Embedder
+    from ragstead.retrieval.rerank import Reranker
+    from ragstead.stores.base import Store
+
+
+def embedder_for(*args: Any, **kwargs: Any) -> Embedder:
+    """embeddings.catalog's `embedder_for`, imported when the first model is made (it brings numpy); tests replace
+    this name to hand the Runtime their embedder."""
+    from ragstead.embeddings.catalog import embedder_for as make
+
+    return make(*args, **kwargs)
 
 
 class Runtime:
@@ -46,7 +53,11 @@ class Runtime:
         self.spec = settings.store_spec()
         self.given_store = store
         self._store = store
-        self._embedder = QueryVectorCache(embedder, settings.embed_cache_size) if embedder is not None else None
+        self._embedder: Embedder | None = None
+        if embedder is not None:
+            from ragstead.embeddings.cache import QueryVectorCache
+
+            self._embedder = QueryVectorCache(embedder, settings.embed_cache_size)
         self.given_embedder = embedder  # also the embedder of the ingest targets opened from this one
         self.providers = list(providers) if providers is not None else None
         self.transport = transport
@@ -89,6 +100,9 @@ class Runtime:
         function that gives back the secret values masked in text quoted from `sources` (project-relative
         paths), read again from the files on disk. A file that is mostly credentials, cited by a notice instead of
         quoted (documents/secrets.py), is given back whole."""
+        from ragstead.documents.secrets import reveal as reveal_secrets
+        from ragstead.documents.secrets import reveal_notice
+
         originals = [(Path(source).name, text) for source in dict.fromkeys(sources)
                      if (text := self._text_on_disk(source)) is not None]
 
@@ -103,6 +117,8 @@ class Runtime:
         """For hits in plain-text files (their units are lines): chunk_id → (first line, last line), 1-based,
         counted in the file read again from disk, and only while it is the indexed one (its hash): a chunk's
         char offsets point into that version. Other hits are left out."""
+        from ragstead.documents.loaders import PLAIN_TEXT_SUFFIXES
+
         spans: dict[str, tuple[int, int]] = {}
         texts: dict[str, str | None] = {}
         for hit in hits:
@@ -120,6 +136,9 @@ class Runtime:
     def _text_on_disk(self, source: str, file_hash: str | None = None) -> str | None:
         """The text of project file `source` read again from disk (None: gone, outside the project, unreadable,
         or, with `file_hash`, no longer the version the index holds)."""
+        from ragstead.documents.ids import file_sha256
+        from ragstead.documents.sandbox import load_isolated
+
         path = self.root / source
         try:
             if not path.is_file() or not path.resolve().is_relative_to(self.root.resolve()):
@@ -159,6 +178,8 @@ class Runtime:
     def load_embedder(self, store: Store | None) -> Embedder:
         """Load the model once: the configured one, else the one the index in `store` was built with, else
         the default."""
+        from ragstead.embeddings.cache import QueryVectorCache
+
         with self.lock:
             if self._embedder is None:
                 inner = embedder_for(self.settings.model, store, max_tokens=self.settings.max_tokens,
@@ -169,6 +190,9 @@ class Runtime:
 
     def load_reranker(self) -> Reranker:
         """The `reranker` setting's cross-encoder, else sentence max-sim over the embedder. Loaded once."""
+        from ragstead.embeddings.catalog import cross_encoder_for
+        from ragstead.retrieval.rerank import CrossEncoderReranker, SentenceMaxSimReranker
+
         with self.lock:
             if self.reranker is None:
                 if self.settings.reranker:
@@ -227,3 +251,54 @@ class OnRuntime(Generic[T]):
 
     def __set__(self, owner: Any, value: T) -> None:
         setattr(owner.runtime, self.name, value)
+
+
+# The facade's plumbing (knowledge_base.py): its services and the methods it hands to them, each imported on first
+# use, so opening a project costs only what the command then calls (docs/design.md, "Start-up").
+
+
+def resolve(where: str) -> Any:
+    """The object at "module:qualified.name", its module imported."""
+    module, _, qualname = where.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+_BUILDING = threading.RLock()  # one instance of each service, however many threads ask first
+
+
+class Service(Generic[T]):
+    """A service of the facade, built on first use from the class at `where` and what `needs` gives from
+    the facade, then kept on the instance."""
+
+    def __init__(self, where: str, needs: Callable[[Any], tuple[Any, ...]]) -> None:
+        self.where, self.needs = where, needs
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, kb: Any, owner: type | None = None) -> T:
+        if kb is None:
+            return self  # type: ignore[return-value]
+        with _BUILDING:
+            if self.name not in kb.__dict__:
+                kb.__dict__[self.name] = resolve(self.where)(*self.needs(kb))
+        service: T = kb.__dict__[self.name]
+        return service
+
+
+class Delegate:
+    """A facade method handed whole to a service: the function at `where` ("module:qualified.name", imported on
+    first use), called with the facade's `service` attribute first. Its signature and docstring are the
+    function's (`help`, `inspect.signature`)."""
+
+    def __init__(self, service: str, where: str) -> None:
+        self.service, self.where = service, where
+        self.function: Callable[..., Any] | None = None
+
+    def __get__(self, kb: Any, owner: type | None = None) -> Any:
+        if self.function is None:
+            self.function = resolve(self.where)
+        return self.function if kb is None else types.MethodType(self.function, getattr(kb, self.service))

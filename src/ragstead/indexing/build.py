@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragstead.atomic import make_private_folder, write_text_atomically
-from ragstead.chunking import ChunkingOptions, TextChunk, chunk_text, estimate_tokens, fill_section_paths
+from ragstead.chunking import TextChunk, chunk_text, estimate_tokens, fill_section_paths
 from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.documents.ids import (
     file_of,
@@ -44,11 +44,10 @@ from ragstead.documents.loaders import (
     CONTAINER_SUFFIXES,
     Budget,
     LoadedDocument,
-    LoadLimits,
     is_supported,
     one_line,
 )
-from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathMetadata, PathRule, derive_metadata
+from ragstead.documents.metadata import PathMetadata, derive_metadata
 from ragstead.documents.sandbox import load_isolated
 from ragstead.documents.secrets import (
     DETECTOR_VERSION,
@@ -61,11 +60,18 @@ from ragstead.documents.secrets import (
 )
 from ragstead.documents.sources import SIDECAR_SUFFIX
 from ragstead.embeddings.base import Embedder
-from ragstead.errors import ConfigError, LoadError, RagsteadError, UnsupportedFileError
+from ragstead.errors import LoadError, RagsteadError, UnsupportedFileError
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.languages import record_languages
 from ragstead.indexing.lock import index_lock
+from ragstead.indexing.options import IndexingOptions
 from ragstead.indexing.roots import MissingRoot, missing_roots
+from ragstead.indexing.secrets_record import (
+    SECRETS_FILE,
+    secret_counts,
+    secrets_detector,
+    secrets_record,
+)
 from ragstead.indexing.textless import NO_TEXT, TextlessFiles
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, ManifestEntry, Store
 from ragstead.stores.snapshot import SUFFIX as SNAPSHOT_SUFFIX
@@ -80,60 +86,10 @@ BATCH_CHUNKS = 256
 FIRST_BATCH_CHUNKS = 32
 BATCH_SECONDS = 30.0
 
-# `follow_symlinks`: "scope" follows a symlink only to a target under the same root with the same user and
-# privacy (path rules); "project" follows it anywhere inside the project root.
-FOLLOW_SYMLINKS = ("scope", "project")
 OUTSIDE_SCOPE = "symlink outside scope"
 # Files read at once (#47.2): each in its own reader process (documents/sandbox.py), OCR's Tesseract a process of
 # its own, so a folder of photos uses every core; results are taken in walk order, at most 2 per reader ahead.
 READERS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-_LIMITS = LoadLimits()
-
-
-@dataclass(frozen=True)
-class IndexingOptions:
-    """What an index run reads and how it cuts it (the project settings, narrowed to indexing).
-
-    The limits bound what one file may cost (docs/design.md, "Hostile files"); the chunk length cap is
-    `chunking.max_chunk_chars`."""
-
-    root: Path
-    roots: tuple[str, ...] = ("kb", "artifacts")
-    lock_file: Path = Path("kb/rag/index.lock")
-    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
-    path_rules: tuple[PathRule, ...] = DEFAULT_PATH_RULES
-    skip_dirs: tuple[Path, ...] = ()  # the index's own folders, never indexed
-    skip_files: tuple[Path, ...] = ()  # the project's own files (its config), never indexed nor reported
-    max_file_bytes: int = _LIMITS.max_file_bytes
-    max_unzipped_bytes: int = _LIMITS.max_unzipped_bytes
-    max_zip_ratio: float = _LIMITS.max_zip_ratio
-    max_pdf_pages: int = _LIMITS.max_pdf_pages
-    max_file_chars: int = _LIMITS.max_chars
-    max_html_depth: int = _LIMITS.max_html_depth
-    file_seconds: float = _LIMITS.seconds
-    follow_symlinks: str = "scope"
-    ocr: bool = True  # images and scanned PDF pages are read with OCR (Tesseract)
-    max_reader_bytes: int = _LIMITS.max_reader_bytes  # the reader process's memory (0: read in this process)
-    exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the project root
-
-    def __post_init__(self) -> None:
-        for name in ("max_file_bytes", "max_unzipped_bytes", "max_zip_ratio", "max_pdf_pages", "max_file_chars",
-                     "max_html_depth", "file_seconds"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be above 0, got {getattr(self, name)!r}")
-        if self.max_reader_bytes < 0:
-            raise ConfigError(f"max_reader_mb must be 0 or above, got {self.max_reader_bytes >> 20!r}")
-        if self.follow_symlinks not in FOLLOW_SYMLINKS:
-            raise ConfigError(f"follow_symlinks must be one of {FOLLOW_SYMLINKS}, got {self.follow_symlinks!r}")
-
-    @property
-    def load_limits(self) -> LoadLimits:
-        return LoadLimits(max_file_bytes=self.max_file_bytes, max_unzipped_bytes=self.max_unzipped_bytes,
-                          max_zip_ratio=self.max_zip_ratio, max_pdf_pages=self.max_pdf_pages,
-                          max_chars=self.max_file_chars, max_html_depth=self.max_html_depth,
-                          seconds=self.file_seconds, ocr=self.ocr, max_reader_bytes=self.max_reader_bytes)
-
-
 @dataclass
 class IndexReport:
     """What an index run did. `to_dict()` is the stable JSON shape printed by `ragstead index --format json`.
@@ -1061,28 +1017,6 @@ def _record_languages(options: IndexingOptions, batch: list[DocumentWrite], remo
         record_languages(options.lock_file.parent, {w.document.file_path: w.language for w in batch}, removed)
 
 
-SECRETS_FILE = "secrets.json"
-
-
-def secret_counts(options: IndexingOptions) -> dict[str, int]:
-    """Indexed files that hold secrets -> how many (masked in the index), as the index runs recorded them."""
-    return {str(k): int(v) for k, v in secrets_record(options).get("files", {}).items()}
-
-
-def secrets_checked(options: IndexingOptions) -> bool | None:
-    """Whether every document of the index went through the secrets pass: false for an index built before it
-    (its chunks keep what they held until `ragstead index --rebuild`); None (unknown) for one imported from a
-    snapshot that does not say."""
-    record = secrets_record(options)
-    complete = record.get("complete", False)
-    return None if complete is None else bool(complete)
-
-
-def secrets_imported(options: IndexingOptions) -> bool:
-    """Whether the index's secrets state came with an imported snapshot (so its files are elsewhere)."""
-    return bool(secrets_record(options).get("imported"))
-
-
 def record_imported_secrets(options: IndexingOptions, checked: bool | None, files: dict[str, int]) -> None:
     """After an import: the snapshot's own secrets state (its source index's), None when it does not say."""
     path = options.lock_file.parent / SECRETS_FILE
@@ -1097,15 +1031,6 @@ def restore_secrets_record(options: IndexingOptions, old: dict[str, Any], carrie
     path = options.lock_file.parent / SECRETS_FILE
     counts = secret_counts(options) | {k: int(v) for k, v in old.get("files", {}).items() if k in carried}
     write_text_atomically(path, json.dumps({**old, "files": dict(sorted(counts.items()))}, indent=1))
-
-
-def secrets_record(options: IndexingOptions) -> dict[str, Any]:
-    """The record as it stands: {"complete", "files"}, and "imported" after an import."""
-    try:
-        data = json.loads((options.lock_file.parent / SECRETS_FILE).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def _record_secret_counts(options: IndexingOptions, report: IndexReport, fresh: bool, remasked: bool = False) -> None:
@@ -1143,13 +1068,6 @@ def tell_masking_improved(options: IndexingOptions) -> bool:
     write_text_atomically(options.lock_file.parent / SECRETS_FILE, json.dumps({**record, "told": DETECTOR_VERSION},
                                                                                 indent=1))
     return True
-
-
-def secrets_detector(options: IndexingOptions) -> int:
-    """The version of the detector that masked the index (documents/secrets.py DETECTOR_VERSION; 1: before it
-    was kept). An older one than this ragstead's is told once by `status` and `index`: `index --remask` applies it."""
-    record = secrets_record(options)
-    return int(record.get("detector", 1)) if record else DETECTOR_VERSION
 
 
 @dataclass

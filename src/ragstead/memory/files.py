@@ -15,14 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any
 
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.errors import IndexLockedError, RagsteadError
 from ragstead.filters import USER_SLUG
-from ragstead.memory.decision import MemoryDecision, decide
+
+# The decision rules and the lock are imported by `remember`: `status` reads only the file names (FILES).
+if TYPE_CHECKING:
+    from ragstead.memory.decision import MemoryDecision
 
 FILES = {"USER": "USER_MEMORY.md", "COMPANY": "COMPANY_MEMORY.md"}
 # Headings only: boilerplate prose in the file would be embedded with every fact and dilute it (a
@@ -89,6 +90,10 @@ def remember(
     With no `index` (or `dry_run`) nothing is indexed; the next `ragstead index` picks the file up.
     `folder` is the user's own folder (see `memory_file`).
     """
+    from filelock import FileLock, Timeout
+
+    from ragstead.memory.decision import decide
+
     _check_user(user)
     decision = decide(text)
     if not decision.should_write:

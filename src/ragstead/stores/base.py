@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragstead.errors import ModelMismatchError
 from ragstead.filters import QueryFilters
 from ragstead.records import Record
+
+if TYPE_CHECKING:  # numpy is imported where vectors are made: listing documents needs none (`ls`, `status`)
+    import numpy as np
 
 
 @dataclass
@@ -274,6 +275,8 @@ def assemble_writes(
 ) -> list[DocumentWrite]:
     """DocumentWrites from rows in DOCUMENT_FIELDS / CHUNK_FIELDS order; `chunks` ordered by (doc_id, index)
     with `vectors` aligned to them. Both stores export through this, so a migration preserves every field."""
+    import numpy as np
+
     by_doc: dict[str, list[tuple[ChunkRecord, np.ndarray]]] = {row[0]: [] for row in documents}
     for row, vector in zip(chunks, vectors, strict=True):
         by_doc[row[0]].append((ChunkRecord(*row[1:]), vector))

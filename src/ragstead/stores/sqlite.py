@@ -13,9 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
@@ -40,7 +38,13 @@ from ragstead.stores.permissions import (
 from ragstead.stores.redaction import redact
 from ragstead.stores.sql import LAST_INDEXED_AT, MANIFEST, QMARK, document_row
 from ragstead.stores.transaction import transaction
-from ragstead.stores.vector_index import EXACT_ROWS, VectorIndex, best_positions
+
+# numpy and the vector files are imported where vectors are read or written: listing the documents (`ls`, `tags`)
+# needs neither (docs/benchmarks.md, "Start-up").
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragstead.stores.vector_index import VectorIndex
 
 SCHEMA_VERSION = 5
 # settle_lexical: exact BM25 statistics up to this many chunks (a rebuild takes ~0.1 ms a chunk: 5 s here);
@@ -116,7 +120,7 @@ CREATE TABLE IF NOT EXISTS chunk_sentences (
 );
 """
 
-__all__ = ["EXACT_ROWS", "SqliteStore", "VectorFiles", "VectorSide", "best_positions"]
+__all__ = ["SqliteStore", "VectorFiles", "VectorSide"]
 
 
 def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
@@ -313,6 +317,8 @@ class SqliteStore:
 
     def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
         """Reuse the stored vector of any chunk with the same text (the index holds one model only)."""
+        import numpy as np
+
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(text_hashes))
         for start in range(0, len(unique), 500):
@@ -350,6 +356,8 @@ class SqliteStore:
         return ids
 
     def _insert(self, write: DocumentWrite) -> list[LexicalRow]:
+        import numpy as np
+
         doc = write.document
         self._db.execute(QMARK.document_insert, document_row(doc))
         if write.language:
@@ -376,6 +384,8 @@ class SqliteStore:
 
     def apply(self, writes: list[DocumentWrite], removals: list[str], touches: list[DocumentRecord]) -> None:
         """One transaction: replace each written document, delete removed paths, refresh touched stats."""
+        import numpy as np
+
         if not (writes or removals or touches):
             return
         # The lexical writer lock is taken first and held until both sides have committed, so no
@@ -551,6 +561,10 @@ class SqliteStore:
     def exact_vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
         """Cosine over the scope's vectors read from SQLite (only the scope: no full matrix in memory): what a
         server-side vector index falls back to for a small scope, or when it returned fewer than k."""
+        import numpy as np
+
+        from ragstead.stores.vector_index import best_positions
+
         where, params = QMARK.where(filters)
         rows = self._db.execute(f"SELECT c.id, c.embedding FROM chunks c WHERE {where}", params).fetchall()
         if not rows:
@@ -582,6 +596,8 @@ class SqliteStore:
 
     def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
+        import numpy as np
+
         if not chunk_ids:
             return {}
         rows = self._db.execute(
@@ -593,6 +609,8 @@ class SqliteStore:
 
     def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """The stored sentence vectors of these chunks (a sentences x dim matrix each); absent ones are left out."""
+        import numpy as np
+
         if not chunk_ids:
             return {}
         dim = int(self._meta("embed_dim") or 0)
@@ -608,6 +626,8 @@ class SqliteStore:
     def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
         """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
         was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
+        import numpy as np
+
         if not rows:
             return 0
         stored = 0
@@ -664,6 +684,8 @@ class SqliteStore:
 
     def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
         """Every document with its chunks and vectors, `batch_size` documents at a time, in path order."""
+        import numpy as np
+
         after = ""
         while True:
             documents = [
@@ -767,18 +789,43 @@ class VectorFiles:
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
-        self.index = VectorIndex(None if store.lexical_path is None else store.path.with_suffix(".vectors"))
+        self._index: VectorIndex | None = None
         self._checked: tuple[int, int] | None = None
-        # Scopes of more rows than this go through the int8 scan (tests set 0 to compare it with exact).
-        self.exact_rows = EXACT_ROWS
+        # Scopes of more rows than this go through the int8 scan (None: vector_index's EXACT_ROWS; tests set 0 to
+        # compare it with exact).
+        self._exact_rows: int | None = None
         self._eligible_cache: OrderedDict[QueryFilters, tuple[np.ndarray, np.ndarray | None]] = OrderedDict()
         self._eligible_version: tuple[Any, ...] | None = None
+
+    @property
+    def index(self) -> VectorIndex:
+        """The vector files, opened on first use (a store opened to list documents never reads them)."""
+        if self._index is None:
+            from ragstead.stores.vector_index import VectorIndex
+
+            store = self._store
+            self._index = VectorIndex(None if store.lexical_path is None else store.path.with_suffix(".vectors"))
+        return self._index
+
+    @property
+    def exact_rows(self) -> int:
+        if self._exact_rows is None:
+            from ragstead.stores.vector_index import EXACT_ROWS
+
+            return EXACT_ROWS
+        return self._exact_rows
+
+    @exact_rows.setter
+    def exact_rows(self, rows: int) -> None:
+        self._exact_rows = rows
 
     def written(self, generation: int, deleted: list[int] | None, added: list[int],
                 vectors: np.ndarray | None) -> None:
         """Bring the vector index up to `generation` after a write that deleted and added these chunk ids
         with these vectors (`deleted` None: everything was removed). Runs after SQLite and the lexical index
         have committed, under the lexical writer lock; appends when it was in step, else rebuilds."""
+        import numpy as np
+
         index = self.index
         if deleted is not None and index.refresh() == generation - 1:
             ids = np.asarray(added, dtype=np.int64)
@@ -789,6 +836,8 @@ class VectorFiles:
 
     def _rebuild(self) -> None:
         """Rewrite the vector index from one SQLite snapshot. The caller holds the writer lock."""
+        import numpy as np
+
         with transaction(self._store._db, immediate=False):
             generation = self._store._sqlite_generation()
             dim = int(self._store._meta("embed_dim") or 0)
@@ -824,6 +873,8 @@ class VectorFiles:
         The WHERE clause runs in SQLite on every cache miss; a hit only happens while no write has
         landed since, so the cached answer is exactly what SQLite would return now.
         """
+        import numpy as np
+
         if self._eligible_version != version:
             self._eligible_cache.clear()
             self._eligible_version = version
@@ -876,4 +927,5 @@ class VectorFiles:
         return []  # the vector files are among permissions.index_paths
 
     def close(self) -> None:
-        self.index.close()
+        if self._index is not None:
+            self._index.close()
