@@ -145,3 +145,38 @@ def test_a_reader_model_that_does_not_validate_is_refused() -> None:
     with pytest.raises(ReaderModelError):
         parse_reader(raw)
     assert np.isfinite(load_reader().unit_scores("anything?", [])).all()
+
+
+def test_an_llm_answerer_is_handed_the_readers_choice_first() -> None:
+    # The search ranked the talk about the contract first; the reader's best unit (the end date, its cosine the
+    # higher) is in the second chunk: an LLM reads that chunk first, renumbered [1].
+    from ragstead.answer.base import Context
+    from ragstead.answer.extractive import reader_order
+
+    talk = Context(1, "We talked with the agency about the rental contract, nothing decided.", "notes/talk.md",
+                   {"chunk_id": "c1"}, 0.66, unit_similarities=(0.41,))
+    lease = Context(2, "The rental runs from 1 June 2022 and ends on 31 May 2027 unless renewed.", "notes/lease.md",
+                    {"chunk_id": "c2"}, 0.58, unit_similarities=(0.71,))
+    handed = reader_order("When does the rental contract end?", [talk, lease])
+    assert [(c.n, c.source) for c in handed] == [(1, "notes/lease.md"), (2, "notes/talk.md")]
+    assert reader_order("When does the rental contract end?", [lease]) == [lease]
+
+
+def test_ask_hands_an_llm_answerer_the_chunks_in_the_readers_order(household) -> None:
+    from ragstead.answer.extractive import reader_order
+
+    class Capture:  # an answerer that reads what it is handed and cites its first chunk
+        name = "capture"
+
+        def answer(self, question, contexts, on_text=None):
+            self.seen = list(contexts)
+            line = [x for x in contexts[0].text.splitlines() if x.strip() and not x.startswith("#")][-1]
+            return f"{line} [1]"  # a quote of its first chunk, as an LLM's answer must hold
+
+    question = "How long did the spring half marathon take me?"  # searched: races, doctors, swim; read otherwise
+    capture = Capture()
+    shown = household.ask(question, user="me", answerers=[capture])
+    assert shown.provider == "capture" and len(capture.seen) >= 2
+    assert [c.n for c in capture.seen] == list(range(1, len(capture.seen) + 1))
+    assert capture.seen == reader_order(question, capture.seen)  # already in the reader's order: a fixed point
+    assert shown.citations[0].source == capture.seen[0].source

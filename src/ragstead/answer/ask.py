@@ -35,7 +35,7 @@ from ragstead.answer.base import (
 )
 from ragstead.answer.consent import LocalOnly, is_loopback_url
 from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names, question_parts
-from ragstead.answer.extractive import ExtractiveAnswerer
+from ragstead.answer.extractive import ExtractiveAnswerer, reader_order
 from ragstead.answer.gate import (
     EVIDENCE_CHUNKS,
     Candidate,
@@ -488,7 +488,7 @@ def answer(
             on_text(refusal_text)
         return run.refusal(None)
     for provider in providers:
-        given, withheld = _for_provider(contexts, provider)
+        given, withheld = _handed(run.question, contexts, provider)
         if not given and contexts and tools is None:
             run.fail(provider, "every source is local-only: not sent")
             continue
@@ -634,6 +634,14 @@ def _untyped(question: str, text: str) -> list[tuple[str, str]]:
     amount the answer's text does not hold."""
     return [(asked[0], part) for part in question_parts(question)
             if (asked := answer_type(part)) is not None and not asked[1].search(text)]
+
+
+def _handed(question: str, contexts: list[Context],
+            provider: AnswerProvider) -> tuple[list[Context], tuple[str, ...]]:
+    """What `provider` is handed (`_for_provider`), and for an LLM answerer in the reader's order: the chunks
+    holding the units the extractive answerer would quote lead its prompt (extractive.reader_order)."""
+    given, withheld = _for_provider(contexts, provider)
+    return (given if isinstance(provider, ExtractiveAnswerer) else reader_order(question, given)), withheld
 
 
 def _for_provider(contexts: list[Context], provider: AnswerProvider) -> tuple[list[Context], tuple[str, ...]]:

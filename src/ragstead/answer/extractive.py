@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -91,8 +92,11 @@ class ExtractiveAnswerer:
         lead, older = _newer_lead(question, items, owners, scores, order)
         chosen = [lead]
         padding = _padding(question, items, lead, rows)
+        # Support is measured against the best unit, not the lead: a newer revision that took the lead may score
+        # far below the statement it revises, and a unit that weak is no support.
+        bar = SUPPORT_SHARE * max(scores[lead], scores[order[0]])
         for j in order[1:]:
-            if len(chosen) == self.max_sentences or scores[j] < SUPPORT_SHARE * scores[lead]:
+            if len(chosen) == self.max_sentences or scores[j] < bar:
                 break
             if j in older or padding(j):
                 continue  # an older statement is quoted last, as superseded
@@ -100,6 +104,21 @@ class ExtractiveAnswerer:
                 chosen.append(j)
         return chosen + [j for j in older[:MAX_SUPERSEDED] if items[j][1].text not in {items[c][1].text
                                                                                        for c in chosen}]
+
+
+def reader_order(question: str, contexts: list[Context], reader: Reader | None = None) -> list[Context]:
+    """`contexts` with the chunks holding the reader's best units first (best unit score, then the search's order),
+    renumbered: what an LLM answerer is handed, so the units the extractive answerer would quote lead its prompt."""
+    items, _ = _units(contexts)
+    if len(contexts) < 2 or not items:
+        return contexts
+    read = [Item(rank, unit, similarity, contexts[rank].similarity or 0.0) for rank, unit, similarity in items]
+    scores = (reader or load_reader()).unit_scores(question, read)
+    best = [0.0] * len(contexts)
+    for item, score in zip(read, scores, strict=True):
+        best[item.rank] = max(best[item.rank], float(score))
+    order = sorted(range(len(contexts)), key=lambda i: (-best[i], i))
+    return [replace(contexts[i], n=n) for n, i in enumerate(order, start=1)]
 
 
 def _units(contexts: list[Context]) -> tuple[list[tuple[int, Unit, float]], list[int]]:
