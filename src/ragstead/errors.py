@@ -1,6 +1,8 @@
 """Errors a user can act on. The CLI prints their message and exits non-zero, never a traceback."""
 
+import importlib.util
 import re
+import sys
 from collections.abc import Mapping
 
 # A value quoted in a message (repr of a str: single or double quotes, escapes inside).
@@ -17,6 +19,38 @@ class LoadError(RagsteadError):
 
 class UnsupportedFileError(LoadError):
     """The file type has no loader."""
+
+
+class MissingExtraError(RagsteadError):
+    """A part of ragstead whose extra is not installed; the message names the extra to install."""
+
+
+# Per runtime extra: what it adds, and the modules of its packages that ragstead imports (pyproject's
+# [project.optional-dependencies]; tests/test_dependencies.py keeps the two in step).
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "server": ("the HTTP API (ragstead serve)", ("fastapi", "starlette", "uvicorn", "limits", "fastapi_offline")),
+    "ingest": ("ingest of web pages, feeds, videos and dossiers (and their freshness checks)",
+               ("trafilatura", "url_normalize", "youtube_transcript_api", "requests", "jinja2", "yake",
+                "feedparser")),
+}
+
+
+def _importable(name: str) -> bool:
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: import blocked (how tests hide a package)
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_extra(extra: str) -> None:
+    """MissingExtraError naming `extra` when a package it brings is not installed: checked before the part that
+    needs it is imported, without importing the packages, so a partial install is one line, not a traceback."""
+    what, modules = EXTRAS[extra]
+    missing = [name for name in modules if not _importable(name)]
+    if missing:
+        raise MissingExtraError(f"{what} needs {', '.join(missing)}: pip install 'ragstead[{extra}]'")
 
 
 class ModelMismatchError(RagsteadError):

@@ -90,9 +90,9 @@ class KnowledgeBase:
     _indexer: Service[Indexer] = Service("ragstead.indexer:Indexer", lambda kb: (kb.runtime,))
     _landing: Service[Landing] = Service("ragstead.landing:Landing", lambda kb: (kb._indexer,))
     _ingester: Service[IngestService] = Service("ragstead.ingest.service:IngestService",
-                                                  lambda kb: (kb._landing, lambda: kb.providers()))
+                                                  lambda kb: (kb._landing, lambda: kb.providers()), extra="ingest")
     _freshness: Service[FreshnessService] = Service("ragstead.freshness:FreshnessService",
-                                                      lambda kb: (kb._indexer, kb._ingester))
+                                                      lambda kb: (kb._indexer, kb._ingester), extra="ingest")
     _health: Service[Health] = Service("ragstead.health:Health", lambda kb: (kb.runtime,))
     _evaluation: Service[Evaluation] = Service("ragstead.evaluation.service:Evaluation", lambda kb: (kb.runtime,))
     _snapshots: Service[Snapshots] = Service("ragstead.snapshots:Snapshots", lambda kb: (kb.runtime,))
@@ -134,7 +134,7 @@ class KnowledgeBase:
     export_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.export_snapshot")
     import_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.import_snapshot")
     upload = Delegate("_landing", "ragstead.landing:Landing.upload")
-    ingest = Delegate("_ingester", "ragstead.ingest.service:IngestService.ingest")
+    ingest = Delegate("_ingester", "ragstead.ingest.service:IngestService.ingest", extra="ingest")
     record_roots = Delegate("runtime", "ragstead.project:record_roots")
     keep_sentence_vectors = Delegate("runtime", "ragstead.project:keep_sentence_vectors")
     keep_chunking = Delegate("runtime", "ragstead.project:keep_chunking")
@@ -147,7 +147,7 @@ class KnowledgeBase:
     findability = Delegate("_findability", "ragstead.findability:Findability.findability")
     evaluate = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate")
     evaluate_beir = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate_beir")
-    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness")
+    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness", extra="ingest")
     watch = Delegate("_indexer", "ragstead.watch:watch")
     # A follow-up rewritten from the earlier turns, then asked.
     chat = Delegate("_conversations", "ragstead.conversation.service:Conversations.chat")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ragstead import egress
 from ragstead.config import Settings
-from ragstead.errors import LoadError, RagsteadError
+from ragstead.errors import LoadError, RagsteadError, require_extra
 
 # What a command that only reads the index (`ls`, `status`, `tags`) never needs is imported where it is used: the
 # model runtime, the re-rankers, the file readers, httpx and the answer package (docs/benchmarks.md, "Start-up").
@@ -257,8 +257,11 @@ class OnRuntime(Generic[T]):
 # use, so opening a project costs only what the command then calls (docs/design.md, "Start-up").
 
 
-def resolve(where: str) -> Any:
-    """The object at "module:qualified.name", its module imported."""
+def resolve(where: str, extra: str | None = None) -> Any:
+    """The object at "module:qualified.name", its module imported; first, when it belongs to an `extra`, the
+    MissingExtraError naming it if that extra is not installed."""
+    if extra is not None:
+        require_extra(extra)
     module, _, qualname = where.partition(":")
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -271,10 +274,10 @@ _BUILDING = threading.RLock()  # one instance of each service, however many thre
 
 class Service(Generic[T]):
     """A service of the facade, built on first use from the class at `where` and what `needs` gives from
-    the facade, then kept on the instance."""
+    the facade, then kept on the instance. `extra`: the extra its code needs (errors.EXTRAS)."""
 
-    def __init__(self, where: str, needs: Callable[[Any], tuple[Any, ...]]) -> None:
-        self.where, self.needs = where, needs
+    def __init__(self, where: str, needs: Callable[[Any], tuple[Any, ...]], *, extra: str | None = None) -> None:
+        self.where, self.needs, self.extra = where, needs, extra
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -284,7 +287,7 @@ class Service(Generic[T]):
             return self  # type: ignore[return-value]
         with _BUILDING:
             if self.name not in kb.__dict__:
-                kb.__dict__[self.name] = resolve(self.where)(*self.needs(kb))
+                kb.__dict__[self.name] = resolve(self.where, self.extra)(*self.needs(kb))
         service: T = kb.__dict__[self.name]
         return service
 
@@ -292,13 +295,13 @@ class Service(Generic[T]):
 class Delegate:
     """A facade method handed whole to a service: the function at `where` ("module:qualified.name", imported on
     first use), called with the facade's `service` attribute first. Its signature and docstring are the
-    function's (`help`, `inspect.signature`)."""
+    function's (`help`, `inspect.signature`). `extra`: the extra its code needs (errors.EXTRAS)."""
 
-    def __init__(self, service: str, where: str) -> None:
-        self.service, self.where = service, where
+    def __init__(self, service: str, where: str, *, extra: str | None = None) -> None:
+        self.service, self.where, self.extra = service, where, extra
         self.function: Callable[..., Any] | None = None
 
     def __get__(self, kb: Any, owner: type | None = None) -> Any:
         if self.function is None:
-            self.function = resolve(self.where)
+            self.function = resolve(self.where, self.extra)
         return self.function if kb is None else types.MethodType(self.function, getattr(kb, self.service))

@@ -12,7 +12,7 @@ from ragstead.cli._app import app
 from ragstead.cli._flags import NO_PROJECT_FLAGS, ModelOpt, ProjectFlags, with_project_flags
 from ragstead.cli._output import err, library_errors, plural
 from ragstead.cli.index import follow_in_background
-from ragstead.errors import RagsteadError
+from ragstead.errors import RagsteadError, require_extra
 
 if TYPE_CHECKING:
     from ragstead.knowledge_base import KnowledgeBase
@@ -112,9 +112,10 @@ def serve(
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Serve the HTTP API (FastAPI + uvicorn); API docs at /docs, served locally (they work offline)."""
-    from ragstead.api.logging import LOG_LEVELS
-
     with library_errors():
+        require_extra("server")
+        from ragstead.api.logging import LOG_LEVELS
+
         if no_auth and host not in LOOPBACK:
             raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(LOOPBACK)}), not {host!r}")
         if no_auth and not as_user:

@@ -7,9 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragstead.errors import RagsteadError
-from ragstead.ingest.base import SourceError
-from ragstead.ingest.urls import parse_source
+from ragstead.errors import RagsteadError, require_extra
 
 RELEVANCE_KEYS = ("relevant_doc_ids", "relevant_paths", "relevant_urls")
 
@@ -67,6 +65,10 @@ def _as_ingested(value: str) -> str:
     fragment; a video or post at its canonical address); a file path, or what is not an http(s) URL, as given."""
     if value.split("://", 1)[0].lower() not in ("http", "https") or "://" not in value:
         return value
+    require_extra("ingest")  # keyed as ingest keys it, with ingest's URL rules (url-normalize, the video ids)
+    from ragstead.ingest.base import SourceError
+    from ragstead.ingest.urls import parse_source
+
     try:
         return parse_source(value).url
     except SourceError:

@@ -73,6 +73,7 @@ def read_image(data: bytes, budget: Meter, nested: Nested) -> Parts:
     """An image's recognised text; a multi-page TIFF is a part per page ("page 2")."""
     if not getattr(budget.limits, "ocr", True):
         raise UnsupportedFileError(f"{budget.name}: an image, and OCR is off (ocr = false), skipped")
+    _engine(budget)  # the extra first: it brings Pillow too (pytesseract needs it)
     from PIL import ImageSequence
 
     image = _open(data, budget)
@@ -99,6 +100,8 @@ def scanned_page(page: Any, budget: Meter) -> str:
     if pixels > MAX_PIXELS:
         raise LoadError(f"{budget.name}: a page's images hold {pixels:,} pixels, over the {MAX_PIXELS:,}-pixel "
                         "OCR limit, skipped")
+    if pixels:
+        _engine(budget)  # before pypdf decodes an image, which needs Pillow (the `ocr` extra)
     texts = []
     for picture in page.images:
         budget.tick()

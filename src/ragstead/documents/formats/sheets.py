@@ -13,6 +13,7 @@ import io
 from collections.abc import Iterable, Iterator
 
 from ragstead.documents.formats.parts import Meter, Nested, Parts, open_zip
+from ragstead.errors import UnsupportedFileError
 
 _PART_CHARS = 1500  # rows per part: about a chunk's worth, so a citation names few rows
 _MAX_COLUMNS = 1000  # a repeated empty column run ("16384 blank cells") is not data
@@ -82,7 +83,11 @@ def _trimmed(cells: list[str]) -> list[str]:
 
 def read_xlsx(data: bytes, budget: Meter, nested: Nested) -> Parts:
     """Every worksheet's cell values (formulas as their last computed value)."""
-    from openpyxl import load_workbook
+    try:
+        from openpyxl import load_workbook
+    except ImportError:  # the `office` extra: the file is skipped with the reason, the run goes on (as for OCR)
+        raise UnsupportedFileError(f"{budget.name}: an .xlsx needs pip install 'ragstead[office]' (openpyxl), "
+                                   "skipped") from None
 
     book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     try:

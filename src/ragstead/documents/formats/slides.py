@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 from ragstead.documents.formats.parts import Meter, Nested, Parts, check_count
+from ragstead.errors import UnsupportedFileError
 
 
 def _shape_lines(shape) -> list[str]:  # type: ignore[no-untyped-def]
@@ -21,7 +22,11 @@ def _shape_lines(shape) -> list[str]:  # type: ignore[no-untyped-def]
 
 def read_pptx(data: bytes, budget: Meter, nested: Nested) -> Parts:
     """Each slide's text in shape order, then its speaker notes; the deck's core title is the title."""
-    from pptx import Presentation
+    try:
+        from pptx import Presentation
+    except ImportError:  # the `office` extra: the file is skipped with the reason, the run goes on (as for OCR)
+        raise UnsupportedFileError(f"{budget.name}: a .pptx needs pip install 'ragstead[office]' (python-pptx), "
+                                   "skipped") from None
 
     deck = Presentation(io.BytesIO(data))
     slides = list(deck.slides)
