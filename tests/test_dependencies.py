@@ -16,14 +16,21 @@ import pytest
 from typer.testing import CliRunner
 
 from ragstead.cli import app
+from ragstead.documents.loaders import load_document
+from ragstead.errors import EXTRAS as EXTRA_PARTS
+from ragstead.errors import UnsupportedFileError
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "ragstead"
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # Extras for working on ragstead, not for running it: the package's code may not lean on them.
 TOOLING_EXTRAS = {"dev", "bench"}
-# Modules that exist for one extra and may import its packages when they load (the CLI imports them on use).
-EXTRA_MODULES = {"mcp_server.py": "mcp"}
+# Modules (a file, or a folder's files) that exist for extras and may import their packages when they load: the
+# facade and the CLI import them on use, behind the error that names the extra (errors.require_extra).
+EXTRA_MODULES = {"mcp_server.py": ("mcp",), "api/": ("server",), "httpguard/": ("server", "mcp"),
+                 "ingest/": ("ingest",)}
+# The extras only the tests run (a whole PostgreSQL, a Milvus server): `dev` has them, `all` does not.
+TEST_SERVER_EXTRAS = {"postgres-server", "milvus-server"}
 
 
 def canonical(name: str) -> str:
@@ -88,16 +95,44 @@ def test_what_a_module_imports_as_it_loads_is_in_the_core_install():
     behind the error that names the extra."""
     misplaced = []
     for path in source_files():
-        allowed = CORE | EXTRAS.get(EXTRA_MODULES.get(str(path.relative_to(PACKAGE)), ""), set())
+        relative = path.relative_to(PACKAGE).as_posix()
+        owners = [extras for prefix, extras in EXTRA_MODULES.items() if relative.startswith(prefix)]
+        allowed = CORE.union(*(EXTRAS[extra] for extras in owners for extra in extras))
         misplaced += [f"{module} in {path.relative_to(REPO)}" for module in imports(path, module_level_only=True)
                       if not distributions_of(module) & allowed]
     assert not misplaced, "a module-level import of a package outside the core install: " + ", ".join(misplaced)
 
 
+def test_the_core_is_at_most_25_direct_dependencies():
+    """#51.4: the doors and sources few people use are extras (server, ingest, office...), not the core."""
+    assert len(PROJECT["dependencies"]) <= 25, sorted(CORE)
+
+
+def extras_in(extra: str) -> set[str]:
+    """The extras a self-referencing extra (`ragstead[a,b]`) names."""
+    return {name.strip() for req in PROJECT["optional-dependencies"][extra] if req.startswith("ragstead[")
+            for name in req[len("ragstead["):req.index("]")].split(",")}
+
+
+def test_all_is_every_runtime_extra_and_dev_installs_all_of_them():
+    """The README installs `.[all]` (every command of it works after it); `make test` installs `.[dev]`, which
+    must bring every extra the tests import."""
+    assert extras_in("all") == set(EXTRAS) - TEST_SERVER_EXTRAS - {"all"}
+    assert extras_in("dev") == {"all"} | TEST_SERVER_EXTRAS
+
+
+def test_each_extra_the_code_checks_for_brings_the_modules_it_checks():
+    """errors.EXTRAS (what require_extra looks for) against pyproject's extras."""
+    for extra, (_, modules) in EXTRA_PARTS.items():
+        assert extra in EXTRAS
+        strays = [module for module in modules if not distributions_of(module) & EXTRAS[extra]]
+        assert not strays, f"{extra}: {strays} come from no package of the extra"
+
+
 def test_lxml_html_clean_is_declared_directly():
     """justext (under trafilatura) imports lxml.html.clean, reached otherwise only through lxml's `html_clean`
     extra, which the pip that `python3 -m venv` ships can skip: `ingest` would crash after a plain install."""
-    assert "lxml-html-clean" in CORE
+    assert "lxml-html-clean" in EXTRAS["ingest"] and "trafilatura" in EXTRAS["ingest"]
 
 
 def test_exact_pins_are_only_model_wheels():
@@ -143,3 +178,64 @@ def test_the_chroma_store_without_its_extra_is_one_error_line_naming_it(tmp_path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     assert "pip install 'ragstead[chroma]'" in lines[0]
+
+
+def one_error_line(result, extra: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert f"pip install 'ragstead[{extra}]'" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_serve_without_the_server_extra_is_one_error_line_naming_it(tmp_path, missing):
+    missing("fastapi")
+    result = CliRunner().invoke(app, ["serve", "--root", str(tmp_path), "--port", "0"])
+    one_error_line(result, "server")
+    assert "fastapi" in result.stderr
+
+
+def test_ingest_without_its_extra_is_one_error_line_naming_it(tmp_path, missing):
+    missing("trafilatura", "feedparser")
+    result = CliRunner().invoke(app, ["ingest", "https://example.com/post", "--root", str(tmp_path)])
+    one_error_line(result, "ingest")
+    assert "trafilatura, " in result.stderr and "feedparser" in result.stderr
+
+
+def test_a_pptx_without_the_office_extra_is_skipped_naming_it(tmp_path, missing):
+    from helpers.format_files import make_pptx
+
+    deck = tmp_path / "deck.pptx"
+    deck.write_bytes(make_pptx([("Plan", "first slide")]))
+    missing("pptx")
+    with pytest.raises(UnsupportedFileError, match=r"deck.pptx: a .pptx needs pip install 'ragstead\[office\]'"):
+        load_document(deck)
+
+
+@pytest.mark.slow
+def test_the_demo_runs_on_the_core_install(tmp_path):
+    """What `make demo` runs (index the bundled sample, query, ask), with every package outside the core's
+    requirements unimportable (tests/helpers/core_only.py), and the doors of the extras one line each."""
+    import shutil
+    import subprocess
+
+    sample = tmp_path / "sample"
+    shutil.copytree(PACKAGE / "sample", sample, ignore=shutil.ignore_patterns("rag"))
+
+    def ragstead(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "core_only.py"),
+                               str(REPO / "pyproject.toml"), *args, "--root", str(sample)],
+                              capture_output=True, text=True, timeout=300)
+
+    indexed = ragstead("index", "--roots", "kb,artifacts,docs")
+    assert indexed.returncode == 0, indexed.stderr
+    for read in ("bob/2025-06-02-oncall-retro.docx", "team/architecture-review.pdf", "bob/travel-policy.html"):
+        assert f"+ kb/users/{read}" in indexed.stdout or f"+ kb/{read}" in indexed.stdout, indexed.stdout
+    asked = ragstead("ask", "what did we decide about the billing database", "--user", "alice", "--extractive",
+                     "--json")
+    assert asked.returncode == 0, asked.stderr
+    assert "PostgreSQL" in asked.stdout
+    for args, extra in ((["serve", "--port", "0"], "server"), (["ingest", "https://example.com/post"], "ingest")):
+        refused = ragstead(*args)
+        assert refused.returncode == 2 and refused.stderr.startswith("error:"), refused.stderr
+        assert refused.stderr.count("\n") == 1 and f"pip install 'ragstead[{extra}]'" in refused.stderr
