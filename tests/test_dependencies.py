@@ -197,7 +197,7 @@ def test_serve_without_the_server_extra_is_one_error_line_naming_it(tmp_path, mi
 
 def test_ingest_without_its_extra_is_one_error_line_naming_it(tmp_path, missing):
     missing("trafilatura", "feedparser")
-    result = CliRunner().invoke(app, ["ingest", "https://example.com/post", "--root", str(tmp_path)])
+    result = CliRunner().invoke(app, ["ingest", "http://127.0.0.1:9/post", "--root", str(tmp_path)])
     one_error_line(result, "ingest")
     assert "trafilatura, " in result.stderr and "feedparser" in result.stderr
 
@@ -235,7 +235,7 @@ def test_the_demo_runs_on_the_core_install(tmp_path):
                      "--json")
     assert asked.returncode == 0, asked.stderr
     assert "PostgreSQL" in asked.stdout
-    for args, extra in ((["serve", "--port", "0"], "server"), (["ingest", "https://example.com/post"], "ingest")):
+    for args, extra in ((["serve", "--port", "0"], "server"), (["ingest", "http://127.0.0.1:9/post"], "ingest")):
         refused = ragstead(*args)
         assert refused.returncode == 2 and refused.stderr.startswith("error:"), refused.stderr
         assert refused.stderr.count("\n") == 1 and f"pip install 'ragstead[{extra}]'" in refused.stderr
