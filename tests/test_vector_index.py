@@ -214,3 +214,38 @@ def test_the_vector_files_are_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     for entry in folder.iterdir():
         assert stat.S_IMODE(entry.stat().st_mode) == 0o600, entry
+
+
+def _vectors(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    vectors = np.random.default_rng(seed).standard_normal((rows, DIM)).astype(np.float32)
+    return np.arange(1, rows + 1, dtype=np.int64), vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_a_reader_that_counted_the_rows_still_reads_files_a_rebuild_removed_since(tmp_path: Path) -> None:
+    """Counting the rows (`status`) maps nothing but holds the state's files, so a rebuild that removes them
+    before the first read cannot take them away: the reader sees the state it counted, as a mapping would."""
+    writer = VectorIndex(tmp_path / "v")
+    writer.replace_all(1, DIM, iter([_vectors(40, 1)]))
+    reader = VectorIndex(tmp_path / "v")
+    assert reader.refresh() == 1 and reader.rows == 40 and reader._mapped is None
+    writer.replace_all(2, DIM, iter([_vectors(25, 2)]))
+    assert not list((tmp_path / "v").glob(f"ids.{reader.mapping[0]}"))  # its files are gone from the folder
+    assert reader.ids.tolist() == list(range(1, 41))
+    assert reader.refresh() == 2 and reader.ids.tolist() == list(range(1, 26))
+    reader.close()
+    writer.close()
+
+
+def test_a_short_vector_file_is_found_by_the_check_without_reading_it(tmp_path: Path) -> None:
+    """The sizes `status` checks stand for the mapping it no longer makes: a cut int8 file makes the files
+    disagree with SQLite, and the next search rebuilds them."""
+    store = _store(tmp_path / "index.db", documents=10)
+    store.close()
+    folder = tmp_path / "index.vectors"
+    state = json.loads((folder / "state.json").read_text())
+    (folder / f"int8.{state['stamp']}").write_bytes(b"\x01" * DIM)  # one row of the 60 the state says
+    reopened = SqliteStore(tmp_path / "index.db")
+    assert reopened.vectors.index.refresh() is None  # taken as never built
+    q = _queries()[0]
+    _same(reopened.vector_search(q, QueryFilters(), 10), _brute_force(reopened, q, QueryFilters(), 10))
+    assert reopened.integrity_check() == "ok"

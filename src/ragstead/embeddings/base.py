@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # the protocol names numpy's array; `status` reads the model catalog without loading numpy
+    import numpy as np
 
 
 @runtime_checkable

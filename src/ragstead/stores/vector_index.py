@@ -21,12 +21,15 @@ import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import numkong
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO
 
 from ragstead.atomic import PRIVATE_FILE_MODE, write_text_atomically
 from ragstead.stores.permissions import make_private_folder
+
+# numpy and numkong are imported where vectors are read, written or scanned: counting the rows and checking the
+# files against SQLite (`status`) reads only the state and the files' sizes (docs/benchmarks.md, "Start-up").
+if TYPE_CHECKING:
+    import numpy as np
 
 # Scopes of at most this many rows are scored exactly, all of them in float32: a personal collection and a
 # small user scope never see quantization. Larger scopes scan int8 and re-score the best RESCORE_DEPTH
@@ -58,6 +61,8 @@ def _threads() -> ThreadPoolExecutor:
 
 def best_positions(scores: np.ndarray, k: int) -> np.ndarray:
     """Positions of the k highest scores, best first."""
+    import numpy as np
+
     top = min(k, scores.size)
     if top <= 0:
         return np.zeros(0, dtype=np.int64)
@@ -67,10 +72,14 @@ def best_positions(scores: np.ndarray, k: int) -> np.ndarray:
 
 def quantization_scale(peak: np.ndarray) -> np.ndarray:
     """One scale per dimension from the largest magnitudes seen: HEADROOM times that maps to 127."""
+    import numpy as np
+
     return (np.where(peak > 0, peak * HEADROOM, 1.0) / 127).astype(np.float32)
 
 
 def quantize(vectors: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return np.clip(np.rint(vectors / scale), -127, 127).astype(np.int8)
 
 
@@ -84,11 +93,17 @@ class VectorIndex:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self._state: dict | None = None
-        self._ids = np.zeros(0, np.int64)
-        self._codes = np.zeros((0, 0), np.int8)
-        self._scale = np.zeros(0, np.float32)
+        # The state's (ids, int8 codes, scales), mapped on first use (`_arrays()`); until then the state's ids and
+        # int8 files are held open, so a rebuild that removes them cannot take them away, as a mapping would not.
+        self._mapped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._held: tuple[BinaryIO, BinaryIO] | None = None
         self._float_fd: int | None = None
-        self._floats = np.zeros((0, 0), np.float32)  # in-memory mode only
+        self._floats: np.ndarray | None = None  # in-memory mode only
+        if directory is None:
+            import numpy as np
+
+            self._mapped = (np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32))
+            self._floats = np.zeros((0, 0), np.float32)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -115,24 +130,68 @@ class VectorIndex:
         return None if state is None else state["generation"]
 
     def _map(self, state: dict | None) -> None:
+        """Take `state` as the one read: its ids and int8 files opened (mapped when first read) and its float32
+        file, each checked to hold the rows the state says (ValueError if not; OSError if one is missing)."""
         if self._float_fd is not None:
             os.close(self._float_fd)
             self._float_fd = None
-        self._state = state
+        self._release()
+        self._state, self._mapped = state, None
         if state is None or not state["rows"]:
-            dim = 0 if state is None else state["dim"]
-            self._ids, self._codes = np.zeros(0, np.int64), np.zeros((0, dim), np.int8)
-            self._scale = np.zeros(dim, np.float32) if state is None else np.asarray(state["scale"], np.float32)
             return
         assert self.directory is not None
         rows, dim, stamp = state["rows"], state["dim"], state["stamp"]
         # Rows past `rows` are an append that did not finish (its state was never written): not mapped.
-        self._ids = np.memmap(self.directory / f"ids.{stamp}", np.int64, "r", shape=(rows,))
-        self._codes = np.memmap(self.directory / f"int8.{stamp}", np.int8, "r", shape=(rows, dim))
-        self._scale = np.asarray(state["scale"], np.float32)
+        ids = open(self.directory / f"ids.{stamp}", "rb")  # noqa: SIM115 (held until mapped or released)
+        try:
+            codes = open(self.directory / f"int8.{stamp}", "rb")  # noqa: SIM115
+        except BaseException:
+            ids.close()
+            raise
+        self._held = (ids, codes)
+        for handle, size in ((ids, rows * 8), (codes, rows * dim)):
+            if os.fstat(handle.fileno()).st_size < size:
+                raise ValueError(f"{self.directory}: a vector file is shorter than its state says")
         self._float_fd = os.open(self.directory / f"f32.{stamp}", os.O_RDONLY)
         if os.fstat(self._float_fd).st_size < rows * dim * 4:
             raise ValueError(f"{self.directory}: the float32 file is shorter than its state says")
+
+    def _release(self) -> None:
+        if self._held is not None:
+            for handle in self._held:
+                handle.close()
+            self._held = None
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The state's ids, int8 codes and scales, mapped from the held files on first use."""
+        if self._mapped is None:
+            import numpy as np
+
+            state = self._state
+            if state is None or self._held is None:  # no state, no rows, or closed
+                dim = 0 if state is None else state["dim"]
+                scale = np.zeros(dim, np.float32) if state is None else np.asarray(state["scale"], np.float32)
+                self._mapped = (np.zeros(0, np.int64), np.zeros((0, dim), np.int8), scale)
+            else:
+                rows, dim = state["rows"], state["dim"]
+                ids, codes = self._held
+                self._mapped = (np.memmap(ids, np.int64, "r", shape=(rows,)),
+                                np.memmap(codes, np.int8, "r", shape=(rows, dim)),
+                                np.asarray(state["scale"], np.float32))
+                self._release()  # the mappings keep the files
+        return self._mapped
+
+    @property
+    def _ids(self) -> np.ndarray:
+        return self._arrays()[0]
+
+    @property
+    def _codes(self) -> np.ndarray:
+        return self._arrays()[1]
+
+    @property
+    def _scale(self) -> np.ndarray:
+        return self._arrays()[2]
 
     @property
     def ids(self) -> np.ndarray:
@@ -146,7 +205,9 @@ class VectorIndex:
 
     @property
     def rows(self) -> int:
-        return int(self._ids.size)
+        if self._mapped is None:  # not mapped yet: the rows the checked state holds (none without files)
+            return 0 if self._state is None or self._held is None else int(self._state["rows"])
+        return int(self._mapped[0].size)
 
     @property
     def generation(self) -> int | None:
@@ -158,10 +219,12 @@ class VectorIndex:
 
     def _float_rows(self, positions: np.ndarray) -> np.ndarray:
         """The exact vectors at these (ascending) positions: one pread per run of neighbouring rows."""
+        import numpy as np
+
         dim = self._codes.shape[1]
         out = np.empty((positions.size, dim), np.float32)
         if self._float_fd is None:
-            out[:] = self._floats[positions]
+            out[:] = self._floats[positions]  # type: ignore[index]
             return out
         if positions.size == 0:
             return out
@@ -190,6 +253,8 @@ class VectorIndex:
         """The k best (chunk id, cosine) among `positions` (ascending file positions of the eligible rows;
         `mask`, the same rows as booleans, when they are most of the index). Scopes up to `exact_rows` are
         scored exactly; larger ones through the int8 scan and an exact re-score of its best rows."""
+        import numpy as np
+
         if positions.size == 0 or k <= 0:
             return []
         q = np.ascontiguousarray(query, dtype=np.float32)
@@ -202,6 +267,9 @@ class VectorIndex:
 
     def _scan(self, q: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, depth: int) -> np.ndarray:
         """Positions of the `depth` best int8 scores in the scope."""
+        import numkong
+        import numpy as np
+
         weighted = q * self._scale  # dot(q, code * scale) = dot(q * scale, code)
         peak = float(np.abs(weighted).max()) or 1.0
         q8 = np.rint(weighted * (127 / peak)).astype(np.int8)[None, :]
@@ -231,6 +299,8 @@ class VectorIndex:
     def append(self, generation: int, ids: np.ndarray, vectors: np.ndarray, deleted: int) -> bool:
         """Add rows written after the current ones and count `deleted` dead rows; False when the caller
         should rebuild instead (too many dead rows, or a small index whose scale the new vectors exceed)."""
+        import numpy as np
+
         state = self._state
         if state is None:
             return False
@@ -244,8 +314,8 @@ class VectorIndex:
             return False
         if self.directory is None:
             if len(ids):
-                self._ids = np.concatenate([self._ids, ids])
-                self._codes = np.concatenate([self._codes, quantize(vectors, scale)])
+                codes = np.concatenate([self._codes, quantize(vectors, scale)])
+                self._mapped = (np.concatenate([self._ids, ids]), codes, self._scale)
                 self._floats = np.concatenate([self._floats, vectors])
             self._state = {**state, "generation": generation, "rows": rows + len(ids), "dead": dead}
             return True
@@ -270,16 +340,18 @@ class VectorIndex:
     def replace_all(self, generation: int, dim: int, batches: Iterator[tuple[np.ndarray, np.ndarray]]) -> None:
         """Rebuild from (ids, vectors) batches in id order: new files under a new stamp, then the state
         switches to them in one rename, then the old files go."""
+        import numpy as np
+
         if self.directory is None:
             ids = [np.zeros(0, np.int64)]
             floats = [np.zeros((0, dim), np.float32)]
             for batch_ids, vectors in batches:
                 ids.append(batch_ids)
                 floats.append(vectors)
-            self._ids, self._floats = np.concatenate(ids), np.concatenate(floats)
+            all_ids, self._floats = np.concatenate(ids), np.concatenate(floats)
             scale = quantization_scale(np.abs(self._floats).max(axis=0) if len(self._floats) else np.zeros(dim))
-            self._codes = quantize(self._floats, scale)
-            self._state = {"format": FORMAT, "generation": generation, "rows": int(self._ids.size), "dim": dim,
+            self._mapped = (all_ids, quantize(self._floats, scale), self._scale)
+            self._state = {"format": FORMAT, "generation": generation, "rows": int(all_ids.size), "dim": dim,
                            "dead": 0, "scale": scale.tolist(), "stamp": ""}
             return
         make_private_folder(self.directory)
@@ -332,5 +404,8 @@ class VectorIndex:
         if self._float_fd is not None:
             os.close(self._float_fd)
             self._float_fd = None
-        self._ids = np.zeros(0, np.int64)
-        self._codes = np.zeros((0, 0), np.int8)
+        self._release()
+        if self._mapped is not None:  # numpy is loaded: the mappings go, the scales stay
+            import numpy as np
+
+            self._mapped = (np.zeros(0, np.int64), np.zeros((0, 0), np.int8), self._mapped[2])
