@@ -235,7 +235,10 @@ def test_the_demo_runs_on_the_core_install(tmp_path):
                      "--json")
     assert asked.returncode == 0, asked.stderr
     assert "PostgreSQL" in asked.stdout
-    for args, extra in ((["serve", "--port", "0"], "server"), (["ingest", "http://127.0.0.1:9/post"], "ingest")):
+    fresh = ragstead("freshness")  # the files' freshness is the core's; the pages' (--urls) is ingest's
+    assert fresh.returncode == 0 and "0 changed" in fresh.stdout, fresh.stderr
+    for args, extra in ((["serve", "--port", "0"], "server"), (["ingest", "http://127.0.0.1:9/post"], "ingest"),
+                        (["freshness", "--urls"], "ingest")):
         refused = ragstead(*args)
         assert refused.returncode == 2 and refused.stderr.startswith("error:"), refused.stderr
         assert refused.stderr.count("\n") == 1 and f"pip install 'ragstead[{extra}]'" in refused.stderr

@@ -29,7 +29,7 @@ class MissingExtraError(RagsteadError):
 # [project.optional-dependencies]; tests/test_dependencies.py keeps the two in step).
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "server": ("the HTTP API (ragstead serve)", ("fastapi", "starlette", "uvicorn", "limits", "fastapi_offline")),
-    "ingest": ("ingest of web pages, feeds, videos and dossiers (and their freshness checks)",
+    "ingest": ("ingest of web pages, feeds, videos and dossiers (and freshness --urls)",
                ("trafilatura", "url_normalize", "youtube_transcript_api", "requests", "jinja2", "yake",
                 "feedparser")),
 }

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ragstead import egress
 from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.documents.ids import file_of, make_doc_id
-from ragstead.errors import InvalidQueryError, RagsteadError
+from ragstead.errors import InvalidQueryError, RagsteadError, require_extra
 from ragstead.filters import QueryFilters
 from ragstead.indexer import Indexer
 from ragstead.indexing.build import (
@@ -50,11 +50,13 @@ from ragstead.ingest.archive import content_hash
 from ragstead.ingest.base import SourceError
 from ragstead.ingest.feeds import feed_entries
 from ragstead.ingest.fetch import FetchOptions, fetch, make_client
-from ragstead.ingest.pipeline import fetch_extracted
-from ragstead.ingest.service import IngestService
-from ragstead.ingest.urls import parse_source
 from ragstead.ingest.web import extract
 from ragstead.stores.base import DocumentRecord, ManifestEntry
+
+# The files' freshness is the core's; the pages' (`--urls`) needs the ingest extra, so what parses and fetches a
+# source is imported where a page is checked, after require_extra (#51.4).
+if TYPE_CHECKING:
+    from ragstead.ingest.service import IngestService
 
 PLAN_FILE = "refresh_plan.jsonl"
 LEDGER_FILE = "embedding_ledger.jsonl"
@@ -384,6 +386,8 @@ def plan_feeds(documents: Iterable[dict[str, Any]], client: httpx.Client, option
     """Fetch each feed ingested entries came from (`source.feed`) once per user, and plan every entry whose page
     that user has not ingested (by the same dedup key `ingest` uses) as new. A feed that cannot be fetched or
     read is skipped with its reason."""
+    from ragstead.ingest.urls import parse_source
+
     have: dict[str | None, set[str]] = {}
     feeds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for doc in documents:
@@ -415,6 +419,9 @@ def plan_feeds(documents: Iterable[dict[str, Any]], client: httpx.Client, option
 def _current_hash(url: str, source: dict[str, Any], client: httpx.Client, options: FetchOptions,
                   kept: dict[str, str] | None) -> tuple[str | None, dict[str, str] | None]:
     """(the content hash of the page now, or None for "not modified"; the validators to keep, or None)."""
+    from ragstead.ingest.pipeline import fetch_extracted
+    from ragstead.ingest.urls import parse_source
+
     parsed = parse_source(url)
     if parsed.kind != "web":  # videos and posts come through their own APIs: fetched again, hashes compared
         extracted = fetch_extracted(parsed, client, options)
@@ -529,10 +536,15 @@ def _check_actions(apply: bool, exec_command: str | None, exec_timeout: float) -
 class FreshnessService:
     """The freshness job on one project: plan, ledger, then nothing, `apply` or a hook."""
 
-    def __init__(self, indexer: Indexer, ingester: IngestService) -> None:
+    def __init__(self, indexer: Indexer, ingester: Callable[[], IngestService]) -> None:
+        """`ingester`: the ingest service, built when pages are ingested again (it needs the ingest extra)."""
         self.indexer = indexer
-        self.ingester = ingester
+        self._ingester = ingester
         self.runtime = indexer.runtime
+
+    @property
+    def ingester(self) -> IngestService:
+        return self._ingester()
 
     def freshness(self, paths: Sequence[str | Path] | None = None, *, plan: str | Path | None = None,
                   ledger: str | Path | None = None, apply: bool = False, exec_command: str | None = None,
@@ -609,6 +621,7 @@ class FreshnessService:
 
     def _plan_urls(self, transport: httpx.BaseTransport | None) -> UrlPlan:
         """`freshness --urls`: every document ingested from a web URL, checked again (`plan_urls`)."""
+        require_extra("ingest")
         if not self.runtime.exists():
             return UrlPlan()
         pages = [d for d in self._all_documents() if ingested_remote(d)]

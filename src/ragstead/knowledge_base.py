@@ -92,7 +92,7 @@ class KnowledgeBase:
     _ingester: Service[IngestService] = Service("ragstead.ingest.service:IngestService",
                                                   lambda kb: (kb._landing, lambda: kb.providers()), extra="ingest")
     _freshness: Service[FreshnessService] = Service("ragstead.freshness:FreshnessService",
-                                                      lambda kb: (kb._indexer, kb._ingester), extra="ingest")
+                                                      lambda kb: (kb._indexer, lambda: kb._ingester))
     _health: Service[Health] = Service("ragstead.health:Health", lambda kb: (kb.runtime,))
     _evaluation: Service[Evaluation] = Service("ragstead.evaluation.service:Evaluation", lambda kb: (kb.runtime,))
     _snapshots: Service[Snapshots] = Service("ragstead.snapshots:Snapshots", lambda kb: (kb.runtime,))
@@ -147,7 +147,7 @@ class KnowledgeBase:
     findability = Delegate("_findability", "ragstead.findability:Findability.findability")
     evaluate = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate")
     evaluate_beir = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate_beir")
-    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness", extra="ingest")
+    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness")
     watch = Delegate("_indexer", "ragstead.watch:watch")
     # A follow-up rewritten from the earlier turns, then asked.
     chat = Delegate("_conversations", "ragstead.conversation.service:Conversations.chat")
