@@ -1,7 +1,7 @@
 """`python -m bench WHAT`: all | index | latency | quality | api | fusion | refusal | stores | chunking | models
 | lexical | ensemble | scaling | memory | drift | ingest | tagging | dedup | rerank | answers | ranker | feedback
 | title | snapshots | lists | milvus | milvus-scifact | superseded | notes | partitions | chat | aggregates
-| bilingual.
+| bilingual | startup.
 
 Every table with its command: docs/benchmarks.md.
 """
@@ -23,7 +23,8 @@ def main() -> None:
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
                                            "dedup", "rerank", "answers", "ranker", "feedback", "title",
                                            "snapshots", "lists", "milvus", "milvus-scifact", "superseded", "notes",
-                                           "partitions", "train-reader", "reader", "aggregates", "bilingual"])
+                                           "partitions", "train-reader", "reader", "aggregates", "bilingual",
+                                           "startup"])
     parser.add_argument("--label", default="", help="reader bench: a name for this run's results file")
     parser.add_argument("--squad", type=Path, default=None,
                         help="train-reader: SQuAD 2.0's train-v2.0.json (its train split only; kept outside the repo)")
@@ -67,7 +68,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="api bench: concurrent client connections")
     parser.add_argument("--index", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--previous", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--base", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--base", default="", help="startup bench: a checkout of the baseline commit (its src/ runs "
+                        "beside this one); api-client: the server's URL")
+    parser.add_argument("--repeat", type=int, default=9, help="startup bench: runs of each command (medians)")
     parser.add_argument("--key", default="", help=argparse.SUPPRESS)
     parser.add_argument("--load", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -92,6 +95,11 @@ def main() -> None:
         from bench.query_latency import cold_query
 
         print(json.dumps(cold_query(args.index, args.previous)))
+        return
+    if args.what == "startup":  # not in `all`: it is about whole processes on a quiet machine (~1 min)
+        from bench.startup import read_commands
+
+        read_commands(Path(args.base) if args.base else None, args.repeat)
         return
     if args.what in ("index", "all"):
         from bench.index_throughput import main as index_main
