@@ -174,10 +174,7 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     (GateModel.cosine_map). Also returns each scored candidate's unit answer scores."""
     if not candidates:
         return Signals(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), {}
-    a, b = cosine
-    if (a, b) != (0.0, 1.0):
-        candidates = [replace(c, similarity=a + b * c.similarity) for c in candidates]
-        unit_similarities = {i: [a + b * float(x) for x in v] for i, v in unit_similarities.items()}
+    candidates, unit_similarities = _on_default_scale(candidates, unit_similarities, cosine)
     dense = max(c.similarity for c in candidates)
     ceiling = attainable(ceilings)
     lexical_scores = [c.lexical_score for c in candidates if c.lexical_score is not None]
@@ -186,10 +183,7 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     top = list(candidates[:EVIDENCE_CHUNKS])
     coverage = max((len(held_stems(c.text, question, wanted)) / len(wanted) for c in top),
                    default=0.0) if wanted else 0.0
-    by_vector = sorted(range(len(candidates)), key=lambda i: -candidates[i].similarity)[:AGREEMENT_DEPTH]
-    by_lexical = sorted((i for i, c in enumerate(candidates) if c.lexical_score is not None),
-                        key=lambda i: -(candidates[i].lexical_score or 0.0))[:AGREEMENT_DEPTH]
-    agreement = len(set(by_vector) & set(by_lexical)) / AGREEMENT_DEPTH
+    agreement = _agreement(candidates)
     items = [(i, unit, unit_similarities[i][p]) for i in sorted(unit_similarities)
              for p, unit in enumerate(split_units(candidates[i].text, candidates[i].lines))]
     scores = scorer.score(question, items)
@@ -199,6 +193,24 @@ def measure(question: str, candidates: Sequence[Candidate], unit_similarities: d
     sentence = float(max((similarity for _, _, similarity in items), default=dense))
     evidence = float(max(scores, default=0.0))
     return Signals(dense, lexical, sentence, coverage, agreement, evidence), per_chunk
+
+
+def _on_default_scale(candidates: Sequence[Candidate], unit_similarities: dict[int, Sequence[float]],
+                      cosine: tuple[float, float]) -> tuple[Sequence[Candidate], dict[int, Sequence[float]]]:
+    """The candidates' and units' cosines read through the embedder's map (a, b): a + b * x."""
+    a, b = cosine
+    if (a, b) == (0.0, 1.0):
+        return candidates, unit_similarities
+    return ([replace(c, similarity=a + b * c.similarity) for c in candidates],
+            {i: [a + b * float(x) for x in v] for i, v in unit_similarities.items()})
+
+
+def _agreement(candidates: Sequence[Candidate]) -> float:
+    """The share of the vector side's top AGREEMENT_DEPTH hits that the lexical side also ranks there."""
+    by_vector = sorted(range(len(candidates)), key=lambda i: -candidates[i].similarity)[:AGREEMENT_DEPTH]
+    by_lexical = sorted((i for i, c in enumerate(candidates) if c.lexical_score is not None),
+                        key=lambda i: -(candidates[i].lexical_score or 0.0))[:AGREEMENT_DEPTH]
+    return len(set(by_vector) & set(by_lexical)) / AGREEMENT_DEPTH
 
 
 class UnitVectorCache:
