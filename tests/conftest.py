@@ -3,6 +3,8 @@ small projects written to tmp dirs. Plain helpers (no fixtures) live in helpers/
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -10,8 +12,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +46,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def real_embedder() -> MiniLMOnnxEmbedder:
     return MiniLMOnnxEmbedder()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def packaged_model_loaded_once(real_embedder: MiniLMOnnxEmbedder) -> Iterator[None]:
+    """Every in-process KnowledgeBase and CLI call that builds the packaged model gets a copy of one loaded model
+    (its ONNX session and tokenizer shared, the object its own, so a test's patch on it stays its own): a load is
+    ~0.2 s idle and the suite's in-process CLI calls loaded it hundreds of times. Other models, `onnx:`/`hf:`
+    folders and `python -m ragstead` processes load as before."""
+    from ragstead.embeddings import catalog
+
+    spec = catalog.MODELS[catalog.DEFAULT_MODEL]
+    loaded: dict[tuple[int, int], Any] = {(real_embedder.max_tokens, real_embedder.batch_size): real_embedder}
+
+    def build(max_tokens: int, batch_size: int) -> Any:
+        if (max_tokens, batch_size) not in loaded:
+            loaded[max_tokens, batch_size] = spec.build(max_tokens, batch_size)
+        return copy.copy(loaded[max_tokens, batch_size])
+
+    catalog.MODELS[catalog.DEFAULT_MODEL] = dataclasses.replace(spec, build=build)
+    yield
+    catalog.MODELS[catalog.DEFAULT_MODEL] = spec
 
 
 @pytest.fixture
