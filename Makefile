@@ -60,11 +60,13 @@ bench: install-dev
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench all
 
-# ruff, the import layers, and the complexity bound (#51): no function in src/ragstead over radon's 20.
+# ruff, the import layers, the complexity bound (#51): no function in src/ragstead over radon's 20, and mypy over
+# the public API's modules ([tool.mypy] in pyproject.toml).
 lint: install-dev
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_complexity.py
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) $(SAMPLE)/kb/rag

@@ -12,7 +12,7 @@ This module stays light (no numpy, no store): the CLI imports it to declare its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text, split_values
@@ -211,7 +211,8 @@ class SearchRequest(SearchKnobs):
             return query
         given = {name: value for name, value in keywords.items() if value is not None}
         scope = Scope(**{name: given.pop(name) for name in SCOPE_FIELDS if name in given})
-        return cls(query, scope=scope, **given)
+        # A str here (an R returned above); mypy does not narrow `str | R` by isinstance against type[R].
+        return cls(cast(str, query), scope=scope, **given)
 
 
 @dataclass(frozen=True, kw_only=True)

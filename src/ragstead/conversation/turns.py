@@ -102,9 +102,9 @@ class Turn(Record):
         raw = data.get("answer")
         answer: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {"answer": raw or ""}
         text = _text(answer.get("answer") or "", "answer", MAX_ANSWER_CHARS, allow_empty=True)
-        rewrite = data.get("rewrite") if isinstance(data.get("rewrite"), Mapping) else {}
+        rewrite: Mapping[str, Any] = data["rewrite"] if isinstance(data.get("rewrite"), Mapping) else {}
         rewritten = data.get("rewritten") if isinstance(data.get("rewritten"), str) else question
-        method = rewrite.get("method") if rewrite.get("method") in METHODS else "none"
+        method = rewrite["method"] if rewrite.get("method") in METHODS else "none"
         listed = rewrite.get("carried")
         carried = tuple(c[:200] for c in listed if isinstance(c, str))[:10] if isinstance(listed, list) else ()
         return cls(question, Rewrite(question, _text(rewritten, "rewritten", 2 * MAX_QUERY_CHARS), method, carried,
@@ -130,9 +130,9 @@ def _sources(citations: Any) -> tuple[TurnSource, ...]:
     for i, citation in enumerate(citations if isinstance(citations, list) else [], 1):
         if not isinstance(citation, Mapping) or not isinstance(citation.get("source"), str):
             continue
-        locator = citation.get("locator") if isinstance(citation.get("locator"), Mapping) else {}
+        locator: Mapping[str, Any] = citation["locator"] if isinstance(citation.get("locator"), Mapping) else {}
         title = citation.get("title", locator.get("title"))
-        found.append(TurnSource(citation.get("n") if isinstance(citation.get("n"), int) else i,
+        found.append(TurnSource(citation["n"] if isinstance(citation.get("n"), int) else i,
                                 citation["source"][:500], title[:300] if isinstance(title, str) else None))
     return tuple(found[:MAX_SOURCES])
 
@@ -186,7 +186,8 @@ def scope_dict(scope: Scope) -> dict[str, Any]:
 def scope_of(data: Mapping[str, Any]) -> Scope:
     """The scope `scope_dict` wrote."""
     names = {f.name for f in fields(Scope)}
-    return Scope(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+    return Scope(**values)
 
 
 def history_turns(history: Sequence[Turn | Mapping[str, Any]]) -> tuple[Turn, ...]:

@@ -18,7 +18,7 @@ import os
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -613,7 +613,7 @@ def index_roots(
         if within is None and options.lock_file.is_absolute():  # a whole run, of a project (not a test's defaults)
             report.missing_roots = missing_roots(options.root, options.lock_file.parent, manifest)
             report.pruned = prune_missing_roots and bool(report.missing_roots)
-        gone = {m.root for m in report.missing_roots}
+        gone = frozenset(m.root for m in report.missing_roots)
         diff = diff_roots(options, roots, manifest, report, within, keep=frozenset() if report.pruned else gone,
                           reread=remask)
         if report.pruned:
@@ -946,7 +946,7 @@ class _Batches:
 
 
 def _prepared(todo: list[FileCandidate],
-              options: IndexingOptions) -> Iterator[tuple[FileCandidate, list[DocumentWrite] | Skip]]:
+              options: IndexingOptions) -> Generator[tuple[FileCandidate, list[DocumentWrite] | Skip], None, None]:
     """Each candidate with what `prepare_file` made of it, in order, READERS files read at once (a thread each,
     waiting on its reader process), at most two per reader ahead of the caller."""
     readers = min(READERS, sum(1 for c in todo if c.loaded is None))

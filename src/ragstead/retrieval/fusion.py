@@ -6,22 +6,25 @@ Why convex is the default and how lists are scaled: docs/design.md, "Fusion".
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 FUSIONS = ("rrf", "convex")
+# The ids fused (rowids in search): each function gives back the type of id it was given.
+K = TypeVar("K", bound=Hashable)
 
 
-def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[Hashable]], k: int = 60) -> dict[Hashable, float]:
+def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[K]], k: int = 60) -> dict[K, float]:
     """Fuse ranked id lists (best first). Returns id -> fused score; an id missing from a list adds 0."""
     if k < 0:
         raise ValueError("rrf k must be >= 0")
-    scores: dict[Hashable, float] = {}
+    scores: dict[K, float] = {}
     for ranked in ranked_lists:
         for rank, item in enumerate(ranked, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     return scores
 
 
-def min_max(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable, float]:
+def min_max(hits: Sequence[tuple[K, float]]) -> dict[K, float]:
     """Scores scaled to [0, 1] over this list (best 1, worst 0); a list of equal scores maps to all 1."""
     if not hits:
         return {}
@@ -31,7 +34,7 @@ def min_max(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable, float]:
     return {item: (s - low) / span if span > 0 else 1.0 for item, s in hits}
 
 
-def min_max_above_zero(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable, float]:
+def min_max_above_zero(hits: Sequence[tuple[K, float]]) -> dict[K, float]:
     """Scores scaled into (0, 1]: min-max with the floor one mean gap below the worst score, so the last
     candidate of a list still counts for more than an id the list did not return (which scores 0)."""
     if not hits:
@@ -45,8 +48,8 @@ def min_max_above_zero(hits: Sequence[tuple[Hashable, float]]) -> dict[Hashable,
     return {item: (s - floor) / (high - floor) for item, s in hits}
 
 
-def fused_order(fused: dict[Hashable, float], vector_hits: Sequence[tuple[Hashable, float]],
-                lexical_hits: Sequence[tuple[Hashable, float]]) -> list[Hashable]:
+def fused_order(fused: dict[K, float], vector_hits: Sequence[tuple[K, float]],
+                lexical_hits: Sequence[tuple[K, float]]) -> list[K]:
     """The fused ids best first, ties broken by vector rank, then lexical rank (an id a list lacks after all of
     its own), so the order is deterministic."""
     missing = len(vector_hits) + len(lexical_hits)
@@ -56,10 +59,10 @@ def fused_order(fused: dict[Hashable, float], vector_hits: Sequence[tuple[Hashab
 
 
 def convex_fusion(
-    vector_hits: Sequence[tuple[Hashable, float]],
-    lexical_hits: Sequence[tuple[Hashable, float]],
+    vector_hits: Sequence[tuple[K, float]],
+    lexical_hits: Sequence[tuple[K, float]],
     weight: float = 0.5,
-) -> dict[Hashable, float]:
+) -> dict[K, float]:
     """`weight` * scaled(vector) + (1 - `weight`) * scaled(lexical) (`min_max_above_zero`); ids missing from a
     list get 0 there."""
     if not 0.0 <= weight <= 1.0:

@@ -169,6 +169,7 @@ def search(
         # The question's own similarity of each chunk: the first pass's vector scores, whatever feedback did.
         candidates = page(plan, rows, ranking, similarity=dict(first.vector_hits))
         if plan.want_vector:  # a chunk feedback found, which the first pass did not: its similarity to the question
+            assert plan.query_vector is not None  # plan_query embeds the question whenever a vector side is on
             fill_similarity(candidates, store, plan.query_vector)
     if reranker is not None and candidates:
         with timed(plan.timings, "rerank_ms"):
@@ -248,6 +249,7 @@ def vector_side(store: Store, plan: QueryPlan) -> list[tuple[int, float]]:
     """Nearest chunks to the question's vector inside the scope: (rowid, cosine similarity), best first."""
     with timed(plan.timings, "vector_ms"):
         depth = plan.options.k if plan.options.mode == "vector" else plan.options.top_k_vector
+        assert plan.query_vector is not None  # plan_query embeds the question whenever a vector side is on
         return store.vector_search(plan.query_vector, plan.filters, depth)
 
 
@@ -417,7 +419,7 @@ def page(plan: QueryPlan, rows: RowReader, ranking: Ranking, similarity: dict[in
 
     # The fused list holds up to both depths (50 rows by default) and k of them are usually enough.
     admitted = rows.admitted_in_order(ranking.order, first_page=max(2 * plan.wanted, 32))
-    candidates = (candidate(rowid, row) for rowid, row in admitted)
+    candidates: Iterator[Candidate] = (candidate(rowid, row) for rowid, row in admitted)
     if plan.options.dedup_sources and not plan.reranked:
         candidates = one_per_document(candidates)
     return list(islice(candidates, plan.wanted))
@@ -478,7 +480,7 @@ def search_result(plan: QueryPlan, hits: tuple[Hit, ...], embedder: Embedder | N
             "rrf_k": options.rrf_k,
             "fusion": options.fusion,
             "fusion_weight": options.fusion_weight,
-            "reranker": reranker.name if reranked else None,
+            "reranker": reranker.name if reranker is not None else None,
             "rerank_top_n": options.rerank_top_n if reranked else None,
             "rerank_weight": options.rerank_weight if reranked else None,
             "feedback_k": options.feedback_k if options.mode == "hybrid" else None,

@@ -282,8 +282,8 @@ def assemble_writes(
         by_doc[row[0]].append((ChunkRecord(*row[1:]), vector))
     writes = []
     for row in documents:
-        record = DocumentRecord(*row[:12], tags=list(row[12]), source=row[13] or None)
-        record.is_private = bool(record.is_private)
+        record = DocumentRecord(*row[:12])
+        record.is_private, record.tags, record.source = bool(record.is_private), list(row[12]), row[13] or None
         found = by_doc[record.doc_id]
         matrix = np.vstack([v for _, v in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
         writes.append(DocumentWrite(record, [c for c, _ in found], matrix))
