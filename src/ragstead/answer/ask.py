@@ -583,7 +583,7 @@ def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: st
     lacking = _lacking(run, text, _read_as(sources, quoted.quotes, cited))
     if extractive:  # its sentences stand whole: each older one gets its label
         # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
-        text = label_superseded(text, [(d.older.text, d.older.date if d.older.date != d.newer.date else "")
+        text = label_superseded(text, [(d.older.text, (d.older.date or "") if d.older.date != d.newer.date else "")
                                        for d in superseded])
         if run.on_text:
             run.on_text(text)
@@ -656,8 +656,8 @@ def _for_provider(contexts: list[Context], provider: AnswerProvider) -> tuple[li
 def _best_similarity(contexts: list[Context]) -> float | None:
     """The best cosine `gather` saw (4 decimals); for a plain list of contexts, the best among them."""
     best = getattr(contexts, "best_similarity", None)
-    if best is None and contexts:
-        best = max(c.similarity for c in contexts)
+    if best is None:
+        best = max((c.similarity for c in contexts if c.similarity is not None), default=None)
     return None if best is None else round(best, 4)
 
 

@@ -118,7 +118,9 @@ class ToolBox(Protocol):
     JSON schema of the arguments); `call` runs one and returns what the model reads next: the result with the
     number `n` it is cited by, or `{"error": ...}` (refused or failed; the answer goes on without it)."""
 
-    specs: list[dict[str, Any]]
+    @property
+    def specs(self) -> list[dict[str, Any]]:  # read-only: a session's tools are fixed when it starts
+        ...
 
     def call(self, name: str, arguments: Any) -> dict[str, Any]:
         ...
