@@ -10,6 +10,10 @@
     "milvus://host:19530[/db][?db=PATH]"  a Milvus server for vectors, the SQLite side at the index file (or PATH)
 
 Backends are imported only when opened, so a CLI command never pays for a driver it does not use.
+
+The part before the first ':' (and before a '+') names the backend in the "ragstead.stores" registry
+(ragstead/plugins.py): the built-ins below, or a store another package adds with one entry point whose value is
+a `StoreBackend`. A name nobody registered is one ConfigError line listing the known ones.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragstead.errors import ConfigError, RagsteadError
+from ragstead.plugins import Registry
 from ragstead.stores.base import Store
 from ragstead.stores.redaction import redact
 
-__all__ = ["STORE_KINDS", "StoreSpec", "is_chroma_spec", "is_milvus_spec", "is_postgres_url", "open_store", "redact"]
+__all__ = ["STORES", "STORE_KINDS", "StoreBackend", "StoreSpec", "is_chroma_spec", "is_milvus_spec",
+           "is_postgres_url", "open_store", "redact"]
 
 STORE_KINDS = ("'sqlite', 'sqlite:PATH', 'postgresql://user@host:port/dbname', 'chroma:PATH' or "
                "'chroma+http://host:port', 'milvus:PATH.db' or 'milvus://host:19530'")
@@ -44,6 +50,22 @@ def is_milvus_spec(spec: str) -> bool:
 
 
 @dataclass(frozen=True)
+class StoreBackend:
+    """What a store setting's name resolves to: a built-in below, or a plugin's entry point in "ragstead.stores".
+
+    `locate(raw, root, default_db)` checks the setting (a ConfigError if malformed) and returns the backend's
+    SQLite file, or None when it keeps everything on a server; `describe(spec)` is the place, safe to print;
+    `open(spec)` returns the `Store`. Import the driver inside `open`: the registry imports this module when the
+    name is first used, and parsing a setting should not load a driver.
+    """
+
+    kind: str  # what StoreSpec.kind reports (postgres:// and postgresql:// are one kind)
+    open: Callable[[StoreSpec], Store]
+    locate: Callable[[str, Path, Path], Path | None] = lambda raw, root, default_db: None
+    describe: Callable[[StoreSpec], str] = lambda spec: redact(spec.raw)
+
+
+@dataclass(frozen=True)
 class StoreSpec:
     """A parsed store setting: which backend, where its SQLite file is (if it has one), and the raw spec.
 
@@ -51,7 +73,7 @@ class StoreSpec:
     driver's message about one goes through `redact()` (stores/redaction.py, the one place that masks).
     """
 
-    kind: str  # sqlite | postgresql | chroma | milvus
+    kind: str  # sqlite | postgresql | chroma | milvus | a plugin's StoreBackend.kind
     raw: str
     sqlite_file: Path | None
     root: Path
@@ -64,28 +86,12 @@ class StoreSpec:
         """Parse a store setting; relative paths resolve against `root`. A malformed one is a ConfigError."""
         spec = (spec or "").strip()
         folder = default_db.parent if default_db.name else None
-        if is_postgres_url(spec):
-            return cls("postgresql", spec, None, root, folder)
-        if is_chroma_spec(spec):
-            location = _chroma_location(spec, root, default_db)
-            return cls("chroma", spec, location.sqlite_file, root, folder)
-        if is_milvus_spec(spec):
-            return cls("milvus", spec, _milvus_location(spec, root, default_db).sqlite_file, root, folder)
-        if spec in ("", "sqlite"):
-            return cls("sqlite", spec, default_db, root, folder)
-        if spec.startswith("sqlite:") and spec.removeprefix("sqlite:").strip():
-            return cls("sqlite", spec, _resolve(root, spec.removeprefix("sqlite:").strip()), root, folder)
-        raise ConfigError(f"unknown store {redact(spec)!r}; use {STORE_KINDS}")
+        backend = _backend(spec)
+        return cls(backend.kind, spec, backend.locate(spec, root, default_db), root, folder)
 
     def describe(self) -> str:
         """Where the index lives, safe to print (no password, no secret parameter)."""
-        if self.kind == "postgresql":
-            return redact(self.raw)
-        if self.kind == "chroma":
-            return redact(_chroma_location(self.raw, self.root, self.sqlite_file or Path()).describe())
-        if self.kind == "milvus":
-            return redact(_milvus_location(self.raw, self.root, self.sqlite_file or Path()).describe())
-        return redact(str(self.sqlite_file))
+        return _backend(self.raw).describe(self)
 
     def same_place(self, other: StoreSpec) -> bool:
         """Both name one store, or share its SQLite file."""
@@ -101,7 +107,7 @@ class StoreSpec:
         """Open the store. `must_exist`: a missing index file is an error (read-only commands), not a new index."""
         if must_exist and not self.exists():
             raise RagsteadError(f"no index at {self.sqlite_file}; run `ragstead index` first")
-        return _BACKENDS[self.kind](self)
+        return _backend(self.raw).open(self)
 
 
 def _resolve(root: Path, value: str) -> Path:
@@ -152,12 +158,62 @@ def _private_folders(spec: StoreSpec) -> tuple[Path, ...]:
     return () if spec.index_folder is None else (spec.index_folder,)
 
 
-_BACKENDS: dict[str, Callable[[StoreSpec], Store]] = {
-    "sqlite": _open_sqlite,
-    "postgresql": _open_postgres,
-    "chroma": _open_chroma,
-    "milvus": _open_milvus,
-}
+def _locate_sqlite(raw: str, root: Path, default_db: Path) -> Path:
+    if raw in ("", "sqlite"):
+        return default_db
+    path = raw.removeprefix("sqlite:").strip()
+    if not raw.startswith("sqlite:") or not path:
+        raise _unknown(raw)
+    return _resolve(root, path)
+
+
+def _locate_postgres(raw: str, root: Path, default_db: Path) -> None:
+    if not is_postgres_url(raw):
+        raise _unknown(raw)
+
+
+def _locate_chroma(raw: str, root: Path, default_db: Path) -> Path | None:
+    if not is_chroma_spec(raw):
+        raise _unknown(raw)
+    return _chroma_location(raw, root, default_db).sqlite_file
+
+
+def _locate_milvus(raw: str, root: Path, default_db: Path) -> Path | None:
+    if not is_milvus_spec(raw):
+        raise _unknown(raw)
+    return _milvus_location(raw, root, default_db).sqlite_file
+
+
+SQLITE = StoreBackend("sqlite", _open_sqlite, _locate_sqlite, lambda spec: redact(str(spec.sqlite_file)))
+POSTGRES = StoreBackend("postgresql", _open_postgres, _locate_postgres)
+CHROMA = StoreBackend("chroma", _open_chroma, _locate_chroma, lambda spec: redact(
+    _chroma_location(spec.raw, spec.root, spec.sqlite_file or Path()).describe()))
+MILVUS = StoreBackend("milvus", _open_milvus, _locate_milvus, lambda spec: redact(
+    _milvus_location(spec.raw, spec.root, spec.sqlite_file or Path()).describe()))
+
+# The store names: the built-ins here, other packages' through the "ragstead.stores" entry points.
+STORES = Registry("ragstead.stores", {
+    "sqlite": "ragstead.stores.factory:SQLITE",
+    "postgresql": "ragstead.stores.factory:POSTGRES",
+    "postgres": "ragstead.stores.factory:POSTGRES",
+    "chroma": "ragstead.stores.factory:CHROMA",
+    "milvus": "ragstead.stores.factory:MILVUS",
+})
+
+
+def _backend(raw: str) -> StoreBackend:
+    """The backend a setting names: the part before its first ':' and '+' ("" is the embedded default)."""
+    name = raw.split(":", 1)[0].split("+", 1)[0] if raw else "sqlite"
+    backend = STORES.get(name)
+    if not isinstance(backend, StoreBackend):
+        raise _unknown(raw)
+    return backend
+
+
+def _unknown(raw: str) -> ConfigError:
+    plugins = STORES.plugin_names()
+    more = f", or a plugin's: {', '.join(plugins)}" if plugins else ""
+    return ConfigError(f"unknown store {redact(raw)!r}; use {STORE_KINDS}{more}")
 
 
 def open_store(spec: StoreSpec, *, must_exist: bool = False) -> Store:

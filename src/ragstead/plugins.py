@@ -1,0 +1,69 @@
+"""Registries: a name maps to a "module:attr" reference, imported the first time that name is used (llm's shape).
+
+Each kind of plugin has a group, e.g. "ragstead.stores". The built-ins are declared once in code, in the same
+"module:attr" form and loaded the same way; another package adds a name with an entry point in that group:
+
+    [project.entry-points."ragstead.stores"]
+    mystore = "mypackage.store:BACKEND"
+
+The built-ins stay in code, not in ragstead's own entry points, so a source tree or an install whose metadata is
+older than the code still opens its stores. A built-in name wins over an entry point of the same name: a plugin
+adds a store, it does not replace the embedded one. The installed metadata is read only when a name is not a
+built-in (or the names are listed for an error), so opening the default store reads no dist-info at all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Registry"]
+
+
+class Registry:
+    """The names of one plugin group; `get(name)` imports and returns what the name points at, once."""
+
+    def __init__(self, group: str, builtins: Mapping[str, str]) -> None:
+        self.group = group
+        self._builtins = dict(builtins)
+        self._plugins: dict[str, str] | None = None  # read from the entry points on first need
+        self._loaded: dict[str, Any] = {}
+
+    @property
+    def builtins(self) -> Mapping[str, str]:
+        """The names declared in code, each with its "module:attr"."""
+        return dict(self._builtins)
+
+    def get(self, name: str) -> Any | None:
+        """What `name` points at (imported on this first use), or None for a name nobody registered."""
+        if name in self._loaded:
+            return self._loaded[name]
+        reference = self._builtins.get(name) or self._entry_points().get(name)
+        if reference is None:
+            return None
+        self._loaded[name] = _import(reference)
+        return self._loaded[name]
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name, built-ins and plugins, sorted."""
+        return tuple(sorted({*self._builtins, *self._entry_points()}))
+
+    def plugin_names(self) -> tuple[str, ...]:
+        """The names other packages added (not the built-ins), sorted."""
+        return tuple(sorted(set(self._entry_points()) - set(self._builtins)))
+
+    def _entry_points(self) -> dict[str, str]:
+        if self._plugins is None:
+            from importlib.metadata import entry_points
+
+            self._plugins = {point.name: point.value for point in entry_points(group=self.group)}
+        return self._plugins
+
+
+def _import(reference: str) -> Any:
+    module_name, _, attr = reference.partition(":")
+    target: Any = importlib.import_module(module_name.strip())
+    for part in filter(None, attr.strip().split(".")):
+        target = getattr(target, part)
+    return target
