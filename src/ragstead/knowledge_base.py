@@ -254,10 +254,7 @@ class KnowledgeBase:
                                  request.max_context_tokens, self.reranker() if request.rerank else None,
                                  request.min_confidence, local_only=self.settings.local_only)
         registry = self.tool_registry(request.tools)  # unknown tool names fail here, before any work
-        # answer/aggregate.py's Asked and Ruled protocols declare settable fields; the frozen request and settings
-        # give them read-only (the fix is read-only protocol members there).
-        result, listed = whole_folder(request, self, filters, ask_options,  # type: ignore[arg-type]
-                                      self._unit_vectors, self._lock)  # #46
+        result, listed = whole_folder(request, self, filters, ask_options, self._unit_vectors, self._lock)  # #46
         with self._lock:  # the store-side half; the answerers below do not hold up other readers
             if self._unit_vectors is None or self._unit_vectors.embedder is not self.embedder:
                 self._unit_vectors = UnitVectorCache(self.embedder)  # sentence vectors, kept between questions

@@ -149,16 +149,24 @@ class Asked(Protocol):
     """What `whole_folder` reads of an ask request (requests.AskRequest): the question, whether list questions
     are on, and the page of units or documents cited."""
 
-    query: str
-    list_questions: bool
-    offset: int
-    limit: int
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def list_questions(self) -> bool: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def limit(self) -> int: ...
 
 
 class Ruled(Protocol):
     """What `whole_folder` reads of the settings (config.Settings): the path rules of the scope backstop."""
 
-    scope_rules: tuple[PathRule, ...]
+    @property
+    def scope_rules(self) -> tuple[PathRule, ...]: ...
 
 
 class Index(Protocol):

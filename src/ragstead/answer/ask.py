@@ -583,8 +583,7 @@ def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: st
     lacking = _lacking(run, text, _read_as(sources, quoted.quotes, cited))
     if extractive:  # its sentences stand whole: each older one gets its label
         # Two notes of one day are ordered by what the newer says, not by a date: no date is shown.
-        text = label_superseded(text, [(d.older.text, (d.older.date or "") if d.older.date != d.newer.date else "")
-                                       for d in superseded])
+        text = label_superseded(text, [(d.older.text, _shown_date(d.older.date, d.newer.date)) for d in superseded])
         if run.on_text:
             run.on_text(text)
     return Answer(text=text, refused=False, citations=citations, provider=provider.name,
@@ -592,6 +591,11 @@ def _cited(run: _Run, provider: AnswerProvider, sources: list[Context], text: st
                   superseded=tuple(Superseded(number[d.older.key], d.older.source, d.older.date or "", d.older.text,
                                               number[d.newer.key], d.newer.source, d.newer.date or "")
                                    for d in superseded), **run.shared)
+
+
+def _shown_date(older: str | None, newer: str | None) -> str:
+    """The date an older statement's label shows: none when unknown or the same day as the newer note."""
+    return (older or "") if older != newer else ""
 
 
 def _lacking(run: _Run, text: str, quoted: list[str]) -> list[str]:
