@@ -70,7 +70,7 @@ class ExtractiveAnswerer:
         if not items:
             return ""
         reader = self._reader or load_reader()
-        read = [Item(rank, unit, similarity, contexts[rank].similarity or 0.0) for rank, unit, similarity in items]
+        read = _read(contexts, items)
         parts = question_parts(question)
         if len(parts) > 1:  # each part gets its own best unit ("when is the class, and what does it cost?")
             chosen = _part_leads(parts, reader, read)
@@ -88,13 +88,14 @@ class ExtractiveAnswerer:
         """The units the answer quotes, in order: the lead, up to two that support it, then what it supersedes."""
         order = sorted(range(len(items)), key=lambda j: (-scores[j], items[j][0], items[j][1].position))
         if _ASKS_TOTAL.search(question):  # the total leads over the line items it adds up, when it is plausible
-            bar = SUPPORT_SHARE * scores[order[0]]
-            order.sort(key=lambda j: not (_TOTAL.search(items[j][1].text) and scores[j] >= bar))
+            plausible = SUPPORT_SHARE * scores[order[0]]
+            order.sort(key=lambda j: not (_TOTAL.search(items[j][1].text) and scores[j] >= plausible))
         lead, older = _newer_lead(question, items, owners, scores, order)
         chosen = [lead]
         padding = _padding(question, items, lead, rows)
-        # Support is measured against the best unit, not the lead: a newer revision that took the lead may score
-        # far below the statement it revises, and a unit that weak is no support.
+        # Support is measured against the first unit in order (the best scored, or the total that leads), not only
+        # the lead: a newer revision that took the lead may score far below the statement it revises, and a unit
+        # that weak is no support.
         bar = SUPPORT_SHARE * max(scores[lead], scores[order[0]])
         for j in order[1:]:
             if len(chosen) == self.max_sentences or scores[j] < bar:
@@ -110,16 +111,23 @@ class ExtractiveAnswerer:
 def reader_order(question: str, contexts: list[Context], reader: Reader | None = None) -> list[Context]:
     """`contexts` with the chunks holding the reader's best units first (best unit score, then the search's order),
     renumbered: what an LLM answerer is handed, so the units the extractive answerer would quote lead its prompt."""
-    items, _ = _units(contexts)
-    if len(contexts) < 2 or not items:
+    if len(contexts) < 2:
         return contexts
-    read = [Item(rank, unit, similarity, contexts[rank].similarity or 0.0) for rank, unit, similarity in items]
+    items, _ = _units(contexts)
+    if not items:
+        return contexts
+    read = _read(contexts, items)
     scores = (reader or load_reader()).unit_scores(question, read)
     best = [0.0] * len(contexts)
     for item, score in zip(read, scores, strict=True):
         best[item.rank] = max(best[item.rank], float(score))
     order = sorted(range(len(contexts)), key=lambda i: (-best[i], i))
     return [replace(contexts[i], n=n) for n, i in enumerate(order, start=1)]
+
+
+def _read(contexts: list[Context], items: list[tuple[int, Unit, float]]) -> list[Item]:
+    """`_units`' items as the reader reads them, each with its chunk's cosine (0 for a tool's result)."""
+    return [Item(rank, unit, similarity, contexts[rank].similarity or 0.0) for rank, unit, similarity in items]
 
 
 def _units(contexts: list[Context]) -> tuple[list[tuple[int, Unit, float]], list[int]]:
