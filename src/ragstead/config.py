@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ragstead.answer.base import REFUSAL
 from ragstead.atomic import write_text_atomically
 from ragstead.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
@@ -23,6 +22,7 @@ from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 from ragstead.indexing.ignore import IGNORE_FILE as _IGNORE_FILE
 from ragstead.indexing.options import IndexingOptions
+from ragstead.request_fields import REFUSAL
 from ragstead.retrieval.options import SearchOptions
 from ragstead.stores.factory import StoreSpec
 

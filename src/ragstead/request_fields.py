@@ -28,6 +28,10 @@ MAX_TAGS = 20
 DATE_CHARS = 10  # YYYY-MM-DD
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
 DEFAULT_MAX_CONTEXT_TOKENS = 3000
+# The exact sentence of a refusal (seed 003), what every door shows when the documents do not answer; a project may
+# set its own (`refusal` in ragstead.toml). Here, not in answer/, so the settings take it as their default without
+# loading the answer package (`ragstead ls` reads no answer code, tests/test_startup.py).
+REFUSAL = "I could not find relevant information in the uploaded documents."
 MIN_CONTEXT_TOKENS = 100
 MAX_CONTEXT_TOKENS = 32000
 DEFAULT_LIST_LIMIT = 50  # documents a page of a list answer names ("which notes mention ...")

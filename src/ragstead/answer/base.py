@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from ragstead.errors import ProviderError as ProviderError  # re-exported: the answerers import it from here
 from ragstead.records import Record
+from ragstead.request_fields import REFUSAL as REFUSAL  # re-exported: the answerers and doors import it here
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,7 @@ class Listing(Record):
                 "next_offset": self.next_offset}
 
 
-# The exact sentence of a refusal (seed 003); a project may set its own (`refusal` in ragstead.toml, config.py).
-# The answerers' prompts teach this one; `ask` reads it (or the project's) back as a refusal.
-REFUSAL = "I could not find relevant information in the uploaded documents."
+# The answerers' prompts teach the refusal sentence; `ask` reads it (or the project's) back as a refusal.
 # The cosine threshold `ask` used before the relevance gate (`python -m bench refusal`, SciFact train); an
 # explicit `min_similarity` still applies it instead of the gate (docs/cli.md, `ragstead ask`). Kept here, in a
 # light module, because the CLI's help text shows it and `ragstead -h` must not load answer/ask.py's numpy.
