@@ -44,7 +44,7 @@ from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.rerank import fill_sentence_vectors
 from ragstead.runtime import Runtime
-from ragstead.stores.base import Store
+from ragstead.stores.base import SentenceVectors, Store
 from ragstead.stores.factory import StoreSpec
 from ragstead.stores.migrate import MigrationReport, copy_store
 
@@ -90,8 +90,9 @@ class Indexer:
 
     def fill_sentence_vectors(self, store: Store, report: IndexReport, progress: ProgressHook | None = None) -> None:
         """With `sentence_vectors` on: embed the sentences of every chunk that has none stored yet (the
-        re-ranker's, retrieval/rerank.py), timed apart from the index run; `progress` counts those chunks."""
-        if not self.runtime.settings.sentence_vectors:
+        re-ranker's, retrieval/rerank.py), timed apart from the index run; `progress` counts those chunks. A store
+        without the capability (a plugin's) stores none: the re-ranker embeds sentences when it reads them."""
+        if not self.runtime.settings.sentence_vectors or not isinstance(store, SentenceVectors):
             return
         started = time.perf_counter()
         report.sentence_vector_chunks = fill_sentence_vectors(store, self.runtime.load_embedder(store), progress)

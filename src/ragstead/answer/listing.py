@@ -43,7 +43,7 @@ from ragstead.memory.decision import decide
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.search import Candidate as Ranked
 from ragstead.retrieval.search import RowReader, snippet
-from ragstead.stores.base import Store
+from ragstead.stores.base import DocumentCount, Store
 
 # Chunks holding a topic word that one list answer reads at most; past it the answer says it is not complete.
 MAX_LIST_CHUNKS = 20_000
@@ -195,9 +195,8 @@ def list_answer(
 def count_documents(store: Store, filters: QueryFilters) -> int:
     """How many documents the scope holds: the store counts them, or (a store without `count_documents`) its
     scoped document listing is paged through."""
-    counter = getattr(store, "count_documents", None)
-    if callable(counter):
-        return int(counter(filters))
+    if isinstance(store, DocumentCount):
+        return int(store.count_documents(filters))
     total, offset = 0, 0
     while True:
         got = len(store.list_documents(filters, COUNT_PAGE, offset))

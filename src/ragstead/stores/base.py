@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragstead.errors import ModelMismatchError
 from ragstead.filters import QueryFilters
@@ -77,12 +78,11 @@ class ManifestEntry:
     root: str
 
 
-class Store(Protocol):
-    """A store holds documents, chunks, their vectors and a lexical index, and enforces filters itself.
-
-    Optional attribute: `parallel_searches = True` lets search() run `vector_search` and `lexical_search` on
-    two threads at once (a store whose searches are safe to call concurrently, such as a pooled server).
-    """
+@runtime_checkable
+class DocumentStore(Protocol):
+    """What every store does: hold documents, their chunks and vectors, written atomically, and read them back
+    scoped by the filters, which the store itself enforces (user, private-only default, types, dates, archive,
+    tags: the same WHERE in every read)."""
 
     def ensure_model(self, model: str, dim: int) -> None:
         """Record the embedding model of an empty index, or raise ModelMismatchError if it differs."""
@@ -94,11 +94,6 @@ class Store(Protocol):
 
     def embed_model(self) -> str | None:
         """The name of the model the index was built with, or None for an index without one (one meta read)."""
-        ...
-
-    def settle_lexical(self) -> bool:
-        """After writes that deleted chunks: make keyword statistics equal a clean build's again (or as the
-        store's policy allows); True if it did work."""
         ...
 
     def chunking(self) -> str | None:
@@ -125,17 +120,6 @@ class Store(Protocol):
         """In ONE transaction: replace documents, remove paths, refresh manifest entries."""
         ...
 
-    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """Exact cosine search over the chunks that pass `filters`: [(chunk rowid, similarity)], best first."""
-        ...
-
-    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
-        """BM25 over the chunks that pass `filters`, query words OR-ed: [(chunk rowid, score)], best first.
-
-        `terms` are plain words (see retrieval.lexical_query); a store must never hand them to a query parser.
-        """
-        ...
-
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
         """Chunk rows with document metadata, filtered again in SQL."""
         ...
@@ -144,24 +128,8 @@ class Store(Protocol):
         """Stored vectors by chunk id."""
         ...
 
-    def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-        """The sentence re-ranker's stored vectors by chunk id: one row per sentence (split_sentences order)."""
-        ...
-
-    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(row id, text hash, text) of chunks after row id `after` that have no sentence vectors, in id order."""
-        ...
-
-    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
-        """Store sentence matrices by (row id, text hash), skipping chunks gone or rewritten since; one transaction."""
-        ...
-
     def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
-        ...
-
-    def count_documents(self, filters: QueryFilters) -> int:
-        """How many documents the filters admit, counted in the store (the scope is part of the query)."""
         ...
 
     def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
@@ -202,6 +170,79 @@ class Store(Protocol):
     def close(self) -> None:
         """Release the connection."""
         ...
+
+
+@runtime_checkable
+class VectorSearch(Protocol):
+    """Nearest chunks to a query vector, inside the filters' scope."""
+
+    def vector_search(self, query: np.ndarray, filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """Exact cosine search over the chunks that pass `filters`: [(chunk rowid, similarity)], best first."""
+        ...
+
+
+@runtime_checkable
+class LexicalSearch(Protocol):
+    """BM25 over the chunks' text, inside the filters' scope."""
+
+    def lexical_search(self, terms: list[str], filters: QueryFilters, k: int) -> list[tuple[int, float]]:
+        """BM25 over the chunks that pass `filters`, query words OR-ed: [(chunk rowid, score)], best first.
+
+        `terms` are plain words (see retrieval.lexical_query); a store must never hand them to a query parser.
+        """
+        ...
+
+    def settle_lexical(self) -> bool:
+        """After writes that deleted chunks: make keyword statistics equal a clean build's again (or as the
+        store's policy allows); True if it did work."""
+        ...
+
+
+@runtime_checkable
+class SentenceVectors(Protocol):
+    """Optional: the sentence re-ranker's vectors, stored beside the chunks (`sentence_vectors = true`)."""
+
+    def sentence_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The sentence re-ranker's stored vectors by chunk id: one row per sentence (split_sentences order)."""
+        ...
+
+    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(row id, text hash, text) of chunks after row id `after` that have no sentence vectors, in id order."""
+        ...
+
+    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
+        """Store sentence matrices by (row id, text hash), skipping chunks gone or rewritten since; one transaction."""
+        ...
+
+
+@runtime_checkable
+class DocumentCount(Protocol):
+    """Optional: count the documents a scope admits in the store (else a caller pages through the listing)."""
+
+    def count_documents(self, filters: QueryFilters) -> int:
+        """How many documents the filters admit, counted in the store (the scope is part of the query)."""
+        ...
+
+
+@runtime_checkable
+class BulkLoad(Protocol):
+    """Optional: defer index builds over a large load and build them once at the end (PostgreSQL's HNSW graph
+    and postings); `ragstead migrate` and snapshot imports load inside it."""
+
+    def bulk_load(self) -> AbstractContextManager[None]:
+        ...
+
+
+@runtime_checkable
+class Store(DocumentStore, VectorSearch, LexicalSearch, SentenceVectors, DocumentCount, Protocol):
+    """Everything the built-in stores do (SQLite, PostgreSQL, and SQLite beside Chroma or Milvus): what the core
+    is written against. Code that must also take a store without an optional capability (a plugin's) checks
+    `isinstance(store, SentenceVectors)` and the like first; `tests/test_store_protocols.py` holds every store
+    that runs here to the protocols it claims.
+
+    Optional attribute: `parallel_searches = True` lets search() run `vector_search` and `lexical_search` on
+    two threads at once (a store whose searches are safe to call concurrently, such as a pooled server).
+    """
 
 
 # The columns `fetch_chunks` and the document listing return, in every store (aliases: c = chunks or

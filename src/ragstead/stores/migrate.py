@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstead.errors import RagsteadError
-from ragstead.stores.base import DocumentWrite, Store
+from ragstead.stores.base import BulkLoad, DocumentWrite, Store
 
 
 @dataclass
@@ -65,8 +65,7 @@ def copy_store(
             progress(documents, before["documents"])
 
     # A store that can defer its ANN index (PostgreSQL) builds it once, after the last row.
-    bulk = getattr(target, "bulk_load", None)
-    with bulk() if bulk else nullcontext():
+    with target.bulk_load() if isinstance(target, BulkLoad) else nullcontext():
         for write in source.export_documents(batch_size):
             batch.append(write)
             if len(batch) >= batch_size:

@@ -41,7 +41,7 @@ import numpy as np
 
 from ragstead.atomic import replacing_atomically
 from ragstead.errors import ModelMismatchError, RagsteadError
-from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+from ragstead.stores.base import BulkLoad, ChunkRecord, DocumentRecord, DocumentWrite, Store
 
 FORMAT = "ragstead-snapshot"
 VERSION = 1
@@ -387,8 +387,8 @@ def restore_snapshot(path: Path, target: Store, *, replace: bool = False, embedd
 
     try:
         target.ensure_model(model, dim)
-        bulk = getattr(target, "bulk_load", None)  # PostgreSQL builds its ANN index once, after the last row
-        with bulk() if bulk else nullcontext():
+        # PostgreSQL builds its ANN index once, after the last row.
+        with target.bulk_load() if isinstance(target, BulkLoad) else nullcontext():
             for write in read_writes(path, manifest):
                 if write.document.doc_id in present:
                     continue
