@@ -22,8 +22,10 @@ from ragstead.indexing.build import IndexReport
 from ragstead.stores.base import (
     BulkLoad,
     ChunkRecord,
+    ChunkRow,
     DocumentCount,
     DocumentRecord,
+    DocumentRow,
     DocumentStore,
     DocumentWrite,
     LexicalSearch,
@@ -59,6 +61,25 @@ def test_every_store_is_each_protocol_it_claims(opened: tuple[str, Any]) -> None
         assert isinstance(store, protocol), (kind, protocol.__name__)
     # Only PostgreSQL defers its index builds over a bulk load; the SQLite-based stores write as they go.
     assert isinstance(store, BulkLoad) == kind.startswith("postgresql"), kind
+
+
+def test_every_store_reads_back_the_typed_rows(opened: tuple[str, Any]) -> None:
+    """The rows that cross the seam have exactly ChunkRow's and DocumentRow's keys, with their types, in every
+    store: a caller typed against them reads the same row whichever store answered."""
+    kind, store = opened
+    store.ensure_model("m", 4)
+    store.apply([_write("a"), _write("b")], [], [])
+    scope = QueryFilters()
+    hits = store.vector_search(np.array([1.0, 0.0, 0.0, 0.0], np.float32), scope, 5)
+    assert len(hits) == 2, kind
+    chunks = [*store.fetch_chunks([rowid for rowid, _ in hits], scope).values(),
+              *store.document_chunks(scope, doc_id="a")]
+    documents = [*store.list_documents(scope), store.get_document("b")]
+    assert len(chunks) == 3 and len(documents) == 3, kind
+    for row, typed in [*((c, ChunkRow) for c in chunks), *((d, DocumentRow) for d in documents)]:
+        assert set(row) == set(typed.__annotations__), (kind, typed.__name__, set(row) ^ set(typed.__annotations__))
+        assert row["is_private"] is True and row["tags"] == [] and row["source"] is None, (kind, row)
+    assert {c["chunk_index"] for c in chunks} == {0} and {d["chunks"] for d in documents} == {1}, kind
 
 
 def test_the_protocols_split_the_store_exactly() -> None:

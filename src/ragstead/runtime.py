@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ragstead.answer.base import AnswerProvider
     from ragstead.embeddings.base import Embedder
     from ragstead.retrieval.rerank import Reranker
-    from ragstead.stores.base import Store
+    from ragstead.stores.base import DocumentRow, Store
 
 
 def embedder_for(*args: Any, **kwargs: Any) -> Embedder:
@@ -221,7 +221,7 @@ class Runtime:
         with self.writer():
             pass
 
-    def document(self, doc_id: str | None = None, *, path: str | None = None) -> dict[str, Any] | None:
+    def document(self, doc_id: str | None = None, *, path: str | None = None) -> DocumentRow | None:
         """One document by id or project-relative path, or None."""
         with self.lock:
             return self.store.get_document(doc_id, file_path=path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from ragstead.errors import ModelMismatchError
 from ragstead.filters import QueryFilters
@@ -78,6 +78,55 @@ class ManifestEntry:
     root: str
 
 
+class ChunkRow(TypedDict):
+    """One chunk as a store reads it back (`fetch_chunks`, `document_chunks`): CHUNK_SELECT's columns, the chunk's
+    place in its document and its document's metadata, the same keys and types from every store. A TypedDict, not
+    a class: a row is the dict the driver's row became, so reading 1000 of them costs what it did."""
+
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    text: str
+    start_word: int
+    end_word: int
+    char_start: int
+    char_end: int
+    page: int | None
+    section_path: str | None
+    token_estimate: int
+    file_path: str
+    doc_type: str
+    is_private: bool
+    user_slug: str | None
+    created_at: str | None
+    subject: str | None
+    proxy_wallet: str | None  # `subject`'s name before schema 5, kept for readers of old results
+    title: str | None
+    tags: list[str]
+    file_hash: str
+    root: str
+    source: dict[str, Any] | None
+
+
+class DocumentRow(TypedDict):
+    """One document as a store lists it (`list_documents`, `get_document`, `documents_from_source`):
+    DOCUMENT_SELECT's columns, the same keys and types from every store."""
+
+    doc_id: str
+    file_path: str
+    file_hash: str
+    size: int
+    doc_type: str
+    is_private: bool
+    user_slug: str | None
+    created_at: str | None
+    title: str | None
+    tags: list[str]
+    source: dict[str, Any] | None
+    indexed_at: str
+    chunks: int
+
+
 @runtime_checkable
 class DocumentStore(Protocol):
     """What every store does: hold documents, their chunks and vectors, written atomically, and read them back
@@ -121,33 +170,34 @@ class DocumentStore(Protocol):
         ...
 
     def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
-        """Chunk rows with document metadata, filtered again in SQL."""
+        """Chunk rows with document metadata, filtered again in SQL: `ChunkRow`s (declared as dicts until
+        retrieval/'s row readers take the ChunkRow type; tests/test_store_protocols.py checks their keys)."""
         ...
 
     def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored vectors by chunk id."""
         ...
 
-    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[DocumentRow]:
         """Documents the filters admit, ordered by path: doc_id, file_path, file_hash, scope, chunks, ..."""
         ...
 
-    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> DocumentRow | None:
         """One document's fields (as in list_documents) by id or by path, or None."""
         ...
 
     def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
                         chunk_id: str | None = None) -> list[dict[str, Any]]:
         """Every chunk of one document (by id, or the document holding `chunk_id`), in order, with the columns
-        of `fetch_chunks` (no `id`), filtered in SQL: [] when there is no such document or the filters do not
-        admit it."""
+        of `fetch_chunks` (`ChunkRow`s, as there), filtered in SQL: [] when there is no such document or the
+        filters do not admit it."""
         ...
 
     def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
         """Tags of the documents the filters admit -> how many carry each, most used first."""
         ...
 
-    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+    def documents_from_source(self, key: str) -> list[DocumentRow]:
         """The documents ingested from the source with this dedup key (`source["key"]`), as in list_documents."""
         ...
 
@@ -272,7 +322,7 @@ class DocumentInfo(Record):
     row: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> DocumentInfo:
+    def of(cls, row: DocumentRow) -> DocumentInfo:
         return cls(row["doc_id"], row["file_path"], row["doc_type"], row.get("user_slug"), bool(row["is_private"]),
                    row.get("title"), tuple(row.get("tags") or ()), row.get("created_at"), row.get("indexed_at"),
                    int(row.get("chunks") or 0), row.get("source"), dict(row))

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from ragstead.stores.base import (
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
     DocumentRecord,
+    DocumentRow,
     DocumentWrite,
     ManifestEntry,
     assemble_writes,
@@ -690,13 +691,13 @@ class PostgresStore:
 
     # -- documents --------------------------------------------------------------------------------
 
-    def _documents(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    def _documents(self, sql: str, params: list[Any]) -> list[DocumentRow]:
         with self._transaction() as conn:
             cursor = conn.execute(sql, params)
             names = [d.name for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor]
+            return cast("list[DocumentRow]", [dict(zip(names, row, strict=True)) for row in cursor])
 
-    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[DocumentRow]:
         """Documents the filters admit (the same WHERE as the searches), in path order, paged."""
         where, params = FORMAT.where(filters)
         return self._documents(FORMAT.documents_page(where), [*params, limit, offset])
@@ -706,7 +707,7 @@ class PostgresStore:
         where, params = FORMAT.where(filters)
         return int(self._rows(FORMAT.document_count(where), params)[0][0])
 
-    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> DocumentRow | None:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         found = self._documents(FORMAT.document_by(column), [value])
@@ -717,7 +718,7 @@ class PostgresStore:
         rows = self._rows(FORMAT.tag_counts(where), params)
         return {tag: count for tag, count in rows}
 
-    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+    def documents_from_source(self, key: str) -> list[DocumentRow]:
         """The documents ingested from the source with this dedup key (an index on source->>'key')."""
         return self._documents(FORMAT.documents("c.source->>'key' = %s ORDER BY c.file_path"), [key])
 

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
@@ -22,6 +22,7 @@ from ragstead.stores.base import (
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
     DocumentRecord,
+    DocumentRow,
     DocumentWrite,
     ManifestEntry,
     assemble_writes,
@@ -639,33 +640,33 @@ class SqliteStore:
         self._secure()
         return stored
 
-    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[dict[str, Any]]:
+    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[DocumentRow]:
         """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
         where, params = QMARK.where(filters)
         cursor = self._db.execute(QMARK.documents_page(where), [*params, limit, offset])
-        return [_document_dict(cursor, row) for row in cursor]
+        return cast("list[DocumentRow]", [_document_dict(cursor, row) for row in cursor])
 
     def count_documents(self, filters: QueryFilters) -> int:
         """How many documents the filters admit (the same WHERE as the searches)."""
         where, params = QMARK.where(filters)
         return int(self._db.execute(QMARK.document_count(where), params).fetchone()[0])
 
-    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> dict[str, Any] | None:
+    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> DocumentRow | None:
         """One document by id or by path, or None."""
         column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
         cursor = self._db.execute(QMARK.document_by(column), (value,))
         row = cursor.fetchone()
-        return _document_dict(cursor, row) if row else None
+        return cast("DocumentRow", _document_dict(cursor, row)) if row else None
 
     def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
         where, params = QMARK.where(filters)
         rows = self._db.execute(QMARK.tag_counts(where), params)
         return {tag: count for tag, count in rows}
 
-    def documents_from_source(self, key: str) -> list[dict[str, Any]]:
+    def documents_from_source(self, key: str) -> list[DocumentRow]:
         """The documents ingested from the source with this dedup key (an index on the key)."""
         cursor = self._db.execute(QMARK.documents("json_extract(c.source, '$.key') = ? ORDER BY c.file_path"), (key,))
-        return [_document_dict(cursor, row) for row in cursor]
+        return cast("list[DocumentRow]", [_document_dict(cursor, row) for row in cursor])
 
     def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
                         chunk_id: str | None = None) -> list[dict[str, Any]]:
