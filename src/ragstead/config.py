@@ -38,9 +38,6 @@ class Target:
     root: str
     store: str = ""
 
-# The answerers `ask` tries when the config orders none (`openai`: any OpenAI-compatible server).
-ANSWERERS = ("openai", "gemini", "extractive")
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -91,16 +88,17 @@ class Settings:
     # The sentence `ask` says when the documents do not answer (every door: CLI, API, MCP, page): one line.
     refusal: str = REFUSAL
     answer_template: str = "grounded"  # a built-in prompt template name, or a .toml path (relative: to root)
-    # Deprecated alias of `answerers`: `answerer = "x"` means `answerers = ["x", ...ANSWERERS]`.
+    # Deprecated alias of `answerers`: `answerer = "x"` means `answerers = ["x", ...the default order]`.
     answerer: tuple[str, ...] = ()
     # Documents whose text never goes into a remote LLM's prompt (gitignore-style patterns, project-relative).
     local_only: tuple[str, ...] = ()
     # Tools an LLM answerer of `ask` may call (answer/tools.py's allow-list, e.g. "weather"); none by default.
     tools: tuple[str, ...] = ()
-    # The answerers `ask` tries, in this order (empty: ANSWERERS); each LLM joins only when its key or endpoint
-    # is set (the environment or the project's .env); the offline extractive one ends it. A remote one named
-    # here in the project's config is also consent to send it text; the defaults and RAGSTEAD_ANSWERERS in the
-    # environment never are (answer/consent.py, docs/privacy.md).
+    # The answerers `ask` tries, in this order (empty: openai, gemini, extractive), by their names in the
+    # "ragstead.answerers" registry (answer/registry.py: the built-ins and plugins); each LLM joins only when its
+    # key or endpoint is set (the environment or the project's .env); the offline extractive one ends it. A remote
+    # one named here in the project's config is also consent to send it text; the defaults and RAGSTEAD_ANSWERERS
+    # in the environment never are (answer/consent.py, docs/privacy.md).
     answerers: tuple[str, ...] = ()
     # The remote answerers the user named (`answerers`/`answerer` in the config file, or a library override):
     # what `ask` may send text to without `--llm`. Not a config key: load_settings and with_overrides set it.
@@ -144,7 +142,9 @@ class Settings:
         """The answerers `ask` tries, in order: `answerers`, else the deprecated `answerer` before the defaults."""
         if self.answerers:
             return self.answerers
-        return tuple(n for n in dict.fromkeys((*self.answerer, *ANSWERERS)) if n in ANSWERERS)
+        from ragstead.answer.registry import DEFAULT_ORDER
+
+        return tuple(n for n in dict.fromkeys((*self.answerer, *DEFAULT_ORDER)) if n != "local")  # --llm's word
 
     def consented_for(self, llm: Sequence[str] | None) -> tuple[str, ...]:
         """The remote answerers text may go to: `llm` for this question (`ask --llm`), else what the config wrote."""
@@ -281,8 +281,12 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def _check_answerers(names: tuple[str, ...]) -> None:
-    if not set(names) <= set(ANSWERERS):
-        raise ConfigError(f"answerers takes names from {', '.join(ANSWERERS)}, got {', '.join(names)}")
+    """Names of the answerer registry only (answer/registry.py), imported only when there are names: a project
+    that orders none opens without the answer package."""
+    if names:
+        from ragstead.answer.registry import check_names
+
+        check_names(names)
 
 
 def provider_env(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -82,10 +82,19 @@ def hook(request: Any) -> None:
     except Exception:  # a streaming body not read yet: its size is what the header says
         body = b""
     size = len(body) or int(request.headers.get("content-length") or 0)
+    sent(host, request.method, size, hashlib.sha256(body).hexdigest() if body else None)
+
+
+def sent(host: str, method: str, size: int, payload_sha256: str | None) -> None:
+    """Append one record of something that left the machine (if a log is being recorded), under the current
+    purpose: `hook` for an HTTP request, or a plugin answerer's call, whose own transport ragstead cannot see."""
+    log = _LOG.get()
+    if log is None:
+        return
     current = _PURPOSE.get() or _UNLABELLED
-    record = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "host": host, "method": request.method,
+    record = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "host": host, "method": method,
               "purpose": current.what, "bytes_sent": size, "documents": list(current.documents),
-              "payload_sha256": hashlib.sha256(body).hexdigest() if body else None}
+              "payload_sha256": payload_sha256}
     append(log, record)
 
 

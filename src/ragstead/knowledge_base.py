@@ -200,10 +200,10 @@ class KnowledgeBase:
         """The answerer chain: the configured LLMs (environment) in the `answerers` order, the extractive answerer
         always last. A remote LLM only with consent: `llm` (`ask --llm`, tried first when the order leaves it
         out), else the remote names the project's config wrote in `answerers` (answer/consent.py)."""
-        from ragstead.answer.ask import ordered_chain, providers_from_env
         from ragstead.answer.base import REFUSAL
         from ragstead.answer.extractive import ExtractiveAnswerer
         from ragstead.answer.prompt import load_template
+        from ragstead.answer.registry import AnswererSetup, answerer_chain
 
         if extractive:
             return [ExtractiveAnswerer()]
@@ -212,9 +212,10 @@ class KnowledgeBase:
         if self._providers is not None:
             return list(self._providers)
         remote = self.settings.consented_for(llm)
-        chain = providers_from_env(provider_env(self.root), template=prompt, transport=self._transport, remote=remote)
         order = self.settings.answer_order
-        return ordered_chain(chain, (*(n for n in remote if n not in order), *order) if llm is not None else order)
+        order = (*(n for n in remote if n not in order), *order) if llm is not None else order
+        setup = AnswererSetup(provider_env(self.root), prompt, transport=self._transport)
+        return answerer_chain(setup, order, remote)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""

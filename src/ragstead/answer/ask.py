@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -33,7 +33,7 @@ from ragstead.answer.base import (
     ProviderError,
     ToolCallingProvider,
 )
-from ragstead.answer.consent import LocalOnly, is_loopback_url
+from ragstead.answer.consent import LocalOnly
 from ragstead.answer.evidence import answer_type, asked_terms, line_structured, missing_names, question_parts
 from ragstead.answer.extractive import ExtractiveAnswerer, reader_order
 from ragstead.answer.gate import (
@@ -48,8 +48,8 @@ from ragstead.answer.gate import (
 )
 from ragstead.answer.gate import UnitVectorCache as UnitVectorCache
 from ragstead.answer.prompt import PromptTemplate
-from ragstead.answer.providers import GeminiAnswerer, OpenAICompatibleAnswerer
 from ragstead.answer.quotes import Quote, joined, quote_markers
+from ragstead.answer.registry import DEFAULT_ORDER, AnswererSetup, answerer_chain
 from ragstead.answer.screening import screen
 from ragstead.answer.supersession import document_day, label_superseded, superseded_in
 from ragstead.answer.tools import ToolRegistry, ToolSession
@@ -108,40 +108,15 @@ def providers_from_env(env: dict[str, str] | None = None, timeout: float = 60.0,
                        template: PromptTemplate | None = None,
                        transport: httpx.BaseTransport | None = None,
                        remote: Collection[str] = ()) -> list[AnswerProvider]:
-    """The fallback chain from configured endpoints and keys, in this order, extractive always last.
-
-    RAGSTEAD_OPENAI_BASE_URL (+ RAGSTEAD_OPENAI_MODEL, OPENAI_API_KEY) for any OpenAI-compatible server,
-    OPENAI_API_KEY alone for api.openai.com, GEMINI_API_KEY (+ RAGSTEAD_GEMINI_MODEL,
+    """The built-in answerers' chain in their default order (openai, gemini, extractive last), each one the
+    environment sets up: RAGSTEAD_OPENAI_BASE_URL (+ RAGSTEAD_OPENAI_MODEL, OPENAI_API_KEY) for any
+    OpenAI-compatible server, OPENAI_API_KEY alone for api.openai.com, GEMINI_API_KEY (+ RAGSTEAD_GEMINI_MODEL,
     RAGSTEAD_GEMINI_BASE_URL) for Gemini. A server on loopback is local and always used; one elsewhere only
-    when `remote` (config `answerer`, `ask --llm`) names it (answer/consent.py). Nothing configured or
-    consented: extractive only (offline). `template` (default: the `grounded` template) shapes every LLM's
-    prompt; the extractive answerer needs none.
+    when `remote` (config `answerers`, `ask --llm`) names it (answer/registry.py, answer/consent.py). `template`
+    (default: the `grounded` template) shapes every LLM's prompt; the extractive answerer needs none.
     """
-    env = dict(os.environ if env is None else env)
-    chain: list[AnswerProvider] = []
-    base_url = env.get("RAGSTEAD_OPENAI_BASE_URL") or ("https://api.openai.com/v1" if env.get("OPENAI_API_KEY") else "")
-    if base_url and (is_loopback_url(base_url) or "openai" in remote):
-        chain.append(OpenAICompatibleAnswerer(base_url, env.get("RAGSTEAD_OPENAI_MODEL", "gpt-4o-mini"),
-                                              env.get("OPENAI_API_KEY"), timeout, template, transport=transport))
-    gemini_base = env.get("RAGSTEAD_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com/v1beta")
-    if env.get("GEMINI_API_KEY") and (is_loopback_url(gemini_base) or "gemini" in remote):
-        chain.append(GeminiAnswerer(env["GEMINI_API_KEY"], env.get("RAGSTEAD_GEMINI_MODEL", "gemini-2.0-flash"),
-                                    gemini_base, timeout, template, transport=transport))
-    chain.append(ExtractiveAnswerer())
-    return chain
-
-
-def ordered_chain(chain: Sequence[AnswerProvider], order: Sequence[str]) -> list[AnswerProvider]:
-    """The answerers of `chain` in the configured `order` of kinds (openai, gemini, extractive); a kind not
-    named is left out, except the offline extractive answerer, which always ends the chain."""
-    def kind(provider: AnswerProvider) -> str:
-        name = provider.name.split(":")[0]
-        return "openai" if name == "openai-compatible" else name
-
-    ranked = [provider for wanted in order for provider in chain if kind(provider) == wanted]
-    if not any(kind(p) == "extractive" for p in ranked):
-        ranked.append(ExtractiveAnswerer())
-    return ranked
+    setup = AnswererSetup(dict(os.environ if env is None else env), template, timeout, transport)
+    return answerer_chain(setup, DEFAULT_ORDER, remote)
 
 
 @dataclass(frozen=True)

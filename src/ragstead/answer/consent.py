@@ -1,6 +1,7 @@
 """Consent before egress: which answerers may send text off the machine, and which documents never go.
 
-A remote answerer (OpenAI, Gemini, an OpenAI-compatible server that is not on this machine) is used only when
+A remote answerer (OpenAI, Gemini, an OpenAI-compatible server that is not on this machine, a plugin's that does not
+declare itself local: answer/registry.py) is used only when
 the project's config names it in `answerers = ["openai", ...]` (or the older `answerer = "openai"`) or a flag
 does (`ask --llm openai`): a key in the environment alone, set for some other program, never sends private
 text anywhere, and neither does RAGSTEAD_ANSWERERS there (it only orders the chain). An endpoint on loopback (Ollama,
@@ -15,20 +16,18 @@ from urllib.parse import urlsplit
 
 import pathspec
 
+from ragstead.answer.registry import DEFAULT_ORDER, LOCAL_NAMES, check_names, kind_of
 from ragstead.documents.loaders import LOCAL_ONLY_TAG
 from ragstead.egress import is_local_host
-from ragstead.errors import ConfigError
-
-REMOTE_ANSWERERS = ("openai", "gemini")
 
 
 def remote_names(names: Collection[str]) -> tuple[str, ...]:
-    """The remote answerers `names` consents to (config `answerers`, `--llm`), checked; "local" names none."""
+    """The answerers `names` consents to (config `answerers`, `--llm`), checked against the registry
+    (answer/registry.py: the built-ins and the plugins' entry points); "local" and "extractive" consent to none.
+    A plugin named here is consented to whether or not it needs it: one that declared itself local never asks."""
     chosen = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
-    unknown = [n for n in chosen if n not in (*REMOTE_ANSWERERS, "local", "extractive")]
-    if unknown:
-        raise ConfigError(f"unknown answerer {', '.join(unknown)}; use one of local, {', '.join(REMOTE_ANSWERERS)}")
-    return tuple(n for n in chosen if n in REMOTE_ANSWERERS)
+    check_names(chosen, extra=("local",))
+    return tuple(n for n in chosen if n not in LOCAL_NAMES)
 
 
 def is_loopback_url(url: str) -> bool:
@@ -36,18 +35,12 @@ def is_loopback_url(url: str) -> bool:
     return is_local_host(urlsplit(url).hostname or "")
 
 
-def consent_hint(env: Mapping[str, str], remote: Collection[str],
-                 order: Collection[str] = REMOTE_ANSWERERS) -> str | None:
-    """One line for a person whose environment holds an LLM key that was not used (no consent), else None. An
-    answerer the configured `order` leaves out was declined, not overlooked: no line for it."""
-    unused = []
-    base_url = env.get("RAGSTEAD_OPENAI_BASE_URL", "")
-    if "openai" not in remote and (env.get("OPENAI_API_KEY") or base_url) and not (base_url and
-                                                                                 is_loopback_url(base_url)):
-        unused.append("openai")
-    if "gemini" not in remote and env.get("GEMINI_API_KEY"):
-        unused.append("gemini")
-    unused = [name for name in unused if name in order]
+def consent_hint(env: Mapping[str, str], remote: Collection[str], order: Collection[str] | None = None) -> str | None:
+    """One line for a person whose environment sets up a remote answerer that was not used (no consent), else
+    None. An answerer the configured `order` (default: the built-ins' order) leaves out was declined, not
+    overlooked: no line for it."""
+    unused = [name for name in (DEFAULT_ORDER if order is None else order) if name not in remote
+              and (kind := kind_of(name)).configured(env) and not kind.is_local(env)]
     if not unused:
         return None
     name = unused[0]

@@ -1,4 +1,5 @@
-"""LLM answerers over HTTP (httpx): any OpenAI-compatible endpoint, and Google Gemini.
+"""LLM answerers over HTTP (httpx): any OpenAI-compatible endpoint, and Google Gemini, with their entries in the
+answerer registry (`OPENAI`, `GEMINI`: answer/registry.py).
 
 Both stream (server-sent events) so the terminal shows the answer as it arrives. Any transport error,
 timeout, non-2xx status or empty reply raises ProviderError, which moves the chain to the next provider.
@@ -7,7 +8,7 @@ timeout, non-2xx status or empty reply raises ProviderError, which moves the cha
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from ragstead import egress
 from ragstead.answer.base import Context, ProviderError, ToolBox
 from ragstead.answer.consent import is_loopback_url
 from ragstead.answer.prompt import PromptTemplate, load_template
+from ragstead.answer.registry import AnswererKind, AnswererSetup
 from ragstead.answer.tools import MAX_CALLS as MAX_TOOL_ROUNDS
 from ragstead.answer.tools import TOOL_RULES
 
@@ -208,3 +210,31 @@ def _gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
     enforces it anyway."""
     return {k: _gemini_schema(v) if isinstance(v, dict) else v for k, v in schema.items()
             if k != "additionalProperties"}
+
+
+def _openai_url(env: Mapping[str, str]) -> str:
+    return env.get("RAGSTEAD_OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+
+def _gemini_url(env: Mapping[str, str]) -> str:
+    return env.get("RAGSTEAD_GEMINI_BASE_URL") or "https://generativelanguage.googleapis.com/v1beta"
+
+
+def _openai(setup: AnswererSetup) -> OpenAICompatibleAnswerer:
+    env = setup.env
+    return OpenAICompatibleAnswerer(_openai_url(env), env.get("RAGSTEAD_OPENAI_MODEL", "gpt-4o-mini"),
+                                    env.get("OPENAI_API_KEY"), setup.timeout, setup.template, transport=setup.transport)
+
+
+def _gemini(setup: AnswererSetup) -> GeminiAnswerer:
+    env = setup.env
+    return GeminiAnswerer(env["GEMINI_API_KEY"], env.get("RAGSTEAD_GEMINI_MODEL", "gemini-2.0-flash"),
+                          _gemini_url(env), setup.timeout, setup.template, transport=setup.transport)
+
+
+# Any OpenAI-compatible server (RAGSTEAD_OPENAI_BASE_URL, + RAGSTEAD_OPENAI_MODEL and OPENAI_API_KEY), or
+# api.openai.com with OPENAI_API_KEY alone; on loopback (Ollama, llama.cpp's server) it is local.
+OPENAI = AnswererKind(_openai, endpoint=_openai_url,
+                      configured=lambda env: bool(env.get("RAGSTEAD_OPENAI_BASE_URL") or env.get("OPENAI_API_KEY")))
+# Google's Gemini API: GEMINI_API_KEY (+ RAGSTEAD_GEMINI_MODEL, RAGSTEAD_GEMINI_BASE_URL).
+GEMINI = AnswererKind(_gemini, endpoint=_gemini_url, configured=lambda env: bool(env.get("GEMINI_API_KEY")))
