@@ -72,6 +72,27 @@ def test_every_project_flag_reaches_the_knowledge_base(monkeypatch, tmp_path):
     assert opened == [(tmp_path, {"config": None, "db_path": None, "store": "sqlite:a.db"})]  # --from is the store
 
 
+@pytest.mark.parametrize("command", [["query", "q"], ["ask", "q"], ["chat"], ["eval", "--beir", "."]])
+def test_the_model_flags_are_declared_once_and_reach_the_knowledge_base(monkeypatch, tmp_path, command):
+    import ragstead.knowledge_base
+
+    opened: list[dict[str, Any]] = []
+
+    def fake_open(root: Any, **kwargs: Any) -> Any:
+        opened.append(kwargs)
+        raise RagsteadError("stop here")
+
+    monkeypatch.setattr(ragstead.knowledge_base, "open", fake_open)
+    models = ["--model", "m", "--reranker", "onnx:r", "--allow-download"]
+    result = CliRunner().invoke(app, [*command, *models, "--root", str(tmp_path)], input="q\n")
+    assert "error: stop here" in result.output, result.output
+    assert {k: opened[0][k] for k in ("model", "reranker", "allow_download")} == {
+        "model": "m", "reranker": "onnx:r", "allow_download": True}
+    opened.clear()
+    CliRunner().invoke(app, [*command, "--root", str(tmp_path)], input="q\n")  # not given: the index's own
+    assert not {"model", "reranker", "allow_download"} & set(opened[0])
+
+
 @pytest.mark.parametrize(("args", "code", "expected"), [
     (["models", "--json"], 0, '"id"'),
     (["models", "--format", "json"], 0, '"id"'),

@@ -95,12 +95,19 @@ class ProjectFlags:
     config: Path | None = None
     db: str | None = None
     store: str | None = None
+    # The models a searching command opens the index with (`with_project_flags(models=True)`): None, the index's.
+    model: str | None = None
+    reranker: str | None = None
+    allow_download: bool = False
 
     def open(self, **overrides: Any) -> KnowledgeBase:
-        """The project's knowledge base (imported here: the KnowledgeBase and what it loads stay out of -h)."""
+        """The project's knowledge base (imported here: the KnowledgeBase and what it loads stay out of -h), with
+        the models given on the command line."""
         from ragstead.knowledge_base import open as open_kb
 
-        return open_kb(self.root, config=self.config, db_path=self.db, store=self.store, **overrides)
+        models = {"model": self.model, "reranker": self.reranker, "allow_download": self.allow_download or None}
+        return open_kb(self.root, config=self.config, db_path=self.db, store=self.store,
+                       **{name: value for name, value in models.items() if value is not None}, **overrides)
 
 
 # The default of a command's `project` argument: `with_project_flags` always passes the flags given.
@@ -119,6 +126,12 @@ _PROJECT_PARAMETERS = [
     _project_option("store", str | None, "--store", envvar="RAGSTEAD_STORE", show_envvar=False,
                     help="sqlite (default) | sqlite:PATH | postgresql://user@host:port/db | chroma:PATH | "
                          "chroma+http://host:port | milvus:PATH.db | milvus://host:19530"),
+]
+# What `query`, `ask`, `chat` and `eval` open the index with, spelt once.
+_MODEL_PARAMETERS = [
+    inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ModelOpt),
+    inspect.Parameter("reranker", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=RerankerOpt),
+    inspect.Parameter("allow_download", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=AllowDownloadOpt),
 ]
 
 
@@ -264,10 +277,11 @@ def with_ask_flags(func: Callable[..., None]) -> Callable[..., None]:
 
 
 def with_project_flags(func: Callable[..., None] | None = None, *, db: bool = True,
-                       store: bool = True) -> Any:
-    """Give a command the project flags (without --db or --store where they mean nothing), collected into one
-    `project: ProjectFlags` argument. Bare (`@with_project_flags`) or called (`@with_project_flags(store=False)`)."""
+                       store: bool = True, models: bool = False) -> Any:
+    """Give a command the project flags (without --db or --store where they mean nothing; with --model, --reranker
+    and --allow-download for `models`), collected into one `project: ProjectFlags` argument. Bare
+    (`@with_project_flags`) or called (`@with_project_flags(store=False)`)."""
     left_out = {name for name, wanted in (("db", db), ("store", store)) if not wanted}
-    decorate = _with_flags([p for p in _PROJECT_PARAMETERS if p.name not in left_out], "project", ProjectFlags,
-                           last=True)
+    parameters = [*(_MODEL_PARAMETERS if models else []), *(p for p in _PROJECT_PARAMETERS if p.name not in left_out)]
+    decorate = _with_flags(parameters, "project", ProjectFlags, last=True)
     return decorate(func) if func is not None else decorate

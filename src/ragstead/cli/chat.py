@@ -15,11 +15,8 @@ from ragstead.cli._app import app
 from ragstead.cli._flags import (
     CLI_SPELLING,
     NO_PROJECT_FLAGS,
-    AllowDownloadOpt,
     AskFlags,
-    ModelOpt,
     ProjectFlags,
-    RerankerOpt,
     RevealOpt,
     SearchFlags,
     with_ask_flags,
@@ -43,15 +40,12 @@ CHAT_HELP = "/new starts a new conversation, /quit (or Ctrl-D) leaves"
 @with_search_flags
 @with_ask_flags
 @with_output_flags("text", "json")
-@with_project_flags
+@with_project_flags(models=True)
 def chat(
     flags: SearchFlags,
     answer_flags: AskFlags,
     *,
     output: str = "text",
-    model: ModelOpt = None,
-    reranker: RerankerOpt = None,
-    allow_download: AllowDownloadOpt = False,
     reveal_secrets: RevealOpt = False,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
@@ -63,8 +57,7 @@ def chat(
         flags.ask_request("?", **fields)  # a bad flag is an error before the first question, not at every turn
     interactive = sys.stdin.isatty()
     failed = False
-    with library_errors(), project.open(model=model, reranker=reranker,
-                                        allow_download=allow_download or None) as kb:
+    with library_errors(), project.open() as kb:
         kb.store  # noqa: B018 - a missing index is one error before the first question, not one per turn
         if answer_flags.remember and not flags.user and not kb.settings.personal:
             raise RagsteadError("--remember needs --user in a team project: memory belongs to one person")

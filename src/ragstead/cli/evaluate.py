@@ -17,16 +17,13 @@ from rich.text import Text
 from ragstead.cli._app import app
 from ragstead.cli._flags import (
     NO_PROJECT_FLAGS,
-    AllowDownloadOpt,
     FeedbackOpt,
     FeedbackWeightOpt,
     FusionOpt,
     FusionWeightOpt,
     JsonOpt,
-    ModelOpt,
     ProjectFlags,
     QuietOpt,
-    RerankerOpt,
     RerankTopNOpt,
     RrfKOpt,
     with_project_flags,
@@ -49,7 +46,7 @@ def _eval_ks(ks: str) -> tuple[int, ...]:
 @app.command("eval", epilog="""Examples:
   ragstead eval --beir ../shared/datasets/scifact --split test
   ragstead eval --cases my_cases.jsonl --user alice --k 1,5,10 --json""")
-@with_project_flags
+@with_project_flags(models=True)
 def evaluate(
     beir: Annotated[Path | None, typer.Option("--beir", help="BEIR folder (corpus, queries, qrels/).")] = None,
     split: Annotated[str, typer.Option(help="qrels split of the BEIR folder.")] = "test",
@@ -77,9 +74,6 @@ def evaluate(
     include_archive: Annotated[bool, typer.Option("--include-archive", help="Scope for --cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of the table.")] = False,
     quiet: QuietOpt = False,
-    model: ModelOpt = None,
-    reranker: RerankerOpt = None,
-    allow_download: AllowDownloadOpt = False,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Measure retrieval quality (Recall@k, MRR@k, hit rate@k, nDCG@10) for several modes in one run.
@@ -97,8 +91,7 @@ def evaluate(
         if not mode_list or any(m not in MODES for m in mode_list):
             raise RagsteadError(f"--modes takes a comma-separated subset of {MODES}, got {modes!r}")
         k_list = _eval_ks(ks)
-        with project.open(chunker=chunker, chunk_size=chunk_size, overlap=overlap, model=model, reranker=reranker,
-                          allow_download=allow_download or None) as kb:
+        with project.open(chunker=chunker, chunk_size=chunk_size, overlap=overlap) as kb:
             tuned = kb.search_options(rrf_k=rrf_k, fusion=fusion, fusion_weight=fusion_weight,
                                       rerank_top_n=rerank_top_n, feedback_k=feedback,
                                       feedback_weight=feedback_weight)

@@ -16,11 +16,8 @@ from ragstead.cli import _output
 from ragstead.cli._app import app
 from ragstead.cli._flags import (
     NO_PROJECT_FLAGS,
-    AllowDownloadOpt,
     AskFlags,
-    ModelOpt,
     ProjectFlags,
-    RerankerOpt,
     RevealOpt,
     SearchFlags,
     with_ask_flags,
@@ -104,7 +101,7 @@ QUERY_CSV_COLUMNS = ("rank", "file_path", "score", "snippet", "page", "section_p
   ragstead query "travel policy" --format csv > hits.csv""")
 @with_search_flags
 @with_output_flags(*QUERY_FORMATS)
-@with_project_flags
+@with_project_flags(models=True)
 def query(
     question: Annotated[str, typer.Argument(help="What to look for.")],
     flags: SearchFlags,
@@ -112,16 +109,13 @@ def query(
     show_all: Annotated[bool, typer.Option("--all", help="Table: also the hits neither close in meaning nor sharing "
                                                          "a word with the question (--json always has them).")
                         ] = False,
-    model: ModelOpt = None,
-    reranker: RerankerOpt = None,
-    allow_download: AllowDownloadOpt = False,
     reveal_secrets: RevealOpt = False,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Search the index: a table of the best chunks (--json: the JSON contract; jsonl and csv too)."""
     with library_errors():
         request = flags.search_request(question)
-        with project.open(model=model, reranker=reranker, allow_download=allow_download or None) as kb:
+        with project.open() as kb:
             payload = kb.search(request).to_dict()
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
                 payload = _revealed(payload, kb.revealer(r["file_path"] for r in payload["results"]))
@@ -158,16 +152,13 @@ def _ask_trailer(result: Any) -> str:
 @with_search_flags
 @with_ask_flags
 @with_output_flags("text", "json")
-@with_project_flags
+@with_project_flags(models=True)
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     flags: SearchFlags,
     answer_flags: AskFlags,
     *,
     output: str = "text",
-    model: ModelOpt = None,
-    reranker: RerankerOpt = None,
-    allow_download: AllowDownloadOpt = False,
     reveal_secrets: RevealOpt = False,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
@@ -176,7 +167,7 @@ def ask(
     with library_errors():
         request = flags.ask_request(question, **answer_flags.request_fields())
         stream = answer_stream(output, reveal_secrets)
-        with project.open(model=model, reranker=reranker, allow_download=allow_download or None) as kb:
+        with project.open() as kb:
             result = kb.ask(request, on_text=stream.feed if stream else None)
             hint = None if answer_flags.extractive or result.listing is not None else kb.consent_hint(request.llm)
             if reveal_secrets:  # the owner's own terminal, asked for explicitly
