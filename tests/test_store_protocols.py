@@ -133,3 +133,15 @@ def test_a_store_without_the_optional_capabilities_is_seen_as_lacking_them(tmp_p
     finally:
         source.close()
         target.close()
+
+
+def test_the_relational_stores_share_their_common_statements() -> None:
+    """What SQLite and PostgreSQL run alike is defined once, in sql.SqlStore; neither store redefines it."""
+    from ragstead.stores.postgres import PostgresStore
+    from ragstead.stores.sql import SqlStore
+
+    shared = {name for name in vars(SqlStore) if callable(vars(SqlStore)[name]) and not name.startswith("_")}
+    assert len(shared) == 14
+    for store in (SqliteStore, PostgresStore):
+        assert issubclass(store, SqlStore)
+        assert not shared & set(vars(store)), (store.__name__, shared & set(vars(store)))

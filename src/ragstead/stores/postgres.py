@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +20,7 @@ from ragstead.stores.base import (
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
     DocumentRecord,
-    DocumentRow,
     DocumentWrite,
-    ManifestEntry,
     assemble_writes,
     check_same_model,
 )
@@ -46,7 +44,7 @@ from ragstead.stores.postgres_partitions import (
     split_store_options,
 )
 from ragstead.stores.redaction import redact
-from ragstead.stores.sql import FORMAT, LAST_INDEXED_AT, MANIFEST, document_row
+from ragstead.stores.sql import FORMAT, SqlStore, document_row
 
 # pg_advisory_xact_lock key of writers: 'ragwrite' as bytes.
 WRITE_LOCK = 0x7261677772697465
@@ -117,7 +115,7 @@ def _import_driver() -> tuple[Any, Any, Any]:
     return psycopg, register_vector, ConnectionPool
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """`Store` on a PostgreSQL server with pgvector; the tables live in the `ragstead` schema."""
 
     exact_scope_rows = EXACT_SCOPE_ROWS  # 0: every vector query walks the HNSW graph (the bench's baseline)
@@ -194,9 +192,26 @@ class PostgresStore:
         except self._psycopg.Error as exc:
             raise RagsteadError(f"PostgreSQL store {self.path}: {_first_line(exc, self.url)}") from None
 
+    # How it runs the shared statements (sql.SqlStore): psycopg decodes jsonb and booleans itself.
+    statements = FORMAT
+    source_key = "c.source->>'key'"
+
     def _rows(self, sql: str, params: Any = None, binary: bool = False) -> list[tuple[Any, ...]]:
         with self._transaction() as conn:
             return conn.execute(sql, params, binary=binary).fetchall()
+
+    def _dicts(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        with self._transaction() as conn:
+            cursor = conn.execute(sql, params)
+            names = [d.name for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor]
+
+    def _write(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        changed = 0
+        with self._transaction() as conn:
+            for row in rows:
+                changed += conn.execute(sql, row).rowcount
+        return changed
 
     def _meta(self, conn: Any, key: str) -> str | None:
         row = conn.execute(FORMAT.meta_value, (key,)).fetchone()
@@ -220,11 +235,6 @@ class PostgresStore:
                 return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
-    def embed_model(self) -> str | None:
-        """The model the index was built with, or None (read from meta, no counting)."""
-        with self._transaction() as conn:
-            return self._meta(conn, "embed_model")
-
     def settle_lexical(self) -> bool:
         """BM25 statistics here are kept exact by every write (migration 2); the postings are rebuilt only when a
         bulk load stopped before it rebuilt them, or when the mean length grew past 1.25x the one their impacts
@@ -236,22 +246,6 @@ class PostgresStore:
         if ready == "1" and not drifted:
             return False  # the common case after a write: no second transaction, no lock
         return self._settle_postings(force=drifted)
-
-    def chunking(self) -> str | None:
-        """The chunking the index was built with (as `record_chunking` wrote it), or None."""
-        with self._transaction() as conn:
-            return self._meta(conn, "chunking")
-
-    def record_chunking(self, chunking: str) -> None:
-        """Record how the index's text was cut (the settings guard compares it on every write)."""
-        with self._transaction() as conn:
-            conn.execute(FORMAT.meta_upsert, ("chunking", chunking))
-
-    def check_model(self, model: str, dim: int) -> None:
-        """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
-        with self._transaction() as conn:
-            stored_model, stored_dim = self._meta(conn, "embed_model"), self._meta(conn, "embed_dim")
-        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=False)
 
     def reset(self) -> None:
         """Drop all content and the recorded model; the vector column loses its dimension and index."""
@@ -267,11 +261,6 @@ class PostgresStore:
             conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
 
     # -- manifest and cache -----------------------------------------------------------------------
-
-    def manifest(self) -> dict[str, ManifestEntry]:
-        """file_path -> manifest entry, for incremental indexing."""
-        rows = self._rows(MANIFEST)
-        return {r[0]: ManifestEntry(r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
         """Reuse the stored vector of any chunk with the same text (the index holds one model only)."""
@@ -537,9 +526,10 @@ class PostgresStore:
                 return None  # too many chunks bounded above the k-th score to score them one by one
             if unseen == 0.0 or unseen < kth:
                 return scored  # every unscored chunk is bounded below floor <= kth, every unseen one below kth
-            depths = self._plan_depths(conn, lexemes, idfs, depths, theta, floor / slack, user_clause, user_params)
-            if depths is None:
+            planned = self._plan_depths(conn, lexemes, idfs, depths, theta, floor / slack, user_clause, user_params)
+            if planned is None:
                 return None
+            depths = planned
         return None
 
     def _score_by_bound(self, conn: Any, words: list[tuple[str, float]], bounds: list[tuple[int, float]],
@@ -656,7 +646,8 @@ class PostgresStore:
             # Only the partitions these chunks were fetched from; a row not found there (moved or gone since) sends
             # the lookup to every partition below, so the answer is the same either way.
             marks = ", ".join(["%s"] * len(owners))
-            rows = self._rows(f"{sql} AND c.owner IN ({marks})", (chunk_ids, *sorted(owners)), binary=True)
+            rows = self._rows(f"{sql} AND c.owner IN ({marks})", (chunk_ids, *sorted(o for o in owners if o)),
+                              binary=True)
             if len(rows) == len(set(chunk_ids)):
                 return {chunk_id: _array(vector) for chunk_id, vector in rows}
         rows = self._rows(sql, (chunk_ids,), binary=True)
@@ -673,68 +664,6 @@ class PostgresStore:
             rows = conn.execute("SELECT c.chunk_id, s.vectors FROM chunks c JOIN chunk_sentences s ON s.chunk = c.id "
                                 "WHERE c.chunk_id = ANY(%s)", (chunk_ids,)).fetchall()
         return {chunk_id: np.frombuffer(blob, dtype=np.float32).reshape(-1, dim) for chunk_id, blob in rows if dim}
-
-    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(row id, text hash, text) of up to `limit` chunks with a row id above `after` and no sentence vectors."""
-        return self._rows(FORMAT.chunks_without_sentence_vectors, (after, limit))
-
-    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
-        """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
-        was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
-        stored = 0
-        with self._transaction() as conn:
-            for rowid, text_hash, matrix in rows:
-                stored += conn.execute(
-                    FORMAT.sentence_vectors_upsert,
-                    (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
-        return stored
-
-    # -- documents --------------------------------------------------------------------------------
-
-    def _documents(self, sql: str, params: list[Any]) -> list[DocumentRow]:
-        with self._transaction() as conn:
-            cursor = conn.execute(sql, params)
-            names = [d.name for d in cursor.description]
-            return cast("list[DocumentRow]", [dict(zip(names, row, strict=True)) for row in cursor])
-
-    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[DocumentRow]:
-        """Documents the filters admit (the same WHERE as the searches), in path order, paged."""
-        where, params = FORMAT.where(filters)
-        return self._documents(FORMAT.documents_page(where), [*params, limit, offset])
-
-    def count_documents(self, filters: QueryFilters) -> int:
-        """How many documents the filters admit (the same WHERE as the searches)."""
-        where, params = FORMAT.where(filters)
-        return int(self._rows(FORMAT.document_count(where), params)[0][0])
-
-    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> DocumentRow | None:
-        """One document by id or by path, or None."""
-        column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
-        found = self._documents(FORMAT.document_by(column), [value])
-        return found[0] if found else None
-
-    def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
-        where, params = FORMAT.where(filters)
-        rows = self._rows(FORMAT.tag_counts(where), params)
-        return {tag: count for tag, count in rows}
-
-    def documents_from_source(self, key: str) -> list[DocumentRow]:
-        """The documents ingested from the source with this dedup key (an index on source->>'key')."""
-        return self._documents(FORMAT.documents("c.source->>'key' = %s ORDER BY c.file_path"), [key])
-
-    def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
-                        chunk_id: str | None = None) -> list[dict[str, Any]]:
-        """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
-        if chunk_id is not None:
-            found = self._rows(FORMAT.document_of_chunk, (chunk_id,))
-            if not found:
-                return []
-            doc_id = found[0][0]
-        where, params = self._chunk_where(filters)
-        with self._transaction() as conn:
-            cursor = conn.execute(FORMAT.document_chunks(where), (doc_id, *params))
-            names = [d.name for d in cursor.description]
-            return [{k: v for k, v in zip(names, row, strict=True) if k != "id"} for row in cursor]
 
     # -- migration --------------------------------------------------------------------------------
 
@@ -856,11 +785,6 @@ class PostgresStore:
             "path": self.path,
             "replica": replica,
         }
-
-    def last_indexed_at(self) -> str | None:
-        """The latest `indexed_at` of any document, or None when there are none."""
-        with self._transaction() as conn:
-            return conn.execute(LAST_INDEXED_AT).fetchone()[0]
 
     def integrity_check(self) -> str:
         """'ok' when the schema is current, the indexes are valid and every chunk row is complete."""

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
@@ -22,9 +22,7 @@ from ragstead.stores.base import (
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
     DocumentRecord,
-    DocumentRow,
     DocumentWrite,
-    ManifestEntry,
     assemble_writes,
     check_same_model,
 )
@@ -37,7 +35,7 @@ from ragstead.stores.permissions import (
     tighten,
 )
 from ragstead.stores.redaction import redact
-from ragstead.stores.sql import LAST_INDEXED_AT, MANIFEST, QMARK, document_row
+from ragstead.stores.sql import QMARK, SqlStore, document_row
 from ragstead.stores.transaction import transaction
 
 # numpy and the vector files are imported where vectors are read or written: listing the documents (`ls`, `tags`)
@@ -137,7 +135,7 @@ def _document_dict(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, An
 # scored exactly from SQLite, which beats Chroma's or Milvus's filtered search there (docs/design.md, "Chroma").
 EXACT_SCOPE_FRACTION = 5
 
-class SqliteStore:
+class SqliteStore(SqlStore):
     """`Store` backed by a SQLite file and its lexical index. Safe for one writer and many readers (WAL)."""
 
     def __init__(self, path: Path | str, *, project_root: Path | None = None, private_folders: Sequence[Path] = (),
@@ -218,6 +216,28 @@ class SqliteStore:
         if self.lexical_path is not None:
             tighten([p for f in self._private_folders for p in companion_paths(f, self._project_root)], walk=False)
 
+    # -- how it runs the shared statements (sql.SqlStore) ------------------------------------------
+
+    statements = QMARK
+    source_key = "json_extract(c.source, '$.key')"
+
+    def _rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        return self._db.execute(sql, params or ()).fetchall()
+
+    def _dicts(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        cursor = self._db.execute(sql, params)
+        return [_document_dict(cursor, row) for row in cursor]
+
+    def _write(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        changed = 0
+        try:
+            with transaction(self._db):
+                for row in rows:
+                    changed += self._db.execute(sql, row).rowcount
+        finally:
+            self._secure()
+        return changed
+
     # -- metadata ---------------------------------------------------------------------------------
 
     def _meta(self, key: str) -> str | None:
@@ -274,23 +294,6 @@ class SqliteStore:
             return
         check_same_model(self.path, stored_model, stored_dim, model, dim, writing=True)
 
-    def embed_model(self) -> str | None:
-        """The model the index was built with, or None (read from meta, no counting)."""
-        return self._meta("embed_model")
-
-    def chunking(self) -> str | None:
-        """The chunking the index was built with (as `record_chunking` wrote it), or None."""
-        return self._meta("chunking")
-
-    def record_chunking(self, chunking: str) -> None:
-        """Record how the index's text was cut (the settings guard compares it on every write)."""
-        self._db.execute(QMARK.meta_upsert, ("chunking", chunking))
-
-    def check_model(self, model: str, dim: int) -> None:
-        """Read-only guard for queries: raise ModelMismatchError if the index holds another model's vectors."""
-        stored_model, stored_dim = self._meta("embed_model"), self._meta("embed_dim")
-        check_same_model(self.path, stored_model, stored_dim, model, dim, writing=False)
-
     def reset(self) -> None:
         """Drop all content and the recorded model (the next ensure_model records the new one)."""
         self._lexical.acquire()
@@ -310,11 +313,6 @@ class SqliteStore:
             self._secure()
 
     # -- manifest and cache -----------------------------------------------------------------------
-
-    def manifest(self) -> dict[str, ManifestEntry]:
-        """file_path -> manifest entry, for incremental indexing."""
-        rows = self._db.execute(MANIFEST)
-        return {r[0]: ManifestEntry(r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def cached_vectors(self, text_hashes: list[str]) -> dict[str, np.ndarray]:
         """Reuse the stored vector of any chunk with the same text (the index holds one model only)."""
@@ -620,69 +618,6 @@ class SqliteStore:
             f"WHERE c.chunk_id IN ({','.join('?' * len(chunk_ids))})", chunk_ids)
         return {chunk_id: np.frombuffer(blob, dtype=np.float32).reshape(-1, dim) for chunk_id, blob in rows if dim}
 
-    def chunks_without_sentence_vectors(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(row id, text hash, text) of up to `limit` chunks with a row id above `after` and no sentence vectors."""
-        return list(self._db.execute(QMARK.chunks_without_sentence_vectors, (after, limit)))
-
-    def put_sentence_vectors(self, rows: list[tuple[int, str, np.ndarray]]) -> int:
-        """Store (row id, text hash, sentence matrix) in one transaction; a chunk deleted or rewritten since it
-        was read (its text hash differs) is skipped, so no lock is needed. Returns the chunks stored."""
-        import numpy as np
-
-        if not rows:
-            return 0
-        stored = 0
-        with transaction(self._db):
-            for rowid, text_hash, matrix in rows:
-                stored += self._db.execute(
-                    QMARK.sentence_vectors_upsert,
-                    (np.ascontiguousarray(matrix, dtype=np.float32).tobytes(), rowid, text_hash)).rowcount
-        self._secure()
-        return stored
-
-    def list_documents(self, filters: QueryFilters, limit: int = 1000, offset: int = 0) -> list[DocumentRow]:
-        """Documents the filters admit (the same WHERE as the searches), newest path order, paged."""
-        where, params = QMARK.where(filters)
-        cursor = self._db.execute(QMARK.documents_page(where), [*params, limit, offset])
-        return cast("list[DocumentRow]", [_document_dict(cursor, row) for row in cursor])
-
-    def count_documents(self, filters: QueryFilters) -> int:
-        """How many documents the filters admit (the same WHERE as the searches)."""
-        where, params = QMARK.where(filters)
-        return int(self._db.execute(QMARK.document_count(where), params).fetchone()[0])
-
-    def get_document(self, doc_id: str | None = None, *, file_path: str | None = None) -> DocumentRow | None:
-        """One document by id or by path, or None."""
-        column, value = ("doc_id", doc_id) if doc_id is not None else ("file_path", file_path)
-        cursor = self._db.execute(QMARK.document_by(column), (value,))
-        row = cursor.fetchone()
-        return cast("DocumentRow", _document_dict(cursor, row)) if row else None
-
-    def tag_counts(self, filters: QueryFilters) -> dict[str, int]:
-        where, params = QMARK.where(filters)
-        rows = self._db.execute(QMARK.tag_counts(where), params)
-        return {tag: count for tag, count in rows}
-
-    def documents_from_source(self, key: str) -> list[DocumentRow]:
-        """The documents ingested from the source with this dedup key (an index on the key)."""
-        cursor = self._db.execute(QMARK.documents("json_extract(c.source, '$.key') = ? ORDER BY c.file_path"), (key,))
-        return cast("list[DocumentRow]", [_document_dict(cursor, row) for row in cursor])
-
-    def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
-                        chunk_id: str | None = None) -> list[dict[str, Any]]:
-        """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
-        if chunk_id is not None:
-            row = self._db.execute(QMARK.document_of_chunk, (chunk_id,)).fetchone()
-            if row is None:
-                return []
-            doc_id = row[0]
-        where, params = QMARK.where(filters)
-        cursor = self._db.execute(QMARK.document_chunks(where), [doc_id, *params])
-        records = [_document_dict(cursor, row) for row in cursor]
-        for record in records:
-            del record["id"]
-        return records
-
     def export_documents(self, batch_size: int = 200) -> Iterator[DocumentWrite]:
         """Every document with its chunks and vectors, `batch_size` documents at a time, in path order."""
         import numpy as np
@@ -729,10 +664,6 @@ class SqliteStore:
             "path": redact(str(self.path)),
         }
         return stats | self.vectors.stats()
-
-    def last_indexed_at(self) -> str | None:
-        """The latest `indexed_at` of any document, or None when there are none."""
-        return self._db.execute(LAST_INDEXED_AT).fetchone()[0]
 
     def integrity_check(self) -> str:
         """SQLite's integrity check, then the lexical index and the vector side against it; 'ok' when all agree."""
