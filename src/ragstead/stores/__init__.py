@@ -1,6 +1,22 @@
-"""Stores: the `Store` protocol, the store setting (`StoreSpec`) and the backends it opens."""
+"""Stores: the store protocols (`DocumentStore`, `VectorSearch`, `LexicalSearch`, the optional `SentenceVectors`,
+`DocumentCount`, `BulkLoad`, and `Store`, what the built-in stores are), the rows that cross the seam, the store
+setting (`StoreSpec`) and the backends it opens."""
 
-from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite, Store
+from ragstead.stores.base import (
+    BulkLoad,
+    ChunkRecord,
+    ChunkRow,
+    DocumentCount,
+    DocumentRecord,
+    DocumentRow,
+    DocumentStore,
+    DocumentWrite,
+    LexicalSearch,
+    SentenceVectors,
+    Store,
+    VectorSearch,
+)
 from ragstead.stores.factory import StoreSpec, open_store
 
-__all__ = ["ChunkRecord", "DocumentRecord", "DocumentWrite", "Store", "StoreSpec", "open_store"]
+__all__ = ["BulkLoad", "ChunkRecord", "ChunkRow", "DocumentCount", "DocumentRecord", "DocumentRow", "DocumentStore",
+           "DocumentWrite", "LexicalSearch", "SentenceVectors", "Store", "StoreSpec", "VectorSearch", "open_store"]
