@@ -350,13 +350,16 @@ def test_a_wikilink_reads_as_the_linked_notes_title_and_is_kept_as_a_link(tmp_pa
 
 def test_an_mbox_indexed_whole_by_an_older_version_is_split_at_the_next_run(tmp_path, monkeypatch):
     from ragstead.documents import loaders
+    from ragstead.plugins import Registry
 
     box = tmp_path / "kept" / "box.mbox"
     box.parent.mkdir()
     box.write_bytes(FILES["archive.mbox"][0])
     runner = CliRunner()
     with monkeypatch.context() as old:
-        old.setitem(loaders.LOADERS, ".mbox", loaders.load_text)  # one document for the whole mailbox, as before
+        # One document for the whole mailbox, as before.
+        old.setattr(loaders.LOADERS, "registry", Registry("ragstead.loaders", {
+            **loaders.LOADERS.registry.builtins, "mbox": "ragstead.documents.loaders:load_text"}))
         old.setenv("RAGSTEAD_MAX_READER_MB", "0")  # read in this process, where the loader is patched
         runner.invoke(app, ["index", str(box.parent), "--root", str(tmp_path)])
     assert [h["file_path"] for h in hits((tmp_path, ""), "tapirology")] == ["kept/box.mbox"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import importlib
 import io
 import json
 import logging
@@ -21,16 +22,17 @@ import os
 import re
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ragstead.documents.formats import epub, mail, notes, ocr, outlook, sheets, slides
+from ragstead.documents.formats import notes, ocr  # markdown and PDF read with them; neither imports a parser
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
 from ragstead.errors import LoadError, UnsupportedFileError
+from ragstead.plugins import Registry
 
 MIB = 1 << 20
 
@@ -498,38 +500,71 @@ def _joined(found: Parts) -> LoadedDocument:
                           inside=[(key, _joined(document)) for key, document in found.documents])
 
 
-def _parted(read: Callable[..., Parts], zipped: str | None = None,
-            text: bool = False) -> Callable[[bytes, Budget], LoadedDocument]:
-    """A formats/ reader as a loader: zip limits checked first (`zipped` names the zip-based format in its
-    messages), parts joined, each part's label its citation."""
+Loader = Callable[[bytes, Budget], LoadedDocument]
+
+
+def _parted(reader: str, zipped: str | None = None, text: bool = False) -> Loader:
+    """A formats/ reader ("module:function" in formats/, imported on its first file) as a loader: zip limits
+    checked first (`zipped` names the zip-based format in its messages), parts joined, each part's label its
+    citation."""
+    module, _, function = reader.partition(":")
+
     def load(data: bytes, budget: Budget) -> LoadedDocument:
+        read: Callable[..., Parts] = getattr(importlib.import_module(f"ragstead.documents.formats.{module}"),
+                                             function)
         if zipped:
             check_zip(data, budget, zipped)
         return _joined(read(_text_of(data, budget) if text else data, budget, _Nested(budget)))
     return load
 
 
-LOADERS: dict[str, Callable[[bytes, Budget], LoadedDocument]] = {
-    ".txt": load_text,
-    ".text": load_text,
-    ".md": load_markdown,
-    ".markdown": load_markdown,
-    ".pdf": load_pdf,
-    ".html": load_html,
-    ".htm": load_html,
-    ".docx": load_docx,
-    ".epub": _parted(epub.read_epub, zipped="EPUB"),
-    ".pptx": _parted(slides.read_pptx, zipped="PPTX"),
-    ".xlsx": _parted(sheets.read_xlsx, zipped="XLSX"),
-    ".ods": _parted(sheets.read_ods, zipped="ODS"),
-    ".csv": _parted(sheets.read_csv, text=True),
-    ".eml": _parted(mail.read_eml),
-    ".mbox": _parted(mail.read_mbox),
-    ".msg": _parted(outlook.read_msg),
-    **dict.fromkeys(ocr.IMAGE_SUFFIXES, _parted(ocr.read_image)),
-}
+load_epub = _parted("epub:read_epub", zipped="EPUB")
+load_pptx = _parted("slides:read_pptx", zipped="PPTX")
+load_xlsx = _parted("sheets:read_xlsx", zipped="XLSX")
+load_ods = _parted("sheets:read_ods", zipped="ODS")
+load_csv = _parted("sheets:read_csv", text=True)
+load_eml = _parted("mail:read_eml")
+load_mbox = _parted("mail:read_mbox")
+load_msg = _parted("outlook:read_msg")
+load_image = _parted("ocr:read_image")
+
+_BUILT_IN = {"txt": "load_text", "text": "load_text", "md": "load_markdown", "markdown": "load_markdown",
+             "pdf": "load_pdf", "html": "load_html", "htm": "load_html", "docx": "load_docx", "epub": "load_epub",
+             "pptx": "load_pptx", "xlsx": "load_xlsx", "ods": "load_ods", "csv": "load_csv", "eml": "load_eml",
+             "mbox": "load_mbox", "msg": "load_msg", **dict.fromkeys((s[1:] for s in ocr.IMAGE_SUFFIXES), "load_image")}
+
+
+class Loaders(Mapping[str, Loader]):
+    """The loaders by file suffix (".md"), from the "ragstead.loaders" registry (ragstead/plugins.py): the
+    built-ins above, by their suffix without the dot, and any another package adds with an entry point whose
+    value is a loader, `(data: bytes, budget: Budget) -> LoadedDocument`:
+
+        [project.entry-points."ragstead.loaders"]
+        org = "ragstead_org:load_org"
+
+    A built-in suffix wins over a plugin's. The installed metadata is read the first time a suffix is not a
+    built-in's, or the suffixes are listed; a format's parser is imported with its first file."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def __getitem__(self, suffix: str) -> Loader:
+        loader = self.registry.get(suffix[1:].lower()) if suffix.startswith(".") and len(suffix) > 1 else None
+        if loader is None:
+            raise KeyError(suffix)
+        return cast(Loader, loader)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(f".{name}" for name in self.registry.names())
+
+    def __len__(self) -> int:
+        return len(self.registry.names())
+
+
+LOADERS = Loaders(Registry("ragstead.loaders", {suffix: f"ragstead.documents.loaders:{name}"
+                                                for suffix, name in _BUILT_IN.items()}))
 # The files whose text is the file's own decoded text, line for line: a chunk's place in one is a line range.
-PLAIN_TEXT_SUFFIXES = frozenset(suffix for suffix, loader in LOADERS.items() if loader is load_text)
+PLAIN_TEXT_SUFFIXES = frozenset({".txt", ".text"})
 _KINDS = {".pdf": "PDF", ".docx": "DOCX", ".html": "HTML", ".htm": "HTML", ".md": "markdown", ".markdown": "markdown",
           ".epub": "EPUB", ".pptx": "PPTX", ".xlsx": "XLSX", ".ods": "ODS", ".csv": "CSV", ".eml": "e-mail",
           ".mbox": "mbox", ".msg": "Outlook .msg", **dict.fromkeys(ocr.IMAGE_SUFFIXES, "image")}
@@ -600,7 +635,8 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
     except LoadError:
         raise
     except Exception as exc:  # a parser's surprise on a malformed file (never KeyboardInterrupt/SystemExit)
-        raise LoadError(f"{name}: corrupt or unreadable {_KINDS.get(suffix, 'text')} ({one_line(exc)})") from exc
+        kind = _KINDS.get(suffix) or ("text" if suffix in PLAIN_TEXT_SUFFIXES else f"{suffix} file")
+        raise LoadError(f"{name}: corrupt or unreadable {kind} ({one_line(exc)})") from exc
     finally:
         del data
     for document in (loaded, *(document for _, document in loaded.inside)):
