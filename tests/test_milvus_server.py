@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.project import CountingEmbedder, Project
 from ragstead.filters import QueryFilters
 from test_store_conformance import (  # noqa: F401  (collected here again, against the server; with their fixtures)
+    FILES,
     embedder,
     project,
     test_a_failed_batch_changes_nothing,
@@ -26,10 +28,16 @@ def store_spec(milvus_server) -> str:  # type: ignore[no-untyped-def]
     return milvus_server + "?exact_rows=0"  # every vector query through the server's filtered search
 
 
-@pytest.fixture
-def indexed(project):  # type: ignore[no-untyped-def]  # noqa: F811 - the fixture
-    """The conformance suite's read-only index (one per store kind there): on the server, a fresh one per test."""
-    return project
+@pytest.fixture(scope="module")
+def indexed(milvus_server, tmp_path_factory, hashing_embedder):  # type: ignore[no-untyped-def]
+    """The conformance suite's read-only index (one per store kind there): here one on the server, which the
+    three search modes of the secret test read."""
+    served = Project(tmp_path_factory.mktemp("indexed"), CountingEmbedder(hashing_embedder),
+                     milvus_server + "?exact_rows=0")
+    served.write(FILES)
+    served.index()
+    yield served
+    served.store.close()
 
 
 def test_the_store_talks_to_a_server_not_milvus_lite(make_project, store_spec):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.project import STORE_KINDS, CountingEmbedder, Project, spec_for
 from ragstead.errors import DocumentNotFoundError
 from ragstead.knowledge_base import KnowledgeBase
 
@@ -19,17 +20,16 @@ FILES = {
 }
 
 
-@pytest.fixture
-def embedder(fake_embedder):
-    return fake_embedder
-
-
-@pytest.fixture
-def kb(make_project, store_spec):
-    project = make_project(FILES, store_spec)
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def kb(request, tmp_path_factory, hashing_embedder):  # type: ignore[no-untyped-def]
+    """FILES indexed once per store kind (the model-free embedder): every test here only reads."""
+    project = Project(tmp_path_factory.mktemp("passages"), CountingEmbedder(hashing_embedder),
+                      spec_for(request.param, request))
+    project.write(FILES)
     project.settings = project.settings.with_overrides(chunk_size=12, overlap=0)
     project.index()
-    return KnowledgeBase(project.settings, store=project.store, embedder=project.embedder)
+    yield KnowledgeBase(project.settings, store=project.store, embedder=project.embedder)
+    project.store.close()
 
 
 def ids(kb: KnowledgeBase, path: str, user: str | None = None, public: bool = False) -> tuple[str, list[str]]:
