@@ -196,8 +196,9 @@ FIELDS: tuple[RequestField, ...] = (
                  "tools, none).", request="ask",
                  cli=_cli("--tools", "Tools the LLM answerer may call: weather (Open-Meteo); repeatable or "
                           "comma-separated (default: config tools, none).")),
-    RequestField("llm", list, None, "Consent to a remote LLM answerer for this question: openai | gemini "
-                 "(default: config answerer; none: answered on this machine).", request="ask", cli=_cli("--llm")),
+    RequestField("llm", list, None, "Consent to a remote LLM answerer for this question: openai | gemini | an "
+                 "installed plugin's name (default: config answerers; none: answered on this machine).",
+                 request="ask", cli=_cli("--llm")),
     RequestField("list_questions", bool, True, "Answer \"which notes mention X\" and \"how many files ...\" from "
                  "the whole scope: every matching document once, with how many were examined.", request="ask",
                  cli=_cli("--list-questions"), api=Door("list_questions")),
