@@ -100,9 +100,10 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 # The code a command that only reads the index never needs (#51): the answer, ingest, evaluation and
-# conversation packages (the settings take their refusal default from request_fields.py), the index run and the
-# search stages.
-NOT_FOR_READING = ("ragstead.answer", "ragstead.ingest", "ragstead.evaluation", "ragstead.conversation",
+# conversation packages (the settings take their refusal default from request_fields.py), the index run, the
+# search stages and the file-format readers (imported with their first file: documents/loaders.py).
+NOT_FOR_READING = ("ragstead.answer", "ragstead.ingest", *(f"ragstead.documents.formats.{name}" for name in (
+                       "epub", "mail", "outlook", "sheets", "slides")), "ragstead.evaluation", "ragstead.conversation",
                    "ragstead.indexer", "ragstead.indexing.build", "ragstead.retrieval.search",
                    "ragstead.retrieval.rerank", "ragstead.landing",
                    "ragstead.freshness", "ragstead.watch", "ragstead.snapshots", "ragstead.memory.decision")
