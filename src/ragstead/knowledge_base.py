@@ -214,8 +214,7 @@ class KnowledgeBase:
         remote = self.settings.consented_for(llm)
         order = self.settings.answer_order
         order = (*(n for n in remote if n not in order), *order) if llm is not None else order
-        setup = AnswererSetup(provider_env(self.root), prompt, transport=self._transport)
-        return answerer_chain(setup, order, remote)
+        return answerer_chain(AnswererSetup(provider_env(self.root), prompt, transport=self._transport), order, remote)
 
     def consent_hint(self, llm: Sequence[str] | None = None) -> str | None:
         """A line for the person when an LLM key is set but unused for want of consent, else None."""
