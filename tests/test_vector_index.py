@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from ragstead.filters import QueryFilters
+from ragstead.stores import vector_index
 from ragstead.stores.base import ChunkRecord, DocumentRecord, DocumentWrite
 from ragstead.stores.sqlite import SqliteStore
 from ragstead.stores.vector_index import VectorIndex
@@ -124,6 +126,37 @@ def test_the_int8_scan_of_a_large_scope_keeps_recall_on_random_vectors(tmp_path:
         found = [i for i, _ in index.search(q, positions, mask, 10, exact_rows=0)]
         overlap.append(len(set(found) & set(exact.tolist())) / 10)
     assert np.mean(overlap) >= 0.99
+
+
+def test_the_best_of_a_large_scan_are_found_exactly_with_equal_scores_in_position_order() -> None:
+    """The threshold read off a sample loses nothing: on 200k integer scores full of ties, with no mask, a
+    scattered one, a sparse one and one that admits only low scores (too few pass the threshold: all are
+    sorted), the k best are what sorting every admitted score gives, equal scores by position."""
+    rng = np.random.default_rng(4)
+    scores = rng.integers(-300, 300, 200_000).astype(np.float32)
+    for admitted in (None, rng.random(scores.size) < 0.4, rng.random(scores.size) < 0.001, scores < -250):
+        positions = np.arange(scores.size) if admitted is None else np.flatnonzero(admitted)
+        for k in (1, 10, 200):
+            wanted = positions[np.lexsort((positions, -scores[positions]))[:k]]
+            assert np.array_equal(vector_index.top_positions(scores, k, admitted), wanted)
+
+
+def test_the_int8_scan_picks_the_same_rows_however_it_is_split(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal int8 scores are taken in position order, so a scan in one part and one in four hand the same rows
+    to the exact re-score (argpartition's pick among ties depended on the split)."""
+    rng = np.random.default_rng(2)
+    vectors = np.repeat(rng.standard_normal((3_000, 8)).astype(np.float32), 40, axis=0)  # each row 40 times
+    index = VectorIndex(tmp_path / "v")
+    index.replace_all(1, 8, iter([(np.arange(1, vectors.shape[0] + 1), vectors)]))
+    everything, mask = np.arange(index.rows), np.ones(index.rows, bool)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    for q in rng.standard_normal((5, 8)).astype(np.float32):
+        monkeypatch.setattr(vector_index, "PARALLEL_FROM", 10**9)
+        whole = index._scan(q, everything, mask, 200)
+        monkeypatch.setattr(vector_index, "PARALLEL_FROM", 30_000)
+        assert np.array_equal(index._scan(q, everything, mask, 200), whole)
+
 
 
 def test_deleted_chunks_are_never_returned_and_enough_of_them_compact_the_files(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 from collections.abc import Iterator
@@ -38,6 +39,10 @@ EXACT_ROWS = 10_000
 RESCORE_DEPTH = 200
 # int8 scans of fewer rows than this run in one thread (a thread hop costs more than it saves).
 PARALLEL_FROM = 100_000
+# The best rows of a scan this large are picked from those at or above a threshold read off every SAMPLE_STRIDE-th
+# score, not by partitioning them all: selecting from 500k scores cost a third of a shard's scan (docs/benchmarks.md).
+SAMPLE_FROM = 65_536
+SAMPLE_STRIDE = 16
 # Rebuild instead of appending once this share of the rows are deleted chunks.
 DEAD_SHARE = 0.2
 # Scales leave this much room above the largest magnitude seen, so that the vectors of later writes fit.
@@ -68,6 +73,34 @@ def best_positions(scores: np.ndarray, k: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     best = np.argpartition(-scores, top - 1)[:top]
     return best[np.argsort(-scores[best], kind="stable")]
+
+
+def top_positions(scores: np.ndarray, k: int, admitted: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the k highest scores among those `admitted` (booleans, None: all), best first, equal scores
+    in position order, so the choice never depends on how a scan was split. From SAMPLE_FROM scores on, only
+    those at or above a threshold are sorted: one that an every SAMPLE_STRIDE-th sample puts about 4k admitted
+    scores above (when fewer than k pass it, all are)."""
+    import numpy as np
+
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    share = 1.0 if admitted is None else np.count_nonzero(admitted) / max(1, admitted.size)
+    picked = None
+    if scores.size >= SAMPLE_FROM and share > 0:
+        sample = scores[::SAMPLE_STRIDE]
+        above = min(sample.size, math.ceil(4 * k / (SAMPLE_STRIDE * share)))
+        threshold = np.partition(sample, sample.size - above)[sample.size - above]
+        picked = np.flatnonzero(scores >= threshold)
+        if admitted is not None:
+            picked = picked[admitted[picked]]
+        if picked.size < k:
+            picked = None
+    if picked is None:
+        picked = np.arange(scores.size) if admitted is None else np.flatnonzero(admitted)
+    if picked.size > k:  # the k-th best score, then every position at or above it (ties included)
+        kth = np.partition(scores[picked], picked.size - k)[picked.size - k]
+        picked = picked[scores[picked] >= kth]
+    return picked[np.argsort(-scores[picked], kind="stable")[:k]]
 
 
 def quantization_scale(peak: np.ndarray) -> np.ndarray:
@@ -229,22 +262,19 @@ class VectorIndex:
         if positions.size == 0:
             return out
         row_bytes = dim * 4
-        breaks = np.flatnonzero(np.diff(positions) != 1) + 1
-        starts = np.concatenate(([0], breaks))
-        ends = np.concatenate((breaks, [positions.size]))
+        # Plain ints from here: numpy scalars made one at a time cost more than the reads (0.6 ms per 200 rows).
+        at = positions.tolist()
+        breaks = (np.flatnonzero(np.diff(positions) != 1) + 1).tolist()
+        runs = [(at[start] * row_bytes, start * row_bytes, (end - start) * row_bytes)
+                for start, end in zip([0, *breaks], [*breaks, len(at)], strict=True)]
         view = memoryview(out).cast("B")
-        runs = list(zip(starts.tolist(), ends.tolist(), strict=True))
         if len(runs) > 1 and hasattr(os, "posix_fadvise"):
             # Announce every run first, so rows not in the page cache are read from disk in parallel rather
             # than one after another; it costs 0.13 ms per 200 rows when they are cached (measured).
-            for start, end in runs:
-                os.posix_fadvise(self._float_fd, int(positions[start]) * row_bytes, (end - start) * row_bytes,
-                                 os.POSIX_FADV_WILLNEED)
-        for start, end in runs:
-            want = (end - start) * row_bytes
-            got = os.preadv(self._float_fd, [view[start * row_bytes : end * row_bytes]],
-                            int(positions[start]) * row_bytes)
-            if got != want:
+            for offset, _, size in runs:
+                os.posix_fadvise(self._float_fd, offset, size, os.POSIX_FADV_WILLNEED)
+        for offset, start, size in runs:
+            if os.preadv(self._float_fd, [view[start : start + size]], offset) != size:
                 raise OSError(f"short read from {self.directory}: the vector files are damaged")
         return out
 
@@ -263,10 +293,11 @@ class VectorIndex:
         else:
             candidates = np.sort(self._scan(q, positions, mask, max(RESCORE_DEPTH, k)))
         scores = self._float_rows(candidates) @ q
-        return [(int(self._ids[candidates[i]]), float(scores[i])) for i in best_positions(scores, k)]
+        best = best_positions(scores, k)
+        return list(zip(self._ids[candidates[best]].tolist(), scores[best].tolist(), strict=True))
 
     def _scan(self, q: np.ndarray, positions: np.ndarray, mask: np.ndarray | None, depth: int) -> np.ndarray:
-        """Positions of the `depth` best int8 scores in the scope."""
+        """Positions of the `depth` best int8 scores in the scope (equal scores: the lower position first)."""
         import numkong
         import numpy as np
 
@@ -275,7 +306,7 @@ class VectorIndex:
         q8 = np.rint(weighted * (127 / peak)).astype(np.int8)[None, :]
         if mask is None:  # a gathered scope: one copy of its codes, then one scan
             scores = np.asarray(numkong.cdist(q8, self._codes[positions], metric="inner", out_dtype="float32"))[0]
-            return positions[best_positions(scores, depth)]
+            return positions[top_positions(scores, depth)]
         everything = positions.size == self.rows
         shards = max(1, min(os.cpu_count() or 1, self.rows // PARALLEL_FROM))
         bounds = np.linspace(0, self.rows, shards + 1).astype(np.int64)
@@ -283,16 +314,13 @@ class VectorIndex:
         def shard(i: int) -> tuple[np.ndarray, np.ndarray]:
             lo, hi = int(bounds[i]), int(bounds[i + 1])
             scores = np.asarray(numkong.cdist(q8, self._codes[lo:hi], metric="inner", out_dtype="float32"))[0]
-            if not everything:
-                np.putmask(scores, ~mask[lo:hi], -np.inf)
-            best = best_positions(scores, depth)
-            best = best[np.isfinite(scores[best])]
+            best = top_positions(scores, depth, None if everything else mask[lo:hi])
             return best + lo, scores[best]
 
         parts = list(_threads().map(shard, range(shards))) if shards > 1 else [shard(0)]
         found = np.concatenate([p for p, _ in parts])
         scores = np.concatenate([s for _, s in parts])
-        return found[best_positions(scores, depth)]
+        return found[np.lexsort((found, -scores))[:depth]]
 
     # -- writing (the caller holds the store's writer lock) ---------------------------------------
 
