@@ -18,6 +18,7 @@ from bench.common import DEFAULT_SCIFACT
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("what", choices=["all", "index", "latency", "latency-one", "latency-cold", "latency-feedback",
+                                           "latency-vector",
                                            "quality", "api", "chat",
                                            "api-client", "refusal", "fusion", "stores", "chunking", "models",
                                            "lexical", "ensemble", "scaling", "memory", "drift", "ingest", "tagging",
@@ -85,6 +86,13 @@ def main() -> None:
         from bench.query_latency import one_size
 
         print(json.dumps(one_size(args.size, args.workdir)))
+        return
+    if args.what == "latency-vector":  # not in `all`: latency-one's unfiltered vector rows, interleaved (busy machine)
+        from bench.query_latency import vector_interleaved
+
+        if args.workdir is None:
+            parser.error("latency-vector needs --workdir: where synthetic-SIZE.db is, or is built")
+        print(json.dumps(vector_interleaved(args.size, args.workdir, args.queries)))
         return
     if args.what == "latency-feedback":  # not in `all`: it reuses the indexes `bench latency --workdir` left
         from bench.query_latency import feedback_cost

@@ -420,3 +420,52 @@ def feedback_cost(sizes: list[int], workdir: Path) -> None:
             on, off = out[f"{scope} | hybrid, head terms"], out[f"{scope} | hybrid, head terms, no feedback"]
             rows.append([f"{n:,}", scope, f"{on['p50']:.1f} / {on['p95']:.1f}", f"{off['p50']:.1f} / {off['p95']:.1f}"])
     write_results("query_latency_feedback", results, rows)
+
+
+def vector_interleaved(size: int, workdir: Path, queries: int = 50, blocks: int = 6) -> dict[str, Any]:
+    """The unfiltered vector rows of `latency-one` alone, for a machine that is not quiet: the store and the
+    previous exact path in one process, in alternating blocks of `queries` head-term queries (the order flips
+    each block), so a burst of load lands on both; p50/p95 per block, their medians and spread, the p95 ratio
+    per block, whether both return the same top 10 (recall@10 of the store against exact search, block 0),
+    and the load average before and after. CPU ms a query counts every thread of the process."""
+    path = workdir / f"synthetic-{size}.db"
+    if not path.exists():
+        build(path, size)
+    warm_os_cache(path)
+    load_before = os.getloadavg()
+    paths = {}
+    for name, kind in (("now", SqliteStore), ("previous", PreviousExactStore)):
+        kb = KnowledgeBase(Settings(), store=kind(path), embedder=QueryVectors(np.random.default_rng(6)))
+        kb.search("w1 w2", filters=QueryFilters(), options=SearchOptions(mode="hybrid", k=10))  # loads, scopes
+        paths[name] = kb
+    texts = query_sets(queries)[0]
+    options = SearchOptions(mode="vector", k=10)
+    wall: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+    cpu: dict[str, list[float]] = {name: [] for name in paths}
+    top: dict[str, list[list[str]]] = {name: [] for name in paths}
+    for block in range(blocks):
+        for name in (list(paths) if block % 2 == 0 else list(reversed(paths))):
+            times = []
+            for text in texts:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                result = paths[name].search(text, filters=QueryFilters(), options=options)
+                times.append((time.perf_counter() - started) * 1000)
+                cpu[name].append((time.process_time() - started_cpu) * 1000)
+                if block == 0:
+                    top[name].append([hit.chunk_id for hit in result.hits])
+            wall[name].append(percentiles(times))
+    out: dict[str, Any] = {"chunks": size, "queries a block": queries, "blocks": blocks}
+    for name, runs in wall.items():
+        p50s, p95s = [r["p50"] for r in runs], [r["p95"] for r in runs]
+        out[name] = {"p50": round(float(np.median(p50s)), 2), "p95": round(float(np.median(p95s)), 2),
+                     "p95 min": min(p95s), "p95 max": max(p95s),
+                     "cpu ms a query": round(float(np.median(cpu[name])), 2)}
+    ratios = [old["p95"] / new["p95"] for old, new in zip(wall["previous"], wall["now"], strict=True)]
+    out["p95 ratio per block"] = [round(r, 2) for r in ratios]
+    out["p95 ratio"] = round(float(np.median(ratios)), 2)
+    out["recall@10 vs exact"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top["now"], top["previous"],
+                                                                                         strict=True)]))
+    out["load average before / after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
+    for kb in paths.values():
+        kb.store.close()
+    return out
