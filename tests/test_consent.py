@@ -73,6 +73,7 @@ def test_a_key_alone_never_makes_a_remote_answerer(project: Path, embedder, monk
     with ragstead.open(project, embedder=embedder) as kb:
         assert [p.name for p in kb.providers()] == ["extractive"]
         assert "answerer = \"openai\"" in (kb.consent_hint() or "")
+        assert (kb.consent_hint() or "").startswith("answered on this machine: openai and gemini are set up")
         kb.index()
         _CONNECTIONS.clear()
         _WATCHING[0] = True

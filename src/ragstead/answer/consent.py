@@ -44,7 +44,9 @@ def consent_hint(env: Mapping[str, str], remote: Collection[str], order: Collect
     if not unused:
         return None
     name = unused[0]
-    return (f"answered on this machine: a {' and '.join(unused)} key is set, but nothing is sent to a remote LLM "
+    verb = "is" if len(unused) == 1 else "are"
+    return (f"answered on this machine: {' and '.join(unused)} {verb} set up (a key or an endpoint), but nothing "
+            f"is sent to a remote LLM "
             f"unless you opt in (ragstead.toml: answerers = [\"{name}\", \"extractive\"], or the older "
             f"answerer = \"{name}\"; or ask --llm {name}); see docs/privacy.md")
 
