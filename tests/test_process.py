@@ -77,17 +77,18 @@ def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
     proc.wait()
     assert 0 < committed < len(files)
 
-    # The store opens, is consistent, and a re-run completes without duplicates.
-    status = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
+    # The store opens, is consistent, and a re-run completes without duplicates (read and re-run in this process:
+    # the process under test is the one killed).
+    status = json.loads(command(tmp_path, "status", "--json", check=True).stdout)
     assert status["integrity"] == "ok" and status["chunks"] == status["lexical_rows"]
     partial_docs = status["documents"]
-    result = cli(tmp_path, "index", "--quiet", "--format", "json", check=True)
+    result = command(tmp_path, "index", "--quiet", "--format", "json", check=True)
     report = json.loads(result.stdout)
     assert report["unchanged"] == partial_docs
     assert len(report["added"]) == len(files) - partial_docs
     assert count(db, "SELECT COUNT(*) FROM documents") == len(files)
     assert count(db, "SELECT COUNT(*) FROM chunks") == count(db, "SELECT COUNT(DISTINCT chunk_id) FROM chunks")
-    final = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
+    final = json.loads(command(tmp_path, "status", "--json", check=True).stdout)
     assert final["integrity"] == "ok" and final["lexical_rows"] == count(db, "SELECT COUNT(*) FROM chunks")
     assert count(db, "SELECT COUNT(DISTINCT file_path) FROM chunks") == len(files)
 
@@ -111,7 +112,7 @@ def test_two_index_runs_at_once_one_fails_clearly(tmp_path):
     assert first.returncode == 0, first.stderr.read()
     assert second.returncode == 2 and "another `ragstead index` run" in second.stderr, second.stderr
     assert "Traceback" not in second.stderr
-    status = json.loads(cli(tmp_path, "status", "--json", check=True).stdout)
+    status = json.loads(command(tmp_path, "status", "--json", check=True).stdout)
     assert status["documents"] == 16 and status["integrity"] == "ok"
 
 
@@ -216,7 +217,7 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     old["docs/faq.md"] = "Public FAQ: the ledger is append-only."
     write_files(tmp_path, old)
     db = tmp_path / "kb/rag/ragstead.db"
-    cli(tmp_path, "index", "--roots", "kb,docs", "--quiet", check=True)
+    command(tmp_path, "index", "--roots", "kb,docs", "--quiet", check=True)  # set-up, in this process
     before = count(db, "SELECT COUNT(*) FROM documents")
     assert before == len(old)
     write_files(tmp_path, files)
@@ -240,7 +241,7 @@ def test_ctrl_c_during_a_rebuild_keeps_the_old_index_and_a_rebuild_keeps_every_r
     # notes added for the interrupted run go first, so it re-embeds only the old index's files.
     for path in files:
         (tmp_path / path).unlink()
-    report = json.loads(cli(tmp_path, "index", "--rebuild", "--quiet", "--format", "json", check=True).stdout)
+    report = json.loads(command(tmp_path, "index", "--rebuild", "--quiet", "--format", "json", check=True).stdout)
     assert report["rebuild"] is True
     assert count(db, "SELECT COUNT(*) FROM documents") == before
     assert count(db, "SELECT COUNT(*) FROM documents WHERE file_path = 'docs/faq.md'") == 1
