@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,23 +52,23 @@ class Served:
         return list(self.stderr)
 
 
-@pytest.fixture
-def server(tmp_path):
-    write_files(tmp_path, {
+def serve(root: Path) -> Iterator[Served]:
+    """A `ragstead serve` of two users' notes in `root`, with three keys, until the generator is closed."""
+    write_files(root, {
         "kb/users/alice/plan.md": "Alice plans the heron survey for April.",
         "kb/users/bob/plan.md": "Bob plans the kestrel survey for May.",
     })
     # The index and the keys in this process (helpers/cli_runner.py): the server is the process under test.
-    assert run_ragstead("index", "--quiet", "--root", str(tmp_path), env=ENV).returncode == 0
-    records = {name: json.loads(run_ragstead("keys", "add", "--user", user, "--json", "--root", str(tmp_path),
+    assert run_ragstead("index", "--quiet", "--root", str(root), env=ENV).returncode == 0
+    records = {name: json.loads(run_ragstead("keys", "add", "--user", user, "--json", "--root", str(root),
                                              env=ENV).stdout)
                for name, user in (("alice", "alice"), ("bob", "bob"), ("alice-2", "alice"))}
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ragstead", "serve", "--port", str(port), "--root", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "ragstead", "serve", "--port", str(port), "--root", str(root),
                              "--rate-per-minute", "6", "--burst", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     served = Served(f"http://127.0.0.1:{port}", port, {n: r["key"] for n, r in records.items()},
-                    {n: r["key_id"] for n, r in records.items()}, tmp_path, proc.pid)
+                    {n: r["key_id"] for n, r in records.items()}, root, proc.pid)
     # Drain stderr as it comes (the access log would otherwise fill the pipe and block the server).
     reader = threading.Thread(target=lambda: served.stderr.extend(line.rstrip("\n") for line in proc.stderr),
                               daemon=True)
@@ -87,6 +87,19 @@ def server(tmp_path):
     proc.terminate()
     proc.wait(timeout=20)
     reader.join(timeout=5)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A server of its own, for a test that changes what it serves, spends its rate limit or stops it."""
+    yield from serve(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the tests that only read from it (its banner, its docs, its port): each start indexes, adds
+    keys and boots a process."""
+    yield from serve(tmp_path_factory.mktemp("served"))
 
 
 def test_real_server_isolates_users_rate_limits_and_deletes(server):
@@ -163,14 +176,14 @@ def _multipart(body):  # type: ignore[no-untyped-def]
 ACCESS_LINE = re.compile(r"^\S+ \S+ INFO (GET|POST|DELETE) (\S+) (\d{3}) \d+\.\dms key=(\S+)$")
 
 
-def test_the_banner_says_where_the_server_is_once_it_is_up(server):
-    lines = server.wait_for(lambda lines: any("Ctrl+C" in line for line in lines))
+def test_the_banner_says_where_the_server_is_once_it_is_up(shared_server):
+    lines = shared_server.wait_for(lambda lines: any("Ctrl+C" in line for line in lines))
     end = next(i for i, line in enumerate(lines) if "Ctrl+C" in line)
     banner = "\n".join(lines[:end + 1])
-    assert f"ragstead is serving http://127.0.0.1:{server.port}\n" in banner
-    assert f"http://127.0.0.1:{server.port}/docs" in banner
+    assert f"ragstead is serving http://127.0.0.1:{shared_server.port}\n" in banner
+    assert f"http://127.0.0.1:{shared_server.port}/docs" in banner
     assert "2 documents, 2 chunks" in banner
-    assert str(server.root / "kb/rag/ragstead.db") in banner
+    assert str(shared_server.root / "kb/rag/ragstead.db") in banner
     assert "all-MiniLM-L6-v2-onnx-int8" in banner and "auth      on" in banner
     assert not any(ACCESS_LINE.match(line) for line in lines[:end])  # up before any request was answered
 
@@ -197,11 +210,11 @@ def test_one_access_line_per_request_with_the_key_id_never_the_key(server):
     assert secret_question not in log and "token=abc" not in log  # no bodies, no query strings
 
 
-def test_a_second_server_on_the_same_port_is_one_error_line(server):
-    result = cli(server.root, "serve", "--port", str(server.port))
+def test_a_second_server_on_the_same_port_is_one_error_line(shared_server):
+    result = cli(shared_server.root, "serve", "--port", str(shared_server.port))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"error: port {server.port} on 127.0.0.1 is in use; pass --port N or stop the other server"]
+        f"error: port {shared_server.port} on 127.0.0.1 is in use; pass --port N or stop the other server"]
 
 
 def test_an_invalid_host_is_one_error_line(tmp_path):
@@ -212,8 +225,8 @@ def test_an_invalid_host_is_one_error_line(tmp_path):
 
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
-def test_the_api_docs_load_their_assets_from_the_server_itself(server, page):
-    with httpx.Client(base_url=server.base, timeout=30) as http:
+def test_the_api_docs_load_their_assets_from_the_server_itself(shared_server, page):
+    with httpx.Client(base_url=shared_server.base, timeout=30) as http:
         html = http.get(page)
         assert html.status_code == 200 and "text/html" in html.headers["content-type"]
         assets = (re.findall(r"<script[^>]*\ssrc=[\"']([^\"']+)", html.text)
