@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +31,14 @@ def environment(home: Path) -> dict[str, str]:
 class Repo:
     """A work tree with a bare remote `origin`, and helpers to run git and ragstead in it."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, copied: bool = False) -> None:
+        """A new pair in `base`; `copied`: the pair another Repo made, copied to `base` (origin pointed at the copy)."""
         self.root = base / "work"
         self.remote = base / "remote.git"
         self.env = environment(base)
+        if copied:
+            self.git("remote", "set-url", "origin", str(self.remote))
+            return
         (base / "gitconfig").write_text("")
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(self.remote)], check=True, env=self.env)
         self.root.mkdir()
@@ -68,13 +73,22 @@ class Repo:
         return self.git("rev-parse", "HEAD").stdout.strip()
 
 
-@pytest.fixture
-def repo(tmp_path):
-    made = Repo(tmp_path)
+@pytest.fixture(scope="module")
+def pushed_once(tmp_path_factory) -> Path:
+    """A repository with the guard installed and a first commit pushed through it, made once: its push runs the
+    hook, a `python -m ragstead` process. Each test works on a copy (`repo`)."""
+    base = tmp_path_factory.mktemp("guarded")
+    made = Repo(base)
     made.commit({"docs/intro.md": "# Intro\n\nHow to use this repository."}, "intro")
     made.ragstead("guard", "install")
     assert made.push().returncode == 0
-    return made
+    return base
+
+
+@pytest.fixture
+def repo(tmp_path, pushed_once):
+    shutil.copytree(pushed_once, tmp_path, symlinks=True, dirs_exist_ok=True)
+    return Repo(tmp_path, copied=True)
 
 
 def test_a_push_that_adds_a_private_note_is_blocked_and_names_it(repo):
