@@ -7,16 +7,21 @@ Each kind of plugin has a group, e.g. "ragstead.stores". The built-ins are decla
     mystore = "mypackage.store:BACKEND"
 
 The built-ins stay in code, not in ragstead's own entry points, so a source tree or an install whose metadata is
-older than the code still opens its stores. A built-in name wins over an entry point of the same name: a plugin
-adds a store, it does not replace the embedded one. The installed metadata is read only when a name is not a
-built-in (or the names are listed for an error), so opening the default store reads no dist-info at all.
+older than the code still opens its stores. A built-in name wins over an entry point of the same name, in any
+case or width ("OpenAI", full-width "ｏｐｅｎａｉ" are dropped): a plugin adds a store, it does not replace the embedded
+one, nor pass for it in a list. The installed metadata is read only when a name is not a built-in (or the names are
+listed for an error), so opening the default store reads no dist-info at all. A plugin that fails to import is one
+ConfigError line naming it, never a traceback.
 """
 
 from __future__ import annotations
 
 import importlib
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
+
+from ragstead.errors import ConfigError
 
 __all__ = ["Registry"]
 
@@ -42,8 +47,16 @@ class Registry:
         reference = self._builtins.get(name) or self._entry_points().get(name)
         if reference is None:
             return None
-        self._loaded[name] = _import(reference)
+        try:
+            self._loaded[name] = _import(reference)
+        except Exception as exc:  # a plugin's import error, or a reference to nothing: its name, not a traceback
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise ConfigError(f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: {message}") from exc
         return self._loaded[name]
+
+    def has(self, name: str) -> bool:
+        """Whether `name` is registered, without importing what it points at."""
+        return name in self._builtins or name in self._entry_points()
 
     def names(self) -> tuple[str, ...]:
         """Every registered name, built-ins and plugins, sorted."""
@@ -57,8 +70,15 @@ class Registry:
         if self._plugins is None:
             from importlib.metadata import entry_points
 
-            self._plugins = {point.name: point.value for point in entry_points(group=self.group)}
+            taken = {_folded(name) for name in self._builtins}
+            self._plugins = {point.name: point.value for point in entry_points(group=self.group)
+                             if point.name in self._builtins or _folded(point.name) not in taken}
         return self._plugins
+
+
+def _folded(name: str) -> str:
+    """A name as a person reads it: compatibility forms (full-width letters), case and surrounding blanks folded."""
+    return unicodedata.normalize("NFKC", name).casefold().strip()
 
 
 def _import(reference: str) -> Any:

@@ -149,7 +149,7 @@ class _Remote:
     remote = True
 
     def __init__(self, name: str, inner: AnswerProvider) -> None:
-        self.name = str(getattr(inner, "name", "") or name)
+        self.name = name  # the name consented to, not the one it gives itself ("extractive" would say offline)
         self.inner = inner
         self.host = f"plugin:{name}"
 

@@ -31,7 +31,7 @@ from ragstead.documents.formats import notes, ocr  # markdown and PDF read with 
 from ragstead.documents.formats.parts import Parts
 from ragstead.documents.ids import open_regular, storable_path
 from ragstead.documents.sources import from_front_matter, read_sidecar
-from ragstead.errors import LoadError, UnsupportedFileError
+from ragstead.errors import ConfigError, LoadError, UnsupportedFileError
 from ragstead.plugins import Registry
 
 MIB = 1 << 20
@@ -554,6 +554,12 @@ class Loaders(Mapping[str, Loader]):
             raise KeyError(suffix)
         return cast(Loader, loader)
 
+    def __contains__(self, suffix: object) -> bool:
+        """Whether `suffix` has a loader, without importing it: a plugin's that fails to import still claims its
+        files, so they are skipped with its error (load_document) rather than passed over in silence."""
+        return (isinstance(suffix, str) and suffix.startswith(".") and len(suffix) > 1
+                and self.registry.has(suffix[1:].lower()))
+
     def __iter__(self) -> Iterator[str]:
         return iter(f".{name}" for name in self.registry.names())
 
@@ -623,7 +629,10 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
     to keep one clock running over reading and chunking."""
     name = storable_path(path)
     suffix = path.suffix.lower()
-    loader = LOADERS.get(suffix)
+    try:
+        loader = LOADERS.get(suffix)
+    except ConfigError as exc:  # a plugin's loader that fails to import: this file skipped, the others read
+        raise LoadError(f"{name}: {exc}, skipped") from exc
     if loader is None:
         raise UnsupportedFileError(f"{name}: unsupported file type {storable_path(path.suffix) or '(none)'!r}, "
                                    "skipped")
