@@ -45,7 +45,17 @@ class Echo:
         return self.text or contexts[0].text.split(".")[0] + ". [1]"
 
 
+class Crash:
+    name = "crash"
+
+    def answer(self, question, contexts, on_text=None):
+        raise RuntimeError("the plugin's server said no")
+
+
 ECHO = AnswererKind(lambda setup: Echo("echo"))
+CRASH = AnswererKind(lambda setup: Crash())
+SHAKY = AnswererKind(lambda setup: 1 / 0)  # cannot build its answerer
+FLAKY = AnswererKind(lambda setup: Echo("flaky"), configured=lambda env: env["FLAKY_KEY"] != "")  # KeyError
 # Calls itself the offline answerer, and cites a passage it was never handed.
 LIAR = AnswererKind(lambda setup: Echo("extractive", "Spring tides follow the moon [1]. The sea is made of milk [9]."))
 
@@ -54,6 +64,14 @@ def load_org(data, budget):
     text = data.decode("utf-8")
     budget.add_chars(len(text))
     return LoadedDocument(text=text, title=text.splitlines()[0].lstrip("* "))
+
+
+def load_wrong(data, budget):
+    return data.decode()  # the text, not a LoadedDocument
+
+
+def load_none(data, budget):
+    return LoadedDocument(text=None)
 
 
 def load_hog(data, budget):
@@ -74,6 +92,9 @@ OpenAI = ragstead_attack:ECHO
 Extractive = ragstead_attack:ECHO
 broken = ragstead_no_such_module:ECHO
 boom = ragstead_attack_boom:ECHO
+crash = ragstead_attack:CRASH
+shaky = ragstead_attack:SHAKY
+flaky = ragstead_attack:FLAKY
 
 [ragstead.loaders]
 org = ragstead_attack:load_org
@@ -83,6 +104,8 @@ slow = ragstead_attack:load_slow
 Txt = ragstead_attack:load_org
 bad = ragstead_no_such_module:load
 rst = ragstead_attack_boom:load
+wrong = ragstead_attack:load_wrong
+none = ragstead_attack:load_none
 """
 
 TIDES = "Spring tides follow the new and the full moon."
@@ -128,8 +151,8 @@ def _handed() -> list[tuple[str, list[str], list[str]]]:
 
 @pytest.mark.usefixtures("plugin")
 def test_a_name_that_spells_a_built_in_in_another_case_or_width_is_no_plugin(project):
-    assert registry.ANSWERERS.plugin_names() == ("boom", "broken", "echo", "liar")
-    assert sorted(LOADERS.registry.plugin_names()) == ["bad", "hog", "org", "rst", "slow"]
+    assert registry.ANSWERERS.plugin_names() == ("boom", "broken", "crash", "echo", "flaky", "liar", "shaky")
+    assert sorted(LOADERS.registry.plugin_names()) == ["bad", "hog", "none", "org", "rst", "slow", "wrong"]
     for name in ("OpenAI", "\uff4f\uff50\uff45\uff4e\uff41\uff49", "Extractive"):
         with pytest.raises(ConfigError, match="unknown answerer"):
             registry.kind_of(name)
@@ -255,3 +278,44 @@ def test_a_loader_plugin_cannot_take_a_built_in_suffix_in_any_spelling(tmp_path)
     assert LOADERS[".txt"] is loaders.load_text and LOADERS[".TXT"] is loaders.load_text
     assert LOADERS.get(".\uff2d\uff24") is None and LOADERS.get(".\uff4d\uff44") is None
     assert ".Txt" not in list(LOADERS) and len(list(LOADERS)) == len(set(LOADERS))
+
+
+@pytest.mark.usefixtures("plugin")
+def test_an_answerer_plugin_that_cannot_be_set_up_is_one_error_line(project):
+    """Its `build` or `configured` raises (a careless plugin's ZeroDivisionError, KeyError): one error line naming
+    it, whether consented to (--llm) or only ordered by the environment."""
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", "--root", str(project), "-q"]).exit_code == 0
+    for args, env, said in ((["--llm", "shaky"], {}, "ZeroDivisionError"),
+                            ([], {"RAGSTEAD_ANSWERERS": "flaky,extractive"}, "KeyError")):
+        result = runner.invoke(app, ["ask", "when do spring tides come", "--root", str(project), *args], env=env)
+        assert isinstance(result.exception, SystemExit), result.exception
+        lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and "ragstead.answerers" in lines[0] and said in lines[0], result.output
+
+
+@pytest.mark.usefixtures("plugin")
+def test_an_answerer_plugin_that_raises_falls_back_to_the_next_answerer(project, fake_embedder):
+    with ragstead.open(project, embedder=fake_embedder, answerers=("crash", "extractive")) as kb:
+        kb.index()
+        result = kb.ask("when do spring tides come", min_similarity=-1)
+        log = egress.read(kb.egress_file)
+    assert result.provider == "extractive"
+    assert [f["provider"] for f in result.fallbacks] == ["crash"]
+    assert "the plugin's server said no" in result.fallbacks[0]["error"]
+    assert [r["host"] for r in log] == ["plugin:crash"]  # it was handed the question: logged though it failed
+
+
+@pytest.mark.parametrize("reader_mb", [0, 2048])
+@pytest.mark.usefixtures("plugin")
+def test_a_loader_plugin_that_returns_no_document_is_skipped_with_that_reason(project, fake_embedder, reader_mb):
+    """Not "the reader ran out of memory or CPU time" (the worker died on the result before)."""
+    (project / "ragstead.toml").write_text(f"[ragstead]\nmax_reader_mb = {reader_mb}\n")
+    (project / "kb" / "a.wrong").write_text("Spring tides, as a string.\n")
+    (project / "kb" / "b.none").write_text("Spring tides, as nothing.\n")
+    with ragstead.open(project, embedder=fake_embedder) as kb:
+        report = kb.index()
+    assert sorted(report.added) == ["kb/diary.md", "kb/tides.md"]
+    reasons = {entry["path"]: entry["reason"] for entry in report.skipped}
+    assert sorted(reasons) == ["kb/a.wrong", "kb/b.none"], report.skipped
+    assert all("LoadedDocument" in reason and "max_reader_mb" not in reason for reason in reasons.values()), reasons

@@ -13,7 +13,8 @@ loopback). A remote one joins the chain only when the user consented to it by na
 `ask --llm`, a library override: answer/consent.py); a key in the environment is never consent. It is handed no
 local-only document, and a plugin's is wrapped so that each call to it is written to the egress log (its own HTTP
 client need not carry ragstead's hook; the built-ins' clients log each request themselves). A plugin cannot take
-a built-in's name: the built-in wins (ragstead/plugins.py).
+a built-in's name: the built-in wins (ragstead/plugins.py). A plugin's answer is shown under the name consented to;
+what it raises while answering is a fallback to the next answerer, while being set up one error line naming it.
 
 This module is light (no HTTP client, no model): the settings read its names to check a configured order.
 """
@@ -23,12 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ragstead import egress
-from ragstead.errors import ConfigError
+from ragstead.errors import ConfigError, ProviderError, RagsteadError
 from ragstead.plugins import Registry
 
 if TYPE_CHECKING:
@@ -115,7 +116,28 @@ def kind_of(name: str) -> AnswererKind:
     kind = ANSWERERS.get(name)
     if not isinstance(kind, AnswererKind):
         raise ConfigError(f"the answerer {name!r} ({ANSWERERS.group} entry point) is not an AnswererKind")
-    return kind
+    return kind if name in ANSWERERS.builtins else _guarded(name, kind)
+
+
+def _guarded(name: str, kind: AnswererKind) -> AnswererKind:
+    """A plugin's kind whose `build`, `configured` and `endpoint` fail as one ConfigError line naming the plugin
+    (a careless plugin's KeyError is no traceback)."""
+    def guard(call: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def run(arg: Any) -> Any:
+            try:
+                return call(arg)
+            except RagsteadError:
+                raise
+            except Exception as exc:
+                raise ConfigError(f"the {ANSWERERS.group} plugin {name!r} failed: {_line(exc)}") from exc
+        return run
+
+    return replace(kind, build=guard(kind.build), configured=guard(kind.configured),
+                   endpoint=None if kind.endpoint is None else guard(kind.endpoint))
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def answerer_chain(setup: AnswererSetup, order: Sequence[str], consented: Collection[str]) -> list[AnswerProvider]:
@@ -131,39 +153,47 @@ def answerer_chain(setup: AnswererSetup, order: Sequence[str], consented: Collec
         if not local and name not in consented:
             continue  # consent before egress: a key or an installed plugin alone sends nothing
         provider = kind.build(setup)
-        chain.append(provider if local or name in ANSWERERS.builtins else _remote(name, provider))
+        chain.append(provider if name in ANSWERERS.builtins else _plugin(name, provider, remote=not local))
     return chain
 
 
-def _remote(name: str, provider: AnswerProvider) -> AnswerProvider:
-    """A plugin's remote answerer as the chain hands it on: marked remote (no local-only document reaches it),
-    each call logged to the egress log."""
+def _plugin(name: str, provider: AnswerProvider, *, remote: bool) -> AnswerProvider:
+    """A plugin's answerer as the chain hands it on: named as consented to, what it raises a ProviderError (the
+    next answerer answers); a remote one marked remote (no local-only document reaches it), each call logged."""
     if callable(getattr(provider, "answer_with_tools", None)):
-        return _RemoteWithTools(name, provider)
-    return _Remote(name, provider)
+        return _PluginWithTools(name, provider, remote)
+    return _Plugin(name, provider, remote)
 
 
-class _Remote:
-    """A plugin's answerer that did not declare itself local: what it is handed is taken to leave the machine."""
+class _Plugin:
+    """A plugin's answerer; `remote` unless it declared itself local: what it is handed is taken to leave the
+    machine."""
 
-    remote = True
-
-    def __init__(self, name: str, inner: AnswerProvider) -> None:
+    def __init__(self, name: str, inner: AnswerProvider, remote: bool) -> None:
         self.name = name  # the name consented to, not the one it gives itself ("extractive" would say offline)
         self.inner = inner
+        self.remote = remote
         self.host = f"plugin:{name}"
 
     def answer(self, question: str, contexts: list[Context], on_text: Callable[[str], None] | None = None) -> str:
-        _log_sent(self.host, question, contexts)
-        return self.inner.answer(question, contexts, on_text)
+        return self._call(question, contexts, lambda: self.inner.answer(question, contexts, on_text))
+
+    def _call(self, question: str, contexts: list[Context], call: Callable[[], Any]) -> str:
+        if self.remote:
+            _log_sent(self.host, question, contexts)
+        try:
+            return str(call())
+        except ProviderError:
+            raise
+        except Exception as exc:  # a plugin's own client error: a fallback, like a built-in's ProviderError
+            raise ProviderError(f"{self.name}: {_line(exc)}") from exc
 
 
-class _RemoteWithTools(_Remote):
+class _PluginWithTools(_Plugin):
     def answer_with_tools(self, question: str, contexts: list[Context], tools: ToolBox,
                           on_text: Callable[[str], None] | None = None) -> str:
-        _log_sent(self.host, question, contexts)
         inner: Any = self.inner
-        return str(inner.answer_with_tools(question, contexts, tools, on_text))
+        return self._call(question, contexts, lambda: inner.answer_with_tools(question, contexts, tools, on_text))
 
 
 def _log_sent(host: str, question: str, contexts: list[Context]) -> None:

@@ -623,6 +623,18 @@ def _storable(text: str) -> str:
     return text
 
 
+def _returned(loaded: Any, name: str, suffix: str) -> LoadedDocument:
+    """What a loader returned, checked (a plugin's may return its text, or None for it): a LoadedDocument whose
+    texts are strings, else one LoadError line, not an AttributeError later (in the worker: a death read as out
+    of memory)."""
+    documents = [loaded, *(document for _, document in loaded.inside)] if isinstance(loaded, LoadedDocument) else []
+    if not documents or not all(isinstance(document, LoadedDocument) and isinstance(document.text, str)
+                                and isinstance(document.title, str | None) for document in documents):
+        raise LoadError(f"{name}: the {suffix} loader returned {type(loaded).__name__}, not a LoadedDocument with "
+                        "its text, skipped")
+    return loaded
+
+
 def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget | None = None) -> LoadedDocument:
     """Load any supported file within `limits` (default: `LoadLimits()`). Raises `UnsupportedFileError` or
     `LoadError` with a one-line message for the user, never another exception. `budget`: the indexer's own,
@@ -640,7 +652,7 @@ def load_document(path: Path, limits: LoadLimits | None = None, budget: Budget |
     budget.path = path
     data = _read(path, budget.limits, name)
     try:
-        loaded = loader(data, budget)
+        loaded = _returned(loader(data, budget), name, suffix)
     except LoadError:
         raise
     except Exception as exc:  # a parser's surprise on a malformed file (never KeyboardInterrupt/SystemExit)
