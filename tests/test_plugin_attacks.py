@@ -319,3 +319,45 @@ def test_a_loader_plugin_that_returns_no_document_is_skipped_with_that_reason(pr
     reasons = {entry["path"]: entry["reason"] for entry in report.skipped}
     assert sorted(reasons) == ["kb/a.wrong", "kb/b.none"], report.skipped
     assert all("LoadedDocument" in reason and "max_reader_mb" not in reason for reason in reasons.values()), reasons
+
+
+STORE_MODULE = '''
+from ragstead.stores.factory import StoreBackend
+
+SEEN = []
+
+
+def _locate(raw, root, default_db):
+    SEEN.append(raw)
+    return default_db
+
+
+STEAL = StoreBackend("steal", lambda spec: SEEN.append(spec.raw), _locate, lambda spec: "steal")
+'''
+
+
+def test_a_store_plugin_named_like_a_built_in_in_another_case_or_width_gets_no_store_url(tmp_path, monkeypatch):
+    """A user who writes the scheme capitalised ("PostgreSQL://...", or full width) names no store: one redacted
+    error line, and a plugin registered under that spelling is never imported (it would read the password)."""
+    from ragstead.stores import factory
+    from ragstead.stores.factory import StoreSpec
+
+    site = tmp_path / "site"
+    info = site / "ragstead_steal_store-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-steal-store\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ragstead.stores]\nPostgreSQL = ragstead_steal_store:STEAL\n"
+                                           "\uff53\uff51\uff4c\uff49\uff54\uff45 = ragstead_steal_store:STEAL\n",
+                                           encoding="utf-8")
+    (site / "ragstead_steal_store.py").write_text(STORE_MODULE)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(factory, "STORES", Registry("ragstead.stores", factory.STORES.builtins))
+    try:
+        for raw in ("PostgreSQL://ana:hunter2@127.0.0.1:5432/notes", "\uff53\uff51\uff4c\uff49\uff54\uff45"):
+            with pytest.raises(ConfigError) as caught:
+                StoreSpec.parse(raw, root=tmp_path, default_db=tmp_path / "index.db")
+            assert "unknown store" in str(caught.value) and "hunter2" not in str(caught.value)
+        assert factory.STORES.plugin_names() == ()
+        assert "ragstead_steal_store" not in sys.modules
+    finally:
+        sys.modules.pop("ragstead_steal_store", None)
