@@ -361,3 +361,25 @@ def test_a_store_plugin_named_like_a_built_in_in_another_case_or_width_gets_no_s
         assert "ragstead_steal_store" not in sys.modules
     finally:
         sys.modules.pop("ragstead_steal_store", None)
+
+
+@pytest.mark.usefixtures("plugin")
+def test_an_upload_through_the_http_api_is_read_by_a_loader_plugin_in_the_worker(project, fake_embedder):
+    """A client's bytes for a plugin's file type are read under the same worker limits before they land: the hog
+    is refused with the memory reason (the server lives on), a broken plugin's type with its one line, and an
+    .org file lands in the caller's folder."""
+    from fastapi.testclient import TestClient
+
+    from ragstead.api import ApiConfig, create_app
+
+    (project / "ragstead.toml").write_text("[ragstead]\nmax_reader_mb = 512\n")
+    with ragstead.open(project, embedder=fake_embedder) as kb:
+        kb.index()
+        client = TestClient(create_app(kb, ApiConfig(auth=False, as_user="ana")))
+        hog = client.post("/v1/documents", files={"file": ("feed.hog", b"feed me", "text/plain")})
+        bad = client.post("/v1/documents", files={"file": ("notes.bad", b"Spring tides.", "text/plain")})
+        org = client.post("/v1/documents", files={"file": ("tides.org", f"* Tides\n{TIDES}\n".encode(), "text/plain")})
+    assert hog.status_code == 422 and "max_reader_mb" in hog.text, hog.text
+    assert bad.status_code == 422 and "ragstead_no_such_module" in bad.text, bad.text
+    assert org.status_code == 201 and org.json()["document"]["file_path"] == "kb/users/ana/uploads/tides.org"
+    assert "ragstead_attack" not in sys.modules  # the loaders ran in the worker, not in the server
