@@ -179,12 +179,17 @@ def test_without_consent_no_door_reaches_a_plugin_answerer(project, fake_embedde
         kb.index()
         client = TestClient(create_app(kb, ApiConfig(auth=False, as_user="ana")))
         refused = client.post("/v1/ask", json={"query": "when do spring tides come", "llm": ["echo"]})
+        refused_chat = client.post("/v1/chat", json={"query": "when do spring tides come", "llm": ["echo"],
+                                                     "history": [{"question": "tides?", "answer": "Spring."}]})
+        chat = client.post("/v1/chat", json={"query": "and when do they come", "min_similarity": -1,
+                                             "history": [{"question": "what are spring tides", "answer": "Tides."}]})
         answered = client.post("/v1/ask", json={"query": "when do spring tides come", "min_similarity": -1}).json()
         with pytest.raises(ValidationError):
             AskArgs(question="when do spring tides come", llm=["echo"])
         mcp = RagsteadMcp(kb, McpScope("ana"))
         by_mcp = mcp._ask(AskArgs(question=TIDES))  # passes the relevance gate (MCP cannot lower it)
-    assert refused.status_code == 422 and "llm" in refused.text
+    assert refused.status_code == refused_chat.status_code == 422 and "llm" in refused.text + refused_chat.text
+    assert chat.status_code == 200, chat.text  # answered and condensed on this machine
     assert answered["provider"] == "extractive", (answered["retrieval"], answered.get("notes"))
     assert by_mcp["provider"] == "extractive", by_mcp
     assert _handed() == []
