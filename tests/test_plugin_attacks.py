@@ -215,6 +215,8 @@ def test_a_remote_plugin_is_handed_masked_secrets_and_no_local_only_document(pro
     local-only diary, and the egress log holds sizes and hashes, not the text."""
     (project / "kb" / "cabin.org").write_text("* Cabin\nThe spring tides reach the cabin. The wifi password is "
                                               "Heron!Sky42 and the router sits by the stairs.\n")
+    (project / "kb" / "logins.org").write_text("* Cabin logins\nspring tides cabin: ana@example.com / cobalt+Fennel19\n"
+                                               "wifi: ana@example.com / 8hRq2vWx\nlibrary: A2938441 / tulip-moon\n")
     with ragstead.open(project, embedder=fake_embedder, answerers=("echo", "extractive")) as kb:
         report = kb.index()
         result = kb.ask("spring tides cabin wifi", min_similarity=-1)
@@ -222,7 +224,9 @@ def test_a_remote_plugin_is_handed_masked_secrets_and_no_local_only_document(pro
     assert report.skipped == [] and result.provider == "echo"
     (_, sources, texts), = _handed()
     assert "kb/cabin.org" in sources and "kb/diary.md" not in sources
-    assert "Heron!Sky42" not in json.dumps(texts) and "Heron!Sky42" not in log and TIDES not in log
+    handed = json.dumps(texts)
+    assert not [value for value in ("Heron!Sky42", "cobalt+Fennel19", "8hRq2vWx", "tulip-moon") if value in handed]
+    assert "Heron!Sky42" not in log and TIDES not in log
     assert any("wifi password" in text for text in texts)
 
 
