@@ -21,6 +21,7 @@ import ragstead
 from ragstead import egress
 from ragstead.answer import registry
 from ragstead.cli import app
+from ragstead.documents import sandbox
 from ragstead.documents.loaders import LOADERS
 from ragstead.errors import ConfigError
 from ragstead.plugins import Registry
@@ -126,10 +127,14 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))))
     monkeypatch.setattr(registry, "ANSWERERS", Registry("ragstead.answerers", registry.ANSWERERS.builtins))
     monkeypatch.setattr(LOADERS, "registry", Registry("ragstead.loaders", LOADERS.registry.builtins))
+    # The reader's idle workers keep the registry they read first: none from before reads for these tests, and
+    # none of theirs outlives them.
+    sandbox._POOL.close()
     for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_ANSWERERS",
                  "RAGSTEAD_ANSWERER"):
         monkeypatch.delenv(name, raising=False)
     yield
+    sandbox._POOL.close()
     sys.modules.pop("ragstead_attack", None)
     sys.modules.pop("ragstead_attack_boom", None)
 
@@ -392,3 +397,25 @@ def test_an_upload_through_the_http_api_is_read_by_a_loader_plugin_in_the_worker
     assert bad.status_code == 422 and "ragstead_no_such_module" in bad.text, bad.text
     assert org.status_code == 201 and org.json()["document"]["file_path"] == "kb/users/ana/uploads/tides.org"
     assert "ragstead_attack" not in sys.modules  # the loaders ran in the worker, not in the server
+
+
+@pytest.mark.usefixtures("plugin")
+def test_an_attachment_of_a_broken_plugins_type_loses_only_the_attachment(project, fake_embedder):
+    """An e-mail carries a .bad file (its loader plugin cannot be imported) and a .org file: the message and the
+    .org attachment are indexed, not the whole e-mail skipped as unreadable."""
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "ana@example.com", "bo@example.com", "Tide tables"
+    message["Date"], message["Message-ID"] = "Mon, 3 Jun 2024 09:00:00 +0000", "<tides-1@example.com>"
+    message.set_content("The tide tables for June are attached.")
+    message.add_attachment(b"Spring tides, badly.", maintype="application", subtype="octet-stream",
+                           filename="notes.bad")
+    message.add_attachment(f"* Pier\n{TIDES}\n".encode(), maintype="text", subtype="plain", filename="pier.org")
+    (project / "kb" / "tides.eml").write_bytes(message.as_bytes())
+    (project / "ragstead.toml").write_text("[ragstead]\nmax_reader_mb = 0\n")
+    with ragstead.open(project, embedder=fake_embedder) as kb:
+        report = kb.index()
+        text = " ".join(hit.text for hit in kb.search("tide tables June spring tides moon", mode="lexical").hits)
+    assert report.skipped == [] and "kb/tides.eml" in report.added, report.skipped
+    assert "tide tables for June" in text

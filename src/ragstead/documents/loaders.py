@@ -466,7 +466,10 @@ class _Nested:
 
     def __call__(self, name: str, data: bytes) -> str | None:
         """The text of a file inside another (an attachment); None if no loader reads it or it is unreadable."""
-        loader = LOADERS.get(Path(name).suffix.lower())
+        try:
+            loader = LOADERS.get(Path(name).suffix.lower())
+        except ConfigError:  # a plugin's loader that cannot be imported: this attachment unread, the message kept
+            return None
         if loader is None or len(data) > self.budget.limits.max_file_bytes:
             return None
         path, self.budget.path = self.budget.path, None  # an attached note has no vault to find its links in
