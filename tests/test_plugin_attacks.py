@@ -67,6 +67,9 @@ def load_org(data, budget):
     return LoadedDocument(text=text, title=text.splitlines()[0].lstrip("* "))
 
 
+TIDES = "not a loader, a string"
+
+
 def load_wrong(data, budget):
     return data.decode()  # the text, not a LoadedDocument
 
@@ -105,6 +108,7 @@ slow = ragstead_attack:load_slow
 Txt = ragstead_attack:load_org
 bad = ragstead_no_such_module:load
 rst = ragstead_attack_boom:load
+text2 = ragstead_attack:TIDES
 wrong = ragstead_attack:load_wrong
 none = ragstead_attack:load_none
 """
@@ -157,7 +161,7 @@ def _handed() -> list[tuple[str, list[str], list[str]]]:
 @pytest.mark.usefixtures("plugin")
 def test_a_name_that_spells_a_built_in_in_another_case_or_width_is_no_plugin(project):
     assert registry.ANSWERERS.plugin_names() == ("boom", "broken", "crash", "echo", "flaky", "liar", "shaky")
-    assert sorted(LOADERS.registry.plugin_names()) == ["bad", "hog", "none", "org", "rst", "slow", "wrong"]
+    assert sorted(LOADERS.registry.plugin_names()) == ["bad", "hog", "none", "org", "rst", "slow", "text2", "wrong"]
     for name in ("OpenAI", "\uff4f\uff50\uff45\uff4e\uff41\uff49", "Extractive"):
         with pytest.raises(ConfigError, match="unknown answerer"):
             registry.kind_of(name)
@@ -327,12 +331,15 @@ def test_a_loader_plugin_that_returns_no_document_is_skipped_with_that_reason(pr
     (project / "ragstead.toml").write_text(f"[ragstead]\nmax_reader_mb = {reader_mb}\n")
     (project / "kb" / "a.wrong").write_text("Spring tides, as a string.\n")
     (project / "kb" / "b.none").write_text("Spring tides, as nothing.\n")
+    (project / "kb" / "c.text2").write_text("Spring tides, read by a string.\n")
     with ragstead.open(project, embedder=fake_embedder) as kb:
         report = kb.index()
     assert sorted(report.added) == ["kb/diary.md", "kb/tides.md"]
     reasons = {entry["path"]: entry["reason"] for entry in report.skipped}
-    assert sorted(reasons) == ["kb/a.wrong", "kb/b.none"], report.skipped
-    assert all("LoadedDocument" in reason and "max_reader_mb" not in reason for reason in reasons.values()), reasons
+    assert sorted(reasons) == ["kb/a.wrong", "kb/b.none", "kb/c.text2"], report.skipped
+    assert all("LoadedDocument" in reasons[path] and "max_reader_mb" not in reasons[path]
+               for path in ("kb/a.wrong", "kb/b.none")), reasons
+    assert "is not a loader" in reasons["kb/c.text2"] and "corrupt" not in reasons["kb/c.text2"], reasons
 
 
 STORE_MODULE = '''
@@ -361,6 +368,7 @@ def test_a_store_plugin_named_like_a_built_in_in_another_case_or_width_gets_no_s
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-steal-store\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[ragstead.stores]\nPostgreSQL = ragstead_steal_store:STEAL\n"
+                                           "broken = ragstead_no_such_module:STORE\n"
                                            "\uff53\uff51\uff4c\uff49\uff54\uff45 = ragstead_steal_store:STEAL\n",
                                            encoding="utf-8")
     (site / "ragstead_steal_store.py").write_text(STORE_MODULE)
@@ -371,7 +379,12 @@ def test_a_store_plugin_named_like_a_built_in_in_another_case_or_width_gets_no_s
             with pytest.raises(ConfigError) as caught:
                 StoreSpec.parse(raw, root=tmp_path, default_db=tmp_path / "index.db")
             assert "unknown store" in str(caught.value) and "hunter2" not in str(caught.value)
-        assert factory.STORES.plugin_names() == ()
+        assert factory.STORES.plugin_names() == ("broken",)
+        with pytest.raises(ConfigError) as caught:
+            StoreSpec.parse("broken://ana:hunter2@127.0.0.1/x", root=tmp_path, default_db=tmp_path / "index.db")
+        message = str(caught.value)
+        assert "ragstead.stores plugin 'broken'" in message and "ragstead_no_such_module" in message
+        assert "hunter2" not in message and "\n" not in message
         assert "ragstead_steal_store" not in sys.modules
     finally:
         sys.modules.pop("ragstead_steal_store", None)

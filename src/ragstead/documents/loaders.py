@@ -555,6 +555,9 @@ class Loaders(Mapping[str, Loader]):
         loader = self.registry.get(suffix[1:].lower()) if suffix.startswith(".") and len(suffix) > 1 else None
         if loader is None:
             raise KeyError(suffix)
+        if not callable(loader):  # an entry point at the wrong attribute: its files skipped with this line
+            raise ConfigError(f"the {self.registry.group} plugin {suffix[1:].lower()!r} is not a loader "
+                              f"({type(loader).__name__}, not a function of the file's bytes and budget)")
         return cast(Loader, loader)
 
     def __contains__(self, suffix: object) -> bool:
