@@ -159,6 +159,20 @@ def test_the_int8_scan_picks_the_same_rows_however_it_is_split(tmp_path: Path,
 
 
 
+def test_an_index_kept_in_memory_scans_int8_like_one_on_disk(tmp_path: Path) -> None:
+    """A `:memory:` store's vector index takes the int8 path with the scales its rebuild computed (it kept the
+    empty scales it was made with: the scan failed on the shapes) and finds what the files find."""
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((3_000, 16)).astype(np.float32)
+    in_memory, on_disk = VectorIndex(None), VectorIndex(tmp_path / "v")
+    for index in (in_memory, on_disk):
+        index.replace_all(1, 16, iter([(np.arange(1, 3_001), vectors)]))
+    everything, mask = np.arange(3_000), np.ones(3_000, bool)
+    for q in rng.standard_normal((5, 16)).astype(np.float32):
+        assert in_memory.search(q, everything, mask, 10, exact_rows=0) == on_disk.search(q, everything, mask, 10,
+                                                                                          exact_rows=0)
+
+
 def test_deleted_chunks_are_never_returned_and_enough_of_them_compact_the_files(tmp_path: Path) -> None:
     store = _store(tmp_path / "index.db", documents=60)
     gone = [f"user_kb/ana/d{n}.md" for n in range(0, 60, 3) if TYPES[(n // 3) % 4] == "user_kb"][:4]

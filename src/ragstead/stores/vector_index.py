@@ -378,7 +378,7 @@ class VectorIndex:
                 floats.append(vectors)
             all_ids, self._floats = np.concatenate(ids), np.concatenate(floats)
             scale = quantization_scale(np.abs(self._floats).max(axis=0) if len(self._floats) else np.zeros(dim))
-            self._mapped = (all_ids, quantize(self._floats, scale), self._scale)
+            self._mapped = (all_ids, quantize(self._floats, scale), scale)
             self._state = {"format": FORMAT, "generation": generation, "rows": int(all_ids.size), "dim": dim,
                            "dead": 0, "scale": scale.tolist(), "stamp": ""}
             return
