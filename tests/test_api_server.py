@@ -124,7 +124,7 @@ def test_real_server_isolates_users_rate_limits_and_deletes(server):
         assert http.delete(f"/v1/documents/{doc_id}", headers=bob).status_code == 404
         assert http.delete(f"/v1/documents/{doc_id}", headers=alice).status_code == 200
         assert not (root / "kb/users/alice/uploads/n.md").exists()
-    status = json.loads(cli(root, "status", "--json").stdout)
+    status = json.loads(run_ragstead("status", "--json", "--root", str(root), env=ENV).stdout)  # a reader, in-process
     assert status["integrity"] == "ok" and status["documents"] == 2
 
 
@@ -163,8 +163,8 @@ def test_killing_the_server_during_an_upload_loses_nothing(server):
     os.kill(pid, signal.SIGKILL)
     thread.join(timeout=60)
     assert target.read_bytes() == old  # the file on disk is the old one, whole
-    out = cli(root, "query", "heron survey nests", "--user", "alice", "--lexical-only")
-    assert "kb/users/alice/uploads/survey.txt" in out.stdout
+    out = run_ragstead("query", "heron survey nests", "--user", "alice", "--lexical-only", "--root", str(root), env=ENV)
+    assert "kb/users/alice/uploads/survey.txt" in out.stdout  # the index the killed server left, read in-process
 
 
 def _multipart(body):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import uvicorn
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.httpguard import connections
 
@@ -182,9 +183,8 @@ def served_with_keys(tmp_path_factory):
     root = tmp_path_factory.mktemp("load")
     write_files(root, {"kb/users/alice/plan.md": "Alice plans the heron survey for April."})
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ragstead", *args, "--root", str(root)], env=OFFLINE_ENV,
-                              capture_output=True, text=True, timeout=180)
+    def cli(*args: str) -> subprocess.CompletedProcess:  # the set-up, in this process: the server is under test
+        return run_ragstead(*args, "--root", str(root), env=OFFLINE_ENV)
 
     assert cli("index", "--quiet").returncode == 0
     key = json.loads(cli("keys", "add", "--user", "alice", "--json").stdout)["key"]

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from helpers.cli_runner import run_ragstead
 from helpers.project import OFFLINE_ENV, write_files
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
@@ -36,8 +37,8 @@ def _free_port() -> int:
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
     write_files(root, {"kb/users/alice/plan.md": "Alice plans the heron survey for April."})
-    assert subprocess.run([sys.executable, "-m", "ragstead", "index", "--quiet", "--root", str(root)],
-                          env=OFFLINE_ENV, capture_output=True, timeout=120).returncode == 0
+    # The index in this process (helpers/cli_runner.py): the server is the process under test.
+    assert run_ragstead("index", "--quiet", "--root", str(root), env=OFFLINE_ENV).returncode == 0
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "ragstead", "serve", "--no-auth", "--as-user", "alice",
                              "--port", str(port), "--root", str(root), "--head-timeout", "2", "--body-timeout", "3",
