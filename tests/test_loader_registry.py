@@ -16,7 +16,7 @@ import pytest
 
 import ragstead
 from helpers.project import OFFLINE_ENV
-from ragstead.documents import loaders
+from ragstead.documents import loaders, sandbox
 from ragstead.documents.loaders import LOADERS, load_document
 from ragstead.plugins import Registry
 
@@ -53,7 +53,10 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))))
     monkeypatch.setattr(LOADERS, "registry", Registry("ragstead.loaders", LOADERS.registry.builtins))
+    # An idle reader worker from an earlier test has neither this PYTHONPATH nor this registry: none is reused.
+    sandbox._POOL.close()
     yield
+    sandbox._POOL.close()
     sys.modules.pop("ragstead_org_loader", None)
 
 
