@@ -52,9 +52,10 @@ def count(db: Path, sql: str) -> int:
 
 @pytest.mark.slow
 def test_sigkill_mid_index_then_rerun_loses_nothing(tmp_path):
-    # 30 files, 120 chunks: the first commit comes after 32, so the kill lands with most still to embed (about ten
-    # seconds of the model on an idle machine); the re-run embeds only what the killed run had not committed.
-    files = big_corpus(30)
+    # 16 files, 64 chunks: the first commit comes after 32 and the rest is one more batch, so the kill lands between
+    # the two with half still to embed (seconds of the model; the poll below is 0.2 s); the re-run embeds only what
+    # the killed run had not committed. A bigger corpus only made both runs longer.
+    files = big_corpus(16)
     write_files(tmp_path, files)
     db = tmp_path / "kb/rag/ragstead.db"
     proc = subprocess.Popen(
