@@ -75,3 +75,15 @@ def test_the_reranker_caches_sentence_vectors(make_project, embedder):
 def test_bad_fusion_and_rerank_options_are_clear_errors(bad):
     with pytest.raises(InvalidQueryError):
         SearchOptions(**bad).validate()
+
+
+def test_a_store_without_sentence_vectors_preloads_none_and_the_reranker_still_scores(embedder):
+    class PluginStore:  # a plugin's store: documents and searches, no stored sentence vectors (#51.5)
+        def embed_model(self) -> str:
+            return embedder.name
+
+    reranker = SentenceMaxSimReranker(embedder)
+    text = "The boiler was serviced in March. The invoice came to 240 euros."
+    assert reranker.preload(PluginStore(), [("c1", text)]) == 0  # type: ignore[arg-type]
+    scores = reranker.score("what did the boiler service cost", None, [text, "Tulips flower in spring."])
+    assert scores[0] > scores[1] and reranker.embedded > 0

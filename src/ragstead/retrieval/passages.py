@@ -7,6 +7,7 @@ the path backstop (`QueryFilters.admits`) only ever removes. A document out of s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,7 @@ def read_passage(store: Store, filters: QueryFilters, rules: tuple[PathRule, ...
     rows = [row for row in rows if filters.admits(row["file_path"], rules)]
     if not rows:
         return None
-    first = rows[0]
+    first: Mapping[str, Any] = rows[0]  # read by the key lists below
     document = {key: first.get(key) for key in DOCUMENT_KEYS}
     document["tags"] = list(document["tags"] or [])
     document["source"] = client_source(document.get("source"))  # only http(s) links reach a client
@@ -71,5 +72,6 @@ def read_passage(store: Store, filters: QueryFilters, rules: tuple[PathRule, ...
     chunks = []
     for row in chosen:
         link, video_time = citation_link(row.get("source"), row["section_path"])
-        chunks.append({**{key: row[key] for key in CHUNK_KEYS}, "link": link, "video_time": video_time})
+        chunk: Mapping[str, Any] = row
+        chunks.append({**{key: chunk[key] for key in CHUNK_KEYS}, "link": link, "video_time": video_time})
     return Passage(document, tuple(chunks), len(rows), chunk_id, offset)

@@ -18,7 +18,7 @@ from ragstead.embeddings.base import Embedder
 from ragstead.errors import ConfigError
 from ragstead.retrieval.lexical_query import query_terms
 from ragstead.retrieval.sentences import split_sentences
-from ragstead.stores.base import Store
+from ragstead.stores.base import SentenceVectors, Store
 
 
 class Reranker(Protocol):
@@ -84,8 +84,9 @@ class SentenceMaxSimReranker:
     def preload(self, store: Store, chunks: list[tuple[str, str]]) -> int:
         """Cache the stored sentence vectors of these (chunk id, text) pairs (`sentence_vectors`, computed at
         index time), so scoring them embeds nothing. Vectors of another model, or rows that no longer match the
-        chunk's sentences (another splitter), are not used. Returns the sentences cached."""
-        if not chunks or store.embed_model() != self.embedder.name:
+        chunk's sentences (another splitter), are not used. Returns the sentences cached: none from a store
+        without stored sentence vectors (a plugin's), whose sentences are embedded when scored."""
+        if not chunks or not isinstance(store, SentenceVectors) or store.embed_model() != self.embedder.name:
             return 0
         stored = store.sentence_vectors([chunk_id for chunk_id, _ in chunks])
         cached = 0

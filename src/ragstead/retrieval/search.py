@@ -25,7 +25,7 @@ from ragstead.retrieval.options import MAX_K as MAX_K
 from ragstead.retrieval.options import MAX_QUERY_CHARS, SearchOptions
 from ragstead.retrieval.options import MODES as MODES
 from ragstead.retrieval.rerank import Reranker, SentenceMaxSimReranker
-from ragstead.stores.base import Store
+from ragstead.stores.base import ChunkRow, Store
 
 SNIPPET_CHARS = 320
 
@@ -293,7 +293,7 @@ class RowReader:
 
     def __init__(self, store: Store, filters: QueryFilters, rules: tuple[PathRule, ...]) -> None:
         self.store, self.filters, self.rules = store, filters, rules
-        self.rows: dict[int, dict[str, Any]] = {}  # rows read so far (the ones the SQL filter admits), by rowid
+        self.rows: dict[int, ChunkRow] = {}  # rows read so far (the ones the SQL filter admits), by rowid
         self._read: set[int] = set()
 
     def read(self, rowids: list[int]) -> None:
@@ -307,7 +307,7 @@ class RowReader:
         row = self.rows.get(rowid)
         return row is not None and self.filters.admits(row["file_path"], self.rules)
 
-    def admitted_in_order(self, order: list[int], first_page: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    def admitted_in_order(self, order: list[int], first_page: int) -> Iterator[tuple[int, ChunkRow]]:
         """(rowid, row) of the rows in `order` the scope admits, in that order. Rows are read a page at a time
         as the walk reaches them, each page twice as long as the last: a caller usually stops early, and a page
         the filter, the backstop or dedup thinned out is followed by a longer one."""
@@ -345,7 +345,7 @@ class Candidate:
     and first-stage scores, `fill_similarity` the similarity of a chunk only feedback found, `rerank` its score.
     (Not frozen: a frozen dataclass and `replace` cost a few microseconds a candidate, 0.1 ms a query.)"""
 
-    row: dict[str, Any]
+    row: ChunkRow
     vector_rank: int | None = None
     vector_score: float | None = None
     dense_distance: float | None = None
@@ -372,14 +372,15 @@ class Candidate:
         row = self.row
         source = client_source(row.get("source"))  # only http(s) links reach a client
         link, video_time = citation_link(source, row["section_path"], row["text"])
-        return Hit(**{
+        fields: dict[str, Any] = {
             **row, "source": source, "snippet": snippet(row["text"], rows=tabular(row["file_path"])),
             "tags": tuple(row["tags"]),
             "source_url": (source or {}).get("url"), "link": link, "video_time": video_time,
             "vector_rank": self.vector_rank, "vector_score": self.vector_score,
             "dense_distance": self.dense_distance, "lexical_rank": self.lexical_rank,
             "lexical_score": self.lexical_score, "fused_score": self.fused_score, "score": self.score,
-            "rerank_score": self.rerank_score, "final_rank": final_rank})
+            "rerank_score": self.rerank_score, "final_rank": final_rank}
+        return Hit(**fields)
 
 
 def one_per_document(candidates: Iterable[Candidate]) -> Iterator[Candidate]:
@@ -399,7 +400,7 @@ def page(plan: QueryPlan, rows: RowReader, ranking: Ranking, similarity: dict[in
 
     mode = plan.options.mode
 
-    def candidate(rowid: int, row: dict[str, Any]) -> Candidate:
+    def candidate(rowid: int, row: ChunkRow) -> Candidate:
         sim, lx = similarity.get(rowid), lexical.get(rowid)
         vector_score = round(sim, 6) if sim is not None else None
         lexical_score = round(lx[1], 6) if lx else None

@@ -169,7 +169,7 @@ class DocumentStore(Protocol):
         """In ONE transaction: replace documents, remove paths, refresh manifest entries."""
         ...
 
-    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, ChunkRow]:
         """Chunk rows with document metadata, filtered again in SQL: `ChunkRow`s (declared as dicts until
         retrieval/'s row readers take the ChunkRow type; tests/test_store_protocols.py checks their keys)."""
         ...
@@ -187,7 +187,7 @@ class DocumentStore(Protocol):
         ...
 
     def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
-                        chunk_id: str | None = None) -> list[dict[str, Any]]:
+                        chunk_id: str | None = None) -> list[ChunkRow]:
         """Every chunk of one document (by id, or the document holding `chunk_id`), in order, with the columns
         of `fetch_chunks` (`ChunkRow`s, as there), filtered in SQL: [] when there is no such document or the
         filters do not admit it."""

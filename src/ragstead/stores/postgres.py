@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ragstead.stores.base import (
     CHUNK_FIELDS,
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
+    ChunkRow,
     DocumentRecord,
     DocumentWrite,
     assemble_writes,
@@ -614,7 +615,7 @@ class PostgresStore(SqlStore):
         rows = conn.execute(sql, (lexemes, [i for _, i in words], *match_params, *params, avglen, lexemes, k))
         return [(int(r[0]), float(r[1])) for r in rows.fetchall()]
 
-    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, ChunkRow]:
         """Rows for the given ids, with the filter applied once more in SQL."""
         if not rowids:
             return {}
@@ -626,10 +627,10 @@ class PostgresStore(SqlStore):
                 (rowids, *params),
             )
             names = [d.name for d in cursor.description]
-            out = {}
+            out: dict[int, ChunkRow] = {}
             for row in cursor:
                 record = dict(zip(names, row, strict=True))
-                out[record.pop("id")] = record
+                out[record.pop("id")] = cast(ChunkRow, record)  # CHUNK_SELECT's columns
         if self.partitioned:
             if len(self._chunk_owners) > CHUNK_OWNERS_KEPT:
                 self._chunk_owners.clear()

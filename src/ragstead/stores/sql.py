@@ -16,6 +16,7 @@ from ragstead.stores.base import (
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
     DOCUMENT_SELECT,
+    ChunkRow,
     DocumentRecord,
     DocumentRow,
     ManifestEntry,
@@ -238,7 +239,7 @@ class SqlStore(ABC):
         return cast("list[DocumentRow]", self._dicts(self.statements.documents(where), [key]))
 
     def document_chunks(self, filters: QueryFilters, *, doc_id: str | None = None,
-                        chunk_id: str | None = None) -> list[dict[str, Any]]:
+                        chunk_id: str | None = None) -> list[ChunkRow]:
         """Every chunk of one document (by id, or the one holding `chunk_id`), in order, if the filters admit it."""
         if chunk_id is not None:
             found = self._rows(self.statements.document_of_chunk, (chunk_id,))
@@ -249,4 +250,4 @@ class SqlStore(ABC):
         records = self._dicts(self.statements.document_chunks(where), [doc_id, *params])
         for record in records:
             del record["id"]
-        return records
+        return cast("list[ChunkRow]", records)  # the driver's rows, of CHUNK_SELECT's columns (test_store_protocols)

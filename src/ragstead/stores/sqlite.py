@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ragstead.errors import RagsteadError
 from ragstead.filters import QueryFilters
@@ -21,6 +21,7 @@ from ragstead.stores.base import (
     CHUNK_FIELDS,
     CHUNK_SELECT,
     DOCUMENT_FIELDS,
+    ChunkRow,
     DocumentRecord,
     DocumentWrite,
     assemble_writes,
@@ -578,7 +579,7 @@ class SqliteStore(SqlStore):
         self._lexical_in_step()
         return self._lexical.search(terms, filters, k)
 
-    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, dict[str, Any]]:
+    def fetch_chunks(self, rowids: list[int], filters: QueryFilters) -> dict[int, ChunkRow]:
         """Rows for the given ids, with the filter applied once more in SQL."""
         if not rowids:
             return {}
@@ -591,7 +592,7 @@ class SqliteStore(SqlStore):
             [*rowids, *params],
         )
         records = (_document_dict(cursor, row) for row in cursor)
-        return {record.pop("id"): record for record in records}
+        return {record.pop("id"): cast(ChunkRow, record) for record in records}  # CHUNK_SELECT's columns
 
     def chunk_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored vectors by chunk id (to score chunks that only the lexical side returned)."""
