@@ -95,6 +95,20 @@ def test_config_or_flag_names_the_remote_answerer(project: Path, embedder, monke
     assert consent_hint({"RAGSTEAD_OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}, ()) is None  # loopback: local
 
 
+@pytest.mark.parametrize("url", ["http://models.localhost:11434/v1", "http://ollama.localhost./v1",
+                                 "http://localhost.example.com/v1", "http://127.0.0.1.nip.io/v1"])
+def test_a_name_that_only_looks_local_is_remote(url: str) -> None:
+    # *.localhost goes to DNS on many machines (this one included): an endpoint there needs consent, is logged
+    assert not is_loopback_url(url)
+    assert consent_hint({"RAGSTEAD_OPENAI_BASE_URL": url}, ()) is not None
+
+
+@pytest.mark.parametrize("url", ["http://localhost:11434/v1", "http://LOCALHOST./v1", "http://127.0.0.2:8080/v1",
+                                 "http://[::1]:11434/v1"])
+def test_loopback_endpoints_stay_local(url: str) -> None:
+    assert is_loopback_url(url)
+
+
 def test_local_only_documents_are_withheld_from_a_remote_answerer(project: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     (project / "ragstead.toml").write_text('[ragstead]\nlocal_only = ["kb/personal/**"]\n', encoding="utf-8")
     recorder = RemoteRecorder()

@@ -61,9 +61,10 @@ def purpose(what: str, documents: Sequence[str] = ()) -> Iterator[None]:
 
 
 def is_local_host(host: str) -> bool:
-    """localhost or a loopback address: a request there stays on the machine."""
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
+    """localhost or a loopback address: a request there stays on the machine. Not `*.localhost`: RFC 6761 asks
+    resolvers to keep those on loopback, but many send them to DNS, so such a name is remote (consent, logged)."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
