@@ -1,6 +1,7 @@
 import pytest
 
 from helpers.library import search
+from helpers.project import CountingEmbedder, Project
 from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters
 from ragstead.retrieval.search import SearchOptions
@@ -15,8 +16,18 @@ FILES = {
 }
 
 
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, real_embedder):  # type: ignore[no-untyped-def]
+    """FILES indexed once for the tests that only search it; a test that writes or tampers takes `own_project`."""
+    indexed = Project(tmp_path_factory.mktemp("search"), CountingEmbedder(real_embedder))
+    indexed.write(FILES)
+    indexed.index()
+    yield indexed
+    indexed.store.close()
+
+
 @pytest.fixture
-def project(make_project):
+def own_project(make_project):
     project = make_project(FILES)
     project.index()
     return project
@@ -107,41 +118,41 @@ def test_empty_and_oversized_question(project):
             run(project, question)
 
 
-def test_path_backstop_drops_a_row_whose_stored_scope_lies(project):
+def test_path_backstop_drops_a_row_whose_stored_scope_lies(own_project):
     # Tamper with the index: claim one of alice's chunks belongs to bob. SQL would now admit it for bob;
     # the path backstop must still refuse it.
-    project.store._db.execute(
+    own_project.store._db.execute(
         "UPDATE chunks SET user_slug = 'bob' WHERE file_path = 'kb/users/alice/2025-03-01-db.md'"
     )
     for mode in ("vector", "lexical", "hybrid"):
-        out = run(project, "billing database PostgreSQL", mode=mode, user_slug="bob")
+        out = run(own_project, "billing database PostgreSQL", mode=mode, user_slug="bob")
         paths = {r["file_path"] for r in out["results"]}
         assert "kb/users/alice/2025-03-01-db.md" not in paths
 
 
-def test_vector_caches_and_lexical_index_see_writes_from_this_and_other_connections(project):
+def test_vector_caches_and_lexical_index_see_writes_from_this_and_other_connections(own_project):
     from ragstead.indexing.build import index_roots
     from ragstead.stores.sqlite import SqliteStore
 
     def seen(path: str) -> bool:
         """Whether vector and lexical search both see `path` (it is an error if only one does)."""
-        outs = [run(project, "submarine periscope", mode=m, k=20, user_slug="bob") for m in ("vector", "lexical")]
+        outs = [run(own_project, "submarine periscope", mode=m, k=20, user_slug="bob") for m in ("vector", "lexical")]
         found = [any(r["file_path"] == path for r in out["results"]) for out in outs]
         assert found[0] == found[1], f"vector sees {path}: {found[0]}, lexical: {found[1]}"
         return found[0]
 
     assert not seen("kb/users/bob/sub.md")  # warms the matrix, the eligible-row cache and the lexical reader
-    project.write({"kb/users/bob/sub.md": "Bob's notes on the submarine periscope."})
-    project.index()  # same connection
+    own_project.write({"kb/users/bob/sub.md": "Bob's notes on the submarine periscope."})
+    own_project.index()  # same connection
     assert seen("kb/users/bob/sub.md")
-    project.write({"kb/users/bob/sub2.md": "More submarine periscope notes by Bob."})
-    other = SqliteStore(project.settings.db_file)  # a second writer, like another process
-    index_roots(project.settings.indexing(), other, project.embedder, ("kb",))
+    own_project.write({"kb/users/bob/sub2.md": "More submarine periscope notes by Bob."})
+    other = SqliteStore(own_project.settings.db_file)  # a second writer, like another process
+    index_roots(own_project.settings.indexing(), other, own_project.embedder, ("kb",))
     other.close()
     assert seen("kb/users/bob/sub2.md")
-    (project.root / "kb/users/bob/sub.md").unlink()
-    other = SqliteStore(project.settings.db_file)
-    index_roots(project.settings.indexing(), other, project.embedder, ("kb",))
+    (own_project.root / "kb/users/bob/sub.md").unlink()
+    other = SqliteStore(own_project.settings.db_file)
+    index_roots(own_project.settings.indexing(), other, own_project.embedder, ("kb",))
     other.close()
     assert not seen("kb/users/bob/sub.md")
 
