@@ -164,3 +164,17 @@ def test_the_built_in_answerers_resolve_without_reading_installed_metadata(tmp_p
     env = {"OPENAI_API_KEY": "sk-x", "GEMINI_API_KEY": "g"}
     chain = registry.answerer_chain(registry.AnswererSetup(env), ("gemini", "openai"), ("openai", "gemini"))
     assert [p.name.split(":")[0] for p in chain] == ["gemini", "openai-compatible", "extractive"]
+
+
+def test_a_plugin_named_in_capitals_is_consented_to_by_its_name(tmp_path, plugin, project, monkeypatch):
+    # consent reads names folded ("--llm Echo" is echo): a plugin whose entry point is "Loud" was never reachable
+    site = tmp_path / "site"
+    (site / "ragstead_echo_answerer-0.1.dist-info" / "entry_points.txt").write_text(
+        "[ragstead.answerers]\nLoud = ragstead_echo_answerer:ECHO\n")
+    monkeypatch.setattr(registry, "ANSWERERS", Registry("ragstead.answerers", registry.ANSWERERS.builtins))
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", "--root", str(project), "-q"]).exit_code == 0
+    result = runner.invoke(app, ["ask", "when do spring tides come", "--root", str(project), "--llm", "Loud",
+                                 "--min-similarity", "-1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"provider": "loud"' in result.output and [name for name, _ in _handed()] == ["echo"]

@@ -70,8 +70,10 @@ class Registry:
         if self._plugins is None:
             from importlib.metadata import entry_points
 
+            # A plugin's name is kept folded, as consent and the settings read names ("Echo" is `--llm echo`).
             taken = {_folded(name) for name in self._builtins}
-            self._plugins = {point.name: point.value for point in entry_points(group=self.group)
+            self._plugins = {(point.name if point.name in self._builtins else _folded(point.name)): point.value
+                             for point in entry_points(group=self.group)
                              if point.name in self._builtins or _folded(point.name) not in taken}
         return self._plugins
 
