@@ -433,3 +433,21 @@ def test_an_attachment_of_a_broken_plugins_type_loses_only_the_attachment(projec
         text = " ".join(hit.text for hit in kb.search("tide tables June spring tides moon", mode="lexical").hits)
     assert report.skipped == [] and "kb/tides.eml" in report.added, report.skipped
     assert "tide tables for June" in text
+
+
+def test_a_plugin_that_fails_to_import_is_tried_once(tmp_path, monkeypatch):
+    # each file of a broken loader plugin's type asked for it: its import (and whatever it does first) ran per file
+    site = tmp_path / "once"
+    info = site / "ragstead_once-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-once\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ragstead.test_once]\nonce = ragstead_once:THING\n")
+    counter = tmp_path / "imports.txt"
+    (site / "ragstead_once.py").write_text(f"open({str(counter)!r}, 'a').write('x')\nraise RuntimeError('broken')\n")
+    monkeypatch.syspath_prepend(str(site))
+    found = Registry("ragstead.test_once", {})
+    for _ in range(3):
+        with pytest.raises(ConfigError, match=r"'once' .*RuntimeError: broken"):
+            found.get("once")
+    assert counter.read_text() == "x"
+    sys.modules.pop("ragstead_once", None)

@@ -34,6 +34,7 @@ class Registry:
         self._builtins = dict(builtins)
         self._plugins: dict[str, str] | None = None  # read from the entry points on first need
         self._loaded: dict[str, Any] = {}
+        self._failed: dict[str, ConfigError] = {}
 
     @property
     def builtins(self) -> Mapping[str, str]:
@@ -44,6 +45,8 @@ class Registry:
         """What `name` points at (imported on this first use), or None for a name nobody registered."""
         if name in self._loaded:
             return self._loaded[name]
+        if name in self._failed:  # tried once: a broken plugin's import (and its side effects) does not run per file
+            raise self._failed[name]
         reference = self._builtins.get(name) or self._entry_points().get(name)
         if reference is None:
             return None
@@ -51,7 +54,9 @@ class Registry:
             self._loaded[name] = _import(reference)
         except Exception as exc:  # a plugin's import error, or a reference to nothing: its name, not a traceback
             message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-            raise ConfigError(f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: {message}") from exc
+            self._failed[name] = ConfigError(f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: "
+                                             f"{message}")
+            raise self._failed[name] from exc
         return self._loaded[name]
 
     def has(self, name: str) -> bool:
