@@ -91,7 +91,7 @@ def score(row: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
 def run(label: str = "") -> dict[str, Any]:
     """Index a copy of the household folders and score every question; returns the per-question scores."""
     import ragstead
-    from ragstead.requests import AskRequest, Scope
+    from ragstead.request.model import AskRequest, Scope
 
     scores = []
     with tempfile.TemporaryDirectory(prefix="ragstead-bench-aggregates-") as scratch:

@@ -26,7 +26,7 @@ class Options(original):
         super().__init__()
         self.enable_mem_pattern = pattern
 ort.SessionOptions = Options
-from ragstead.chunking import ChunkingOptions, chunk_text
+from ragstead.documents.chunking import ChunkingOptions, chunk_text
 from ragstead.embeddings.onnx_minilm import MiniLMOnnxEmbedder
 random.seed(1)
 words = "alpha beta gamma delta billing database heron survey migration invoice pelican census ledger".split()

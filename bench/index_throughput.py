@@ -19,7 +19,7 @@ from typing import Any
 
 import ragstead
 from bench.common import DEFAULT_SCIFACT, Timer, peak_rss_mb, write_results
-from ragstead.chunking import chunk_text
+from ragstead.documents.chunking import chunk_text
 from ragstead.embeddings import MiniLMOnnxEmbedder
 from ragstead.evaluation.cases import load_beir
 

@@ -83,7 +83,7 @@ QUESTIONS = [  # (question, the planted topic it should list exactly or None, do
 
 def main(count: int = NOTES) -> None:
     import ragstead
-    from ragstead.requests import AskRequest, Scope
+    from ragstead.request.model import AskRequest, Scope
 
     files, planted = notes(count)
     rows: list[list[str]] = [["question", "examined", "matched", "cited", "exact", "median ms", "min ms",

@@ -36,7 +36,7 @@ def _eval(dataset: Path, split: str, model: str) -> dict[str, Any]:
 
 def speed(dataset: Path, models: list[str]) -> dict[str, Any]:
     """Passages/s and query-embedding latency of each model, in one process, one after another."""
-    from ragstead.chunking import ChunkingOptions, chunk_text
+    from ragstead.documents.chunking import ChunkingOptions, chunk_text
     from ragstead.embeddings import make_embedder
     from ragstead.evaluation.cases import load_beir
 

@@ -23,7 +23,7 @@ from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
 from ragstead.config import load_settings
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.requests import AskRequest, Scope
+from ragstead.request.model import AskRequest, Scope
 
 HOUSEHOLD = Path(__file__).parent / "data" / "household"
 ANA, BRUNO = "kb/users/ana/", "kb/users/bruno/"

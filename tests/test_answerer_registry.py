@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 import ragstead
-from ragstead import egress
 from ragstead.answer import registry
 from ragstead.cli import app
+from ragstead.core import egress
 from ragstead.errors import ConfigError
 from ragstead.plugins import Registry
 

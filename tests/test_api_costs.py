@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ragstead import findability
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
 from ragstead.api.keys import KeyFile
 from ragstead.indexing import build
 from ragstead.knowledge_base import KnowledgeBase
+from ragstead.services import findability
 
 ALICE = {f"kb/users/alice/note{i}.md": f"# Alice {i}\n\nAlice's note {i} on herons, kestrels and the ferry {i}.\n"
          for i in range(3)}
@@ -69,7 +69,7 @@ def test_a_key_owning_nothing_makes_the_check_read_and_hash_nothing(served, monk
     monkeypatch.setattr(build, "file_sha256", lambda path: hashed.append(str(path)) or real_hash(path))
     prepared: list[str] = []
     real_prepare = build.prepare_file
-    monkeypatch.setattr("ragstead.findability.prepare_file",
+    monkeypatch.setattr("ragstead.services.findability.prepare_file",
                         lambda candidate, options: prepared.append(candidate.rel_path) or real_prepare(candidate,
                                                                                                       options))
     answer = client().get("/v1/findability", headers=auth(tokens["bob"]))

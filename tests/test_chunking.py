@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragstead.chunking import ChunkingOptions, chunk_markdown, chunk_sentences, chunk_text, chunk_words
+from ragstead.documents.chunking import ChunkingOptions, chunk_markdown, chunk_sentences, chunk_text, chunk_words
 from ragstead.errors import ConfigError
 
 

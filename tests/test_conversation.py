@@ -24,7 +24,7 @@ from ragstead.conversation.rewrite import follow_up_reason, names_in, rewrite
 from ragstead.conversation.turns import Conversation, Rewrite, Turn, TurnSource
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.requests import Scope
+from ragstead.request.model import Scope
 
 FILES = {
     "ragstead.toml": '[ragstead]\nroots = ["kb", "docs"]\nowner = "alice"\n',

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ragstead.cli import app
 from ragstead.config import load_settings
-from ragstead.egress import is_local_host
+from ragstead.core.egress import is_local_host
 from ragstead.knowledge_base import KnowledgeBase
 
 _EVENTS: list[tuple[str, object]] = []

@@ -96,7 +96,7 @@ def test_the_cli_json_names_the_duplicate_and_the_skipped_file(project):
 def test_reading_new_files_leaves_the_store_to_other_callers(project, monkeypatch):
     """A server's threads share one read connection behind the runtime's lock: while the check reads a file that
     is not indexed yet (extraction, OCR: seconds for a scan), another caller's search must not wait for it."""
-    from ragstead import findability
+    from ragstead.services import findability
 
     (project.root / "kb/notes/new.md").write_text("# Ferries\n\nThe ferry leaves at nine from the harbour.\n")
     reading, go_on = threading.Event(), threading.Event()

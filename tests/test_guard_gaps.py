@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstead import guard
+from ragstead.services import guard
 
 KEY = "sk-proj-" + "Zq3xW9vLk2Rt7YbN4mPc8HsD1fGj6Ua0"  # pragma: allowlist secret (a made-up key)
 PAT = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF"  # pragma: allowlist secret

@@ -119,7 +119,7 @@ def test_a_copy_of_the_index_is_blocked_under_any_name(repo: Path, tmp_path_fact
     assert "index" in blocked["backup.db"].reason
     # Over --max-scan-mb only its first bytes are read, as for any binary: enough to know an index; committed, its
     # blob is read the same way.
-    from ragstead import guard
+    from ragstead.services import guard
 
     assert [f.rule for f in guard.check(repo, paths=[repo / "backup.db"], max_scan_mb=0.001).blocked] == [
         "private-index"]

@@ -24,7 +24,7 @@ def run(tmp_path, embedder, monkeypatch):  # type: ignore[no-untyped-def]
     (tmp_path / "kb" / "notes").mkdir(parents=True)
     (tmp_path / "kb" / "notes" / "plain.md").write_text("# Plain\n\nA plain note about herons.\n")
     (tmp_path / FORGED).write_text("# Forged\n\nA note whose name holds line breaks and an escape.\n")
-    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: embedder)
+    monkeypatch.setattr("ragstead.services.runtime.embedder_for", lambda *args, **kwargs: embedder)
     runner = CliRunner()
     return lambda *args: runner.invoke(cli_module.app, [*args, "--root", str(tmp_path)])
 

@@ -222,7 +222,7 @@ def test_a_killed_import_is_reported_by_status_and_finished_by_the_next_import(r
     proc.wait(timeout=60)
 
     runner = CliRunner()
-    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: existing.embedder)
+    monkeypatch.setattr("ragstead.services.runtime.embedder_for", lambda *args, **kwargs: existing.embedder)
     status = runner.invoke(cli_module.app, ["status", "--json", "--root", str(target.root)])
     data = json.loads(status.output)
     assert 0 < data["documents"] < len(NOTES)

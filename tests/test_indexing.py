@@ -322,7 +322,7 @@ def test_the_cli_warns_once_per_missing_root_and_a_rebuild_it_cannot_do_records_
 
     from ragstead import cli as cli_module
 
-    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: embedder)
+    monkeypatch.setattr("ragstead.services.runtime.embedder_for", lambda *args, **kwargs: embedder)
     project = make_project({"kb/a.md": "alpha note about boats", "drive/b.md": "beta note about trains",
                             "ragstead.toml": '[ragstead]\nroots = ["kb", "drive"]\n'})
 

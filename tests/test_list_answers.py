@@ -24,7 +24,7 @@ from ragstead.api.keys import KeyFile
 from ragstead.config import load_settings
 from ragstead.errors import InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.requests import AskRequest, Scope
+from ragstead.request.model import AskRequest, Scope
 
 ALICE = "kb/users/alice/notes/"
 LISBON = {
@@ -237,7 +237,7 @@ def test_every_door_takes_the_same_page_limits():
     from ragstead import cli as cli_module
     from ragstead.api.app import AskRequest as AskBody
     from ragstead.mcp_server import AskArgs
-    from ragstead.requests import MAX_LIST_LIMIT, MAX_LIST_OFFSET
+    from ragstead.request.model import MAX_LIST_LIMIT, MAX_LIST_OFFSET
 
     for schema in (AskBody.model_json_schema()["properties"], AskArgs.model_json_schema()["properties"]):
         assert (schema["limit"]["maximum"], schema["offset"]["maximum"]) == (MAX_LIST_LIMIT, MAX_LIST_OFFSET)

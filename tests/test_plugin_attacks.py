@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import ragstead
-from ragstead import egress
 from ragstead.answer import registry
 from ragstead.cli import app
+from ragstead.core import egress
 from ragstead.documents import sandbox
 from ragstead.documents.loaders import LOADERS
 from ragstead.errors import ConfigError

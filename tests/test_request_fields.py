@@ -1,4 +1,4 @@
-"""The field table (ragstead.request_fields) is every door's search and ask model: a field added to it is a CLI
+"""The field table (ragstead.request.fields) is every door's search and ask model: a field added to it is a CLI
 option, an API body field, an MCP argument and a line of GET /v1/limits, each with the table's spelling, words
 and limits, and a door that does not show it has none of it."""
 
@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from ragstead import request_fields
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
@@ -22,8 +21,9 @@ from ragstead.cli._flags import AskFlags, SearchFlags, with_ask_flags, with_sear
 from ragstead.errors import InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.mcp_server import argument_models, strict_schema
-from ragstead.request_fields import Door, RequestField
-from ragstead.requests import AskRequest, Scope, SearchRequest
+from ragstead.request import fields as request_fields
+from ragstead.request.fields import Door, RequestField
+from ragstead.request.model import AskRequest, Scope, SearchRequest
 
 # A search knob every door shows, spelt otherwise in the CLI and the API, and an ask knob only the API shows.
 PROBE = RequestField("probe_depth", int, 3, "How deep the probe goes.", low=1, high=9,

@@ -1,4 +1,4 @@
-"""One request model (ragstead.requests): every door takes the same limits from it, so a request one door
+"""One request model (ragstead.request.model): every door takes the same limits from it, so a request one door
 accepts every door accepts, and a refused one is refused by each in its own spelling (the CLI's flags, the
 API's JSON fields, MCP's arguments), while the library's error names the library's field."""
 
@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 import ragstead.cli as cli_module
 from helpers.project import write_files
-from ragstead import requests
 from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS as ASK_DEFAULT_CONTEXT
 from ragstead.answer.extractive import ExtractiveAnswerer
 from ragstead.api import ApiConfig, create_app
@@ -27,7 +26,8 @@ from ragstead.config import load_settings
 from ragstead.errors import InvalidQueryError
 from ragstead.knowledge_base import KnowledgeBase
 from ragstead.mcp_server import AskArgs, McpScope, RagsteadMcp, SearchArgs, strict_schema
-from ragstead.requests import MAX_K, AskRequest, Scope, SearchRequest
+from ragstead.request import model as requests
+from ragstead.request.model import MAX_K, AskRequest, Scope, SearchRequest
 from ragstead.retrieval import fusion, search
 
 # Enough chunks for k=60 to return 60 of alice's.

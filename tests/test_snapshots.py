@@ -16,8 +16,8 @@ from helpers.project import CountingEmbedder, new_database
 from ragstead import cli as cli_module
 from ragstead.config import load_settings
 from ragstead.errors import ModelMismatchError, RagsteadError
-from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.knowledge_base import KnowledgeBase
+from ragstead.services.guard import SECRET_FILE_PATTERNS
 from ragstead.stores.snapshot import restore_snapshot
 
 NOTES = {
@@ -178,7 +178,7 @@ def test_a_write_that_fails_part_way_leaves_the_target_empty(source, make_projec
 
 def _cli_with_fake_model(monkeypatch, fake):  # type: ignore[no-untyped-def]
     """The in-process CLI, with the fake embedder standing in for whatever model the index names."""
-    monkeypatch.setattr("ragstead.runtime.embedder_for", lambda *args, **kwargs: fake)
+    monkeypatch.setattr("ragstead.services.runtime.embedder_for", lambda *args, **kwargs: fake)
     runner = CliRunner()
     return lambda *args: runner.invoke(cli_module.app, list(args))
 

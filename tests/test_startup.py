@@ -104,9 +104,10 @@ def test_an_unknown_name_is_an_attribute_error():
 # search stages and the file-format readers (imported with their first file: documents/loaders.py).
 NOT_FOR_READING = ("ragstead.answer", "ragstead.ingest", *(f"ragstead.documents.formats.{name}" for name in (
                        "epub", "mail", "outlook", "sheets", "slides")), "ragstead.evaluation", "ragstead.conversation",
-                   "ragstead.indexer", "ragstead.indexing.build", "ragstead.retrieval.search",
-                   "ragstead.retrieval.rerank", "ragstead.landing",
-                   "ragstead.freshness", "ragstead.watch", "ragstead.snapshots", "ragstead.memory.decision")
+                   "ragstead.services.indexer", "ragstead.indexing.build", "ragstead.retrieval.search",
+                   "ragstead.retrieval.rerank", "ragstead.services.landing", "ragstead.services.freshness",
+                   "ragstead.services.watch", "ragstead.services.snapshots", "ragstead.services.ingest",
+                   "ragstead.services.evaluation", "ragstead.services.conversation", "ragstead.memory.decision")
 
 
 @pytest.fixture(scope="module")

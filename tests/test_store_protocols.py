@@ -17,8 +17,8 @@ import pytest
 
 from helpers.project import PARTITIONED_KIND, STORE_KINDS, spec_for
 from ragstead.filters import QueryFilters
-from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexReport
+from ragstead.services.indexer import Indexer
 from ragstead.stores.base import (
     BulkLoad,
     ChunkRecord,

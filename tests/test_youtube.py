@@ -14,7 +14,7 @@ import httpx
 import pytest
 import requests
 
-from ragstead.chunking import ChunkingOptions, chunk_text
+from ragstead.documents.chunking import ChunkingOptions, chunk_text
 from ragstead.ingest.base import SourceError
 from ragstead.ingest.youtube import (
     BLOCKED,

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import write_text_atomically
-from ragstead.chunking import ChunkingOptions
+from ragstead.core.atomic import write_text_atomically
+from ragstead.documents.chunking import ChunkingOptions
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule, owner_rule
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 from ragstead.indexing.ignore import IGNORE_FILE as _IGNORE_FILE
 from ragstead.indexing.options import IndexingOptions
-from ragstead.request_fields import REFUSAL
+from ragstead.request.fields import REFUSAL
 from ragstead.retrieval.options import SearchOptions
 from ragstead.stores.factory import StoreSpec
 

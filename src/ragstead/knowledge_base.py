@@ -2,11 +2,10 @@
 
 It opens a `Runtime` from the project's `Settings` (the store, one embedder behind one query-vector cache,
 the re-ranker, the answerers; reads share one store connection behind a lock, so one KnowledgeBase can serve
-many threads) and hands each concern to its service: index runs (`ragstead.indexer`), uploads and the
-all-or-nothing install (`ragstead.landing`), ingest (`ragstead.ingest.service`), freshness, watch, health,
-the findability check (`ragstead.findability`), portable snapshots (`ragstead.snapshots`), conversations
-(`ragstead.conversation`), evaluation and project setup (`ragstead.project`). A method handed over whole is one
-line, `Delegate(service, "module:function")`: the call, its signature and its docstring are the service's. The
+many threads) and hands each concern to its service (ragstead/services/, one module each): index runs
+(`indexer`), uploads and the all-or-nothing install (`landing`), ingest, freshness, watch, health, the findability
+check, portable snapshots, conversations, evaluation and project setup (`project`). A method handed over whole is
+one line, `Delegate(service, "module:function")`: the call, its signature and its docstring are the service's. The
 services are built, and their modules imported, on first use: `ls` and `tags` need none, `status` only health.
 """
 
@@ -18,13 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstead import egress
 from ragstead.config import Settings, load_settings, provider_env
+from ragstead.core import egress
 from ragstead.errors import DocumentNotFoundError
 from ragstead.filters import QueryFilters
-from ragstead.requests import MAX_QUERY_CHARS, MODES, AskRequest, Scope, SearchKnobs, SearchRequest
+from ragstead.request.model import MAX_QUERY_CHARS, MODES, AskRequest, Scope, SearchKnobs, SearchRequest
 from ragstead.retrieval.passages import MAX_CHUNKS as MAX_PASSAGE_CHUNKS
-from ragstead.runtime import Delegate, OnRuntime, Runtime, Service, resolve
+from ragstead.services.runtime import Delegate, OnRuntime, Runtime, Service, resolve
 
 # The services and the answer, ingest, evaluation and search code are imported on first use (`Service`, `Delegate`,
 # the methods below): a command that only reads the index loads none of them (docs/benchmarks.md, "Start-up").
@@ -35,33 +34,33 @@ if TYPE_CHECKING:
     from ragstead.answer.ask import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MIN_SIMILARITY, Answer, UnitVectorCache
     from ragstead.answer.base import AnswerProvider
     from ragstead.answer.tools import ToolRegistry
-    from ragstead.conversation.service import Conversations
     from ragstead.embeddings.base import Embedder
     from ragstead.embeddings.catalog import DEFAULT_MODEL
     from ragstead.evaluation.runner import EvalSettings, format_table
-    from ragstead.evaluation.service import Evaluation, is_server_or_chroma
-    from ragstead.findability import Findability
-    from ragstead.freshness import FreshnessService
-    from ragstead.health import Health
-    from ragstead.indexer import SUPPORTED_SUFFIXES, Indexer
     from ragstead.indexing.build import ProgressHook as Progress
-    from ragstead.ingest.service import IngestService
-    from ragstead.landing import UPLOAD_NAME, Landing
-    from ragstead.project import TEAM_ROOTS, init, model_catalog, prompt_templates, template_preview
     from ragstead.retrieval.passages import Passage
     from ragstead.retrieval.rerank import Reranker
     from ragstead.retrieval.search import SearchOptions, SearchResult
-    from ragstead.snapshots import Snapshots
+    from ragstead.services.conversation import Conversations
+    from ragstead.services.evaluation import Evaluation, is_server_or_chroma
+    from ragstead.services.findability import Findability
+    from ragstead.services.freshness import FreshnessService
+    from ragstead.services.health import Health
+    from ragstead.services.indexer import SUPPORTED_SUFFIXES, Indexer
+    from ragstead.services.ingest import IngestService
+    from ragstead.services.landing import UPLOAD_NAME, Landing
+    from ragstead.services.project import TEAM_ROOTS, init, model_catalog, prompt_templates, template_preview
+    from ragstead.services.snapshots import Snapshots
     from ragstead.stores.base import DocumentInfo, Store
 
 # The names this module exports from elsewhere, each imported when first asked for (PEP 562).
 _EXPORTED = {"DEFAULT_MAX_CONTEXT_TOKENS": "ragstead.answer.ask", "DEFAULT_MIN_SIMILARITY": "ragstead.answer.ask",
-             "DEFAULT_MODEL": "ragstead.embeddings.catalog", "SUPPORTED_SUFFIXES": "ragstead.indexer",
-             "TEAM_ROOTS": "ragstead.project", "UPLOAD_NAME": "ragstead.landing",
+             "DEFAULT_MODEL": "ragstead.embeddings.catalog", "SUPPORTED_SUFFIXES": "ragstead.services.indexer",
+             "TEAM_ROOTS": "ragstead.services.project", "UPLOAD_NAME": "ragstead.services.landing",
              "EvalSettings": "ragstead.evaluation.runner", "Progress": "ragstead.indexing.build:ProgressHook",
-             "format_table": "ragstead.evaluation.runner", "init": "ragstead.project",
-             "is_server_or_chroma": "ragstead.evaluation.service", "model_catalog": "ragstead.project",
-             "prompt_templates": "ragstead.project", "template_preview": "ragstead.project"}
+             "format_table": "ragstead.evaluation.runner", "init": "ragstead.services.project",
+             "is_server_or_chroma": "ragstead.services.evaluation", "model_catalog": "ragstead.services.project",
+             "prompt_templates": "ragstead.services.project", "template_preview": "ragstead.services.project"}
 
 
 def __getattr__(name: str) -> Any:
@@ -80,24 +79,24 @@ class KnowledgeBase:
     root: OnRuntime[Path] = OnRuntime("root")
     location: OnRuntime[str] = OnRuntime("location")  # where the index lives, safe to print
     api_keys_file: OnRuntime[Path] = OnRuntime("api_keys_file")
-    egress_file: OnRuntime[Path] = OnRuntime("egress_file")  # what left the machine (egress.py)
+    egress_file: OnRuntime[Path] = OnRuntime("egress_file")  # what left the machine (core/egress.py)
     _lock: OnRuntime[Any] = OnRuntime("lock")
     _providers: OnRuntime[list[AnswerProvider] | None] = OnRuntime("providers")
     _transport: OnRuntime[httpx.BaseTransport | None] = OnRuntime("transport")
     _unit_vectors: OnRuntime[UnitVectorCache | None] = OnRuntime("unit_vectors")
 
     # The services, each built on first use.
-    _indexer: Service[Indexer] = Service("ragstead.indexer:Indexer", lambda kb: (kb.runtime,))
-    _landing: Service[Landing] = Service("ragstead.landing:Landing", lambda kb: (kb._indexer,))
-    _ingester: Service[IngestService] = Service("ragstead.ingest.service:IngestService",
+    _indexer: Service[Indexer] = Service("ragstead.services.indexer:Indexer", lambda kb: (kb.runtime,))
+    _landing: Service[Landing] = Service("ragstead.services.landing:Landing", lambda kb: (kb._indexer,))
+    _ingester: Service[IngestService] = Service("ragstead.services.ingest:IngestService",
                                                   lambda kb: (kb._landing, lambda: kb.providers()), extra="ingest")
-    _freshness: Service[FreshnessService] = Service("ragstead.freshness:FreshnessService",
+    _freshness: Service[FreshnessService] = Service("ragstead.services.freshness:FreshnessService",
                                                       lambda kb: (kb._indexer, lambda: kb._ingester))
-    _health: Service[Health] = Service("ragstead.health:Health", lambda kb: (kb.runtime,))
-    _evaluation: Service[Evaluation] = Service("ragstead.evaluation.service:Evaluation", lambda kb: (kb.runtime,))
-    _snapshots: Service[Snapshots] = Service("ragstead.snapshots:Snapshots", lambda kb: (kb.runtime,))
-    _findability: Service[Findability] = Service("ragstead.findability:Findability", lambda kb: (kb.runtime,))
-    _conversations: Service[Conversations] = Service("ragstead.conversation.service:Conversations",
+    _health: Service[Health] = Service("ragstead.services.health:Health", lambda kb: (kb.runtime,))
+    _evaluation: Service[Evaluation] = Service("ragstead.services.evaluation:Evaluation", lambda kb: (kb.runtime,))
+    _snapshots: Service[Snapshots] = Service("ragstead.services.snapshots:Snapshots", lambda kb: (kb.runtime,))
+    _findability: Service[Findability] = Service("ragstead.services.findability:Findability", lambda kb: (kb.runtime,))
+    _conversations: Service[Conversations] = Service("ragstead.services.conversation:Conversations",
                                                        lambda kb: (kb.runtime, kb.ask, kb.remember, kb.providers))
 
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
@@ -113,46 +112,46 @@ class KnowledgeBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    create = Delegate("runtime", "ragstead.runtime:Runtime.create")
-    close = Delegate("runtime", "ragstead.runtime:Runtime.close")
-    exists = Delegate("runtime", "ragstead.runtime:Runtime.exists")
-    relative_path = Delegate("runtime", "ragstead.runtime:Runtime.relative_path")
-    document = Delegate("runtime", "ragstead.runtime:Runtime.document")
-    revealer = Delegate("runtime", "ragstead.runtime:Runtime.revealer")
-    line_spans = Delegate("runtime", "ragstead.runtime:Runtime.line_spans")
-    egress_log = Delegate("runtime", "ragstead.runtime:Runtime.egress_log")
+    create = Delegate("runtime", "ragstead.services.runtime:Runtime.create")
+    close = Delegate("runtime", "ragstead.services.runtime:Runtime.close")
+    exists = Delegate("runtime", "ragstead.services.runtime:Runtime.exists")
+    relative_path = Delegate("runtime", "ragstead.services.runtime:Runtime.relative_path")
+    document = Delegate("runtime", "ragstead.services.runtime:Runtime.document")
+    revealer = Delegate("runtime", "ragstead.services.runtime:Runtime.revealer")
+    line_spans = Delegate("runtime", "ragstead.services.runtime:Runtime.line_spans")
+    egress_log = Delegate("runtime", "ragstead.services.runtime:Runtime.egress_log")
 
     # -- writing: index runs, files, uploads, ingest, memory, migration ----------------------------------
 
-    index = Delegate("_indexer", "ragstead.indexer:Indexer.index")
-    masking_notice = Delegate("_indexer", "ragstead.indexer:Indexer.masking_notice")
-    add = Delegate("_indexer", "ragstead.indexer:Indexer.add")
-    delete = Delegate("_indexer", "ragstead.indexer:Indexer.delete")
-    index_records = Delegate("_indexer", "ragstead.indexer:Indexer.index_records")
-    remember = Delegate("_indexer", "ragstead.indexer:Indexer.remember")
-    migrate = Delegate("_indexer", "ragstead.indexer:Indexer.migrate")
-    export_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.export_snapshot")
-    import_snapshot = Delegate("_snapshots", "ragstead.snapshots:Snapshots.import_snapshot")
-    upload = Delegate("_landing", "ragstead.landing:Landing.upload")
-    ingest = Delegate("_ingester", "ragstead.ingest.service:IngestService.ingest", extra="ingest")
-    record_roots = Delegate("runtime", "ragstead.project:record_roots")
-    keep_sentence_vectors = Delegate("runtime", "ragstead.project:keep_sentence_vectors")
-    keep_chunking = Delegate("runtime", "ragstead.project:keep_chunking")
+    index = Delegate("_indexer", "ragstead.services.indexer:Indexer.index")
+    masking_notice = Delegate("_indexer", "ragstead.services.indexer:Indexer.masking_notice")
+    add = Delegate("_indexer", "ragstead.services.indexer:Indexer.add")
+    delete = Delegate("_indexer", "ragstead.services.indexer:Indexer.delete")
+    index_records = Delegate("_indexer", "ragstead.services.indexer:Indexer.index_records")
+    remember = Delegate("_indexer", "ragstead.services.indexer:Indexer.remember")
+    migrate = Delegate("_indexer", "ragstead.services.indexer:Indexer.migrate")
+    export_snapshot = Delegate("_snapshots", "ragstead.services.snapshots:Snapshots.export_snapshot")
+    import_snapshot = Delegate("_snapshots", "ragstead.services.snapshots:Snapshots.import_snapshot")
+    upload = Delegate("_landing", "ragstead.services.landing:Landing.upload")
+    ingest = Delegate("_ingester", "ragstead.services.ingest:IngestService.ingest", extra="ingest")
+    record_roots = Delegate("runtime", "ragstead.services.project:record_roots")
+    keep_sentence_vectors = Delegate("runtime", "ragstead.services.project:keep_sentence_vectors")
+    keep_chunking = Delegate("runtime", "ragstead.services.project:keep_chunking")
 
     # -- health, measuring, keeping it fresh, conversations ------------------------------------------------
 
-    status = Delegate("_health", "ragstead.health:Health.status")
-    doctor = Delegate("_health", "ragstead.health:Health.doctor")
-    readiness = Delegate("_health", "ragstead.health:Health.readiness")
-    findability = Delegate("_findability", "ragstead.findability:Findability.findability")
-    evaluate = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate")
-    evaluate_beir = Delegate("_evaluation", "ragstead.evaluation.service:Evaluation.evaluate_beir")
-    freshness = Delegate("_freshness", "ragstead.freshness:FreshnessService.freshness")
-    watch = Delegate("_indexer", "ragstead.watch:watch")
+    status = Delegate("_health", "ragstead.services.health:Health.status")
+    doctor = Delegate("_health", "ragstead.services.health:Health.doctor")
+    readiness = Delegate("_health", "ragstead.services.health:Health.readiness")
+    findability = Delegate("_findability", "ragstead.services.findability:Findability.findability")
+    evaluate = Delegate("_evaluation", "ragstead.services.evaluation:Evaluation.evaluate")
+    evaluate_beir = Delegate("_evaluation", "ragstead.services.evaluation:Evaluation.evaluate_beir")
+    freshness = Delegate("_freshness", "ragstead.services.freshness:FreshnessService.freshness")
+    watch = Delegate("_indexer", "ragstead.services.watch:watch")
     # A follow-up rewritten from the earlier turns, then asked.
-    chat = Delegate("_conversations", "ragstead.conversation.service:Conversations.chat")
-    conversation = Delegate("_conversations", "ragstead.conversation.service:Conversations.conversation")
-    delete_conversation = Delegate("_conversations", "ragstead.conversation.service:Conversations.delete_conversation")
+    chat = Delegate("_conversations", "ragstead.services.conversation:Conversations.chat")
+    conversation = Delegate("_conversations", "ragstead.services.conversation:Conversations.conversation")
+    delete_conversation = Delegate("_conversations", "ragstead.services.conversation:Conversations.delete_conversation")
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -32,8 +32,8 @@ from ragstead.conversation.turns import MAX_ANSWER_CHARS, MAX_HISTORY_TURNS
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError, RagsteadError
 from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.request_fields import MAX_QUERY_CHARS, MAX_TAGS, Door, exposed, pydantic_fields
-from ragstead.requests import SCOPE_FIELDS, AskRequest, Scope, SearchRequest
+from ragstead.request.fields import MAX_QUERY_CHARS, MAX_TAGS, Door, exposed, pydantic_fields
+from ragstead.request.model import SCOPE_FIELDS, AskRequest, Scope, SearchRequest
 
 log = logging.getLogger("ragstead.mcp")
 R = TypeVar("R", SearchRequest, AskRequest)
@@ -68,7 +68,7 @@ class HistoryTurn(_Strict):
     answer: str = Field(default="", max_length=MAX_ANSWER_CHARS, description="Its answer's text, as `ask` gave it.")
 
 
-# The search and ask tools' arguments: the field table's (ragstead.request_fields) that this door shows, with
+# The search and ask tools' arguments: the field table's (ragstead.request.fields) that this door shows, with
 # their limits; ask calls the query `question`.
 ASK_RENAME = {"query": Door("question", "The question to answer.")}
 

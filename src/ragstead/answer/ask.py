@@ -22,7 +22,6 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
-from ragstead import egress
 from ragstead.answer.base import DEFAULT_MIN_SIMILARITY as DEFAULT_MIN_SIMILARITY  # re-exported (knowledge_base, tests)
 from ragstead.answer.base import (
     REFUSAL,
@@ -53,6 +52,7 @@ from ragstead.answer.registry import DEFAULT_ORDER, AnswererSetup, answerer_chai
 from ragstead.answer.screening import screen
 from ragstead.answer.supersession import document_day, label_superseded, superseded_in
 from ragstead.answer.tools import ToolRegistry, ToolSession
+from ragstead.core import egress
 from ragstead.documents.metadata import PathRule
 from ragstead.documents.sources import tabular
 from ragstead.embeddings.base import Embedder

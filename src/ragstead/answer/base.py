@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from ragstead.errors import ProviderError as ProviderError  # re-exported: the answerers import it from here
 from ragstead.records import Record
-from ragstead.request_fields import REFUSAL as REFUSAL  # re-exported: the answerers and doors import it here
+from ragstead.request.fields import REFUSAL as REFUSAL  # re-exported: the answerers and doors import it here
 
 
 @dataclass(frozen=True)

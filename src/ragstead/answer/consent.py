@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pathspec
 
 from ragstead.answer.registry import DEFAULT_ORDER, LOCAL_NAMES, check_names, kind_of
+from ragstead.core.egress import is_local_host
 from ragstead.documents.loaders import LOCAL_ONLY_TAG
-from ragstead.egress import is_local_host
 
 
 def remote_names(names: Collection[str]) -> tuple[str, ...]:

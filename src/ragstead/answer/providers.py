@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 
-from ragstead import egress
 from ragstead.answer.base import Context, ProviderError, ToolBox
 from ragstead.answer.consent import is_loopback_url
 from ragstead.answer.prompt import PromptTemplate, load_template
 from ragstead.answer.registry import AnswererKind, AnswererSetup
 from ragstead.answer.tools import MAX_CALLS as MAX_TOOL_ROUNDS
 from ragstead.answer.tools import TOOL_RULES
+from ragstead.core import egress
 
 
 def _sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:

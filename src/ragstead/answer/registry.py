@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ragstead import egress
+from ragstead.core import egress
 from ragstead.errors import ConfigError, ProviderError, RagsteadError
 from ragstead.plugins import Registry
 

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragstead import egress
 from ragstead.answer.base import Context, Locator
 from ragstead.answer.screening import screen
+from ragstead.core import egress
 from ragstead.errors import ConfigError, ToolError
 
 DEFAULT_TIMEOUT = 10.0  # seconds, for each HTTP call of a tool, from connect to the last byte

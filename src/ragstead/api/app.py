@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragstead import requests as library  # the request model; this module's QueryRequest/AskRequest are bodies
 from ragstead.answer.base import AnswerProvider
 from ragstead.api.keys import SCOPES, ApiKey, KeyFile
 from ragstead.api.logging import KEY_ID, AccessLog
@@ -43,7 +42,8 @@ from ragstead.errors import (
 from ragstead.filters import USER_SLUG
 from ragstead.httpguard.origin import HostOriginGuard
 from ragstead.knowledge_base import KnowledgeBase
-from ragstead.request_fields import MAX_K, exposed, limits, pydantic_fields, spellings
+from ragstead.request import model as library  # the request model; this module's QueryRequest/AskRequest are bodies
+from ragstead.request.fields import MAX_K, exposed, limits, pydantic_fields, spellings
 
 log = logging.getLogger("ragstead.api")
 
@@ -86,7 +86,7 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
 
 class _Body(BaseModel):
     """What the search and ask bodies do with their fields; the fields themselves are the field table's
-    (ragstead.request_fields), spelt as this door spells them, with the table's limits."""
+    (ragstead.request.fields), spelt as this door spells them, with the table's limits."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -493,7 +493,7 @@ def _add_limits_route(app: FastAPI) -> None:
     def field_limits() -> dict[str, Any]:
         """The fields /v1/query and /v1/ask take, by this API's names: each one's library field, type, default
         (or `required`), limits (min, max, max_chars, max_items, choices, pattern), words and which requests take
-        it. The field table's (ragstead.request_fields), as the bodies are; the web page reads its limits here."""
+        it. The field table's (ragstead.request.fields), as the bodies are; the web page reads its limits here."""
         return {"fields": limits("api")}
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 from ragstead.errors import ConfigError
 from ragstead.filters import USER_SLUG
 

@@ -1,6 +1,6 @@
 """The options commands share, declared once: the project flags (`ProjectFlags`), the search and scope flags
 (`SearchFlags`) and `ask`'s own (`AskFlags`), each collected into one argument by a decorator. The search and
-ask options are the field table's (ragstead.request_fields): their spelling, help, type and default."""
+ask options are the field table's (ragstead.request.fields): their spelling, help, type and default."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from ragstead.errors import RagsteadError
-from ragstead.request_fields import TAG_HELP as TAG_HELP  # documents' --tag reads the same words
-from ragstead.request_fields import Door, RequestField, exposed, spellings, table
-from ragstead.requests import AskRequest, SearchRequest
+from ragstead.request.fields import TAG_HELP as TAG_HELP  # documents' --tag reads the same words
+from ragstead.request.fields import Door, RequestField, exposed, spellings, table
+from ragstead.request.model import AskRequest, SearchRequest
 
 if TYPE_CHECKING:
     from ragstead.knowledge_base import KnowledgeBase

@@ -82,7 +82,7 @@ def evaluate(
     from datetime import UTC, datetime
 
     from ragstead.knowledge_base import MODES, EvalSettings, format_table
-    from ragstead.project import eval_reports_folder
+    from ragstead.services.project import eval_reports_folder
 
     with library_errors():
         if (beir is None) == (cases is None):

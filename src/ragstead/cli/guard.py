@@ -27,7 +27,7 @@ def guard_install(
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
     """Write the git hook that runs `ragstead guard check` before each push (or commit)."""
-    from ragstead.guard import install
+    from ragstead.services.guard import install
 
     with library_errors():
         result = install(project.root, project.config, hook=hook, force=force)
@@ -62,7 +62,7 @@ def guard_check(
 ) -> None:
     """Block private paths and secret-like files or contents. Exit code 0: nothing to block, 1: blocked files
     (each named with why), 2: an error."""
-    from ragstead.guard import check, read_pre_push_input
+    from ragstead.services.guard import check, read_pre_push_input
 
     with library_errors():
         report = check(project.root, project.config, staged=staged, rev_range=rev_range, paths=paths or (),

@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ragstead import egress
 from ragstead.answer.base import REFUSAL, AnswerProvider, Context, Locator, ProviderError
 from ragstead.answer.screening import screen
 from ragstead.conversation.turns import Rewrite, Turn
-from ragstead.requests import MAX_QUERY_CHARS
+from ragstead.core import egress
+from ragstead.request.model import MAX_QUERY_CHARS
 
 TEMPLATE = Path(__file__).with_name("condense.toml")
 TURNS_SENT = 4  # the last turns a condensing prompt reads; earlier ones rarely hold what a pronoun points at

@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import make_private_folder, write_text_atomically
 from ragstead.conversation.turns import MAX_HISTORY_TURNS, Conversation, Rewrite, Turn, scope_dict, scope_of
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 from ragstead.documents.secrets import mask_secrets
 from ragstead.errors import DocumentNotFoundError, InvalidQueryError
 from ragstead.filters import USER_SLUG

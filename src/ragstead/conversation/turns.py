@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragstead.errors import InvalidQueryError
 from ragstead.records import Record
-from ragstead.requests import MAX_QUERY_CHARS, Scope
+from ragstead.request.model import MAX_QUERY_CHARS, Scope
 
 if TYPE_CHECKING:
     from ragstead.answer.ask import Answer

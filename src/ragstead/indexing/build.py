@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragstead.atomic import make_private_folder, write_text_atomically
-from ragstead.chunking import TextChunk, chunk_text, estimate_tokens, fill_section_paths
+from ragstead.core.atomic import make_private_folder, write_text_atomically
+from ragstead.documents.chunking import TextChunk, chunk_text, estimate_tokens, fill_section_paths
 from ragstead.documents.formats.ocr import IMAGE_SUFFIXES
 from ragstead.documents.ids import (
     file_of,

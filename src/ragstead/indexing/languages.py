@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 
 LANGUAGES_FILE = "languages.json"
 UNKNOWN = "unknown"  # a document with too little text to tell (a sheet of numbers, a photo's few words)

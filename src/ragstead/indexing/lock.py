@@ -16,7 +16,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
+from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder
 from ragstead.errors import IndexLockedError
 
 

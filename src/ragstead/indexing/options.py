@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragstead.chunking import ChunkingOptions
+from ragstead.documents.chunking import ChunkingOptions
 from ragstead.documents.loaders import LoadLimits
 from ragstead.documents.metadata import DEFAULT_PATH_RULES, PathRule
 from ragstead.errors import ConfigError

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 from ragstead.documents.ids import file_of, fs_path
 from ragstead.stores.base import ManifestEntry
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 
 TEXTLESS_FILE = "textless.json"
 # The reason every run gives for a file with no text, the first time and the times it is skipped unread.

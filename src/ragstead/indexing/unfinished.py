@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 
 UNFINISHED_FILE = "import-unfinished.json"
 

@@ -15,7 +15,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import make_private_folder, write_bytes_atomically
+from ragstead.core.atomic import make_private_folder, write_bytes_atomically
 from ragstead.documents.sources import clean_source, sidecar_path
 from ragstead.ingest.base import Extracted
 

@@ -22,7 +22,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 from ragstead.filters import USER_SLUG
 from ragstead.ingest.archive import sanitize_title
 from ragstead.ingest.base import SourceError, utc_now

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import httpcore
 import httpx
 
-from ragstead import egress
+from ragstead.core import egress
 from ragstead.ingest.base import SourceError, http_failure, read_capped
 from ragstead.ingest.deadline import DeadlineTransport, source_deadline
 from ragstead.ingest.decoding import ACCEPT_ENCODING

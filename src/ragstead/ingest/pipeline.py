@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ragstead import egress
+from ragstead.core import egress
 from ragstead.errors import RagsteadError, one_line_reason
 from ragstead.ingest.archive import source_fields
 from ragstead.ingest.base import Extracted, SourceError

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ragstead import egress
 from ragstead.answer.base import AnswerProvider, Context, ProviderError
+from ragstead.core import egress
 from ragstead.documents.secrets import mask_secrets
 from ragstead.embeddings.base import Embedder
 

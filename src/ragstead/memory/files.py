@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
+from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.errors import IndexLockedError, RagsteadError
 from ragstead.filters import USER_SLUG
 

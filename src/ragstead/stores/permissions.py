@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import PRIVATE_FILE_MODE, PRIVATE_FOLDER_MODE, make_private_folder
+from ragstead.core.atomic import PRIVATE_FILE_MODE, PRIVATE_FOLDER_MODE, make_private_folder
 
 __all__ = ["PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "LoosePath", "companion_paths", "create_private_file",
            "doctor", "find_loose", "index_paths", "make_private_folder", "own_folder", "private_paths", "tighten"]

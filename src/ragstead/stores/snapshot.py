@@ -39,7 +39,7 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
-from ragstead.atomic import replacing_atomically
+from ragstead.core.atomic import replacing_atomically
 from ragstead.errors import ModelMismatchError, RagsteadError
 from ragstead.stores.base import BulkLoad, ChunkRecord, DocumentRecord, DocumentWrite, Store
 

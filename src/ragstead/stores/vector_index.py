@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ragstead.atomic import PRIVATE_FILE_MODE, write_text_atomically
+from ragstead.core.atomic import PRIVATE_FILE_MODE, write_text_atomically
 from ragstead.stores.permissions import make_private_folder
 
 # numpy and numkong are imported where vectors are read, written or scanned: counting the rows and checking the

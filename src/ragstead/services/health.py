@@ -11,7 +11,7 @@ from ragstead.indexing.languages import language_counts, model_advice
 from ragstead.indexing.secrets_record import secret_counts, secrets_checked, secrets_detector, secrets_imported
 from ragstead.indexing.unfinished import unfinished_import
 from ragstead.memory.files import FILES as MEMORY_FILES
-from ragstead.runtime import Runtime
+from ragstead.services.runtime import Runtime
 from ragstead.stores import permissions
 
 if TYPE_CHECKING:

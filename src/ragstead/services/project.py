@@ -2,7 +2,7 @@
 config file records as it is used (roots, sentence vectors), and the catalogs `init` and `config` offer
 (embedding models, prompt templates).
 
-It stands above `ragstead.guard` (the secret-like file names the `.gitignore` lines block).
+It stands above `ragstead.services.guard` (the secret-like file names the `.gitignore` lines block).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any
 from ragstead.answer.base import Context
 from ragstead.answer.prompt import catalog as template_catalog
 from ragstead.answer.prompt import load_template
-from ragstead.atomic import make_private_folder
 from ragstead.config import CONFIG_FILE, Settings, default_owner, load_settings, save_settings
+from ragstead.core.atomic import make_private_folder
 from ragstead.embeddings.catalog import catalog_rows
 from ragstead.errors import ConfigError
-from ragstead.guard import SECRET_FILE_PATTERNS
 from ragstead.indexing.ignore import IGNORE_FILE
 from ragstead.indexing.ignore import STARTER as IGNORE_STARTER
 from ragstead.indexing.languages import model_advice, sample_languages
-from ragstead.runtime import Runtime
+from ragstead.services.guard import SECRET_FILE_PATTERNS
+from ragstead.services.runtime import Runtime
 
 
 def saved_settings(root: Path) -> dict[str, Any]:

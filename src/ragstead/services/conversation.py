@@ -20,15 +20,15 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ragstead import egress
 from ragstead.answer.consent import LocalOnly
 from ragstead.conversation.condense import TEMPLATE, condense, is_llm
 from ragstead.conversation.history import FOLDER, ConversationStore, new_id
 from ragstead.conversation.rewrite import rewrite
 from ragstead.conversation.turns import Conversation, Rewrite, Turn, answer_turn, history_turns, scope_dict
+from ragstead.core import egress
 from ragstead.errors import InvalidQueryError
-from ragstead.requests import MAX_QUERY_CHARS, AskRequest, Scope
-from ragstead.runtime import Runtime
+from ragstead.request.model import MAX_QUERY_CHARS, AskRequest, Scope
+from ragstead.services.runtime import Runtime
 
 if TYPE_CHECKING:
     from ragstead.answer.ask import Answer

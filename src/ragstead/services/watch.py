@@ -31,9 +31,9 @@ from typing import Any
 import watchfiles
 
 from ragstead.errors import IndexLockedError, InvalidQueryError
-from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, Within
 from ragstead.indexing.ignore import IgnoreRules
+from ragstead.services.indexer import Indexer
 
 DEFAULT_DEBOUNCE = 1.0
 # A batch waits for the folders to be quiet for `debounce` seconds, but never more than this many debounces

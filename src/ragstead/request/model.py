@@ -18,7 +18,7 @@ from ragstead.errors import InvalidQueryError
 from ragstead.filters import QueryFilters, clean_text, split_values
 
 # The limits every door enforces live with the field table (request_fields.py), which builds the doors.
-from ragstead.request_fields import (
+from ragstead.request.fields import (
     DATE_CHARS,
     DEFAULT_K,
     DEFAULT_LIST_LIMIT,

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
+from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder
 
 EGRESS_FILE = "egress.jsonl"
 

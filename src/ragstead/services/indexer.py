@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ragstead.atomic import make_private_folder
-from ragstead.chunking import ChunkingOptions
+from ragstead.core.atomic import make_private_folder
+from ragstead.documents.chunking import ChunkingOptions
 from ragstead.documents.ids import file_of, fs_path
 from ragstead.documents.loaders import LOADERS, is_supported
 from ragstead.documents.metadata import derive_metadata
@@ -43,7 +43,7 @@ from ragstead.indexing.textless import forget_all as forget_textless
 from ragstead.memory.files import RememberResult
 from ragstead.memory.files import remember as remember_fact
 from ragstead.retrieval.rerank import fill_sentence_vectors
-from ragstead.runtime import Runtime
+from ragstead.services.runtime import Runtime
 from ragstead.stores.base import SentenceVectors, Store
 from ragstead.stores.factory import StoreSpec
 from ragstead.stores.migrate import MigrationReport, copy_store

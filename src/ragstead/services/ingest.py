@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 
-from ragstead import egress
 from ragstead.answer.base import AnswerProvider
-from ragstead.atomic import make_private_folder
 from ragstead.config import load_settings
+from ragstead.core import egress
+from ragstead.core.atomic import make_private_folder
 from ragstead.documents.formats.mail import ADDRESS_TAG_PREFIXES
 from ragstead.documents.ids import fs_path
 from ragstead.documents.sandbox import load_isolated
@@ -28,7 +28,6 @@ from ragstead.embeddings.base import Embedder
 from ragstead.embeddings.cache import PassageMemo
 from ragstead.errors import ConfigError, LoadError, RagsteadError, one_line_reason
 from ragstead.filters import QueryFilters
-from ragstead.indexer import Indexer
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.ingest.archive import archive_path, write_archive
 from ragstead.ingest.base import Extracted
@@ -38,8 +37,9 @@ from ragstead.ingest.pipeline import IngestReport, SourceResult, ingest_sources
 from ragstead.ingest.tagging import Tagging
 from ragstead.ingest.tagging import auto_tags as auto_tag
 from ragstead.ingest.urls import Source
-from ragstead.landing import Landing
-from ragstead.runtime import Runtime
+from ragstead.services.indexer import Indexer
+from ragstead.services.landing import Landing
+from ragstead.services.runtime import Runtime
 
 
 class IngestService:

@@ -14,16 +14,16 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder
+from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder
 from ragstead.documents.loaders import LOADERS, is_supported
 from ragstead.documents.sandbox import load_isolated
 from ragstead.embeddings.base import Embedder
 from ragstead.errors import InvalidQueryError, LoadError, UnsupportedFileError
 from ragstead.filters import QueryFilters
-from ragstead.indexer import Indexer
 from ragstead.indexing.build import IndexingOptions, IndexReport, index_paths
 from ragstead.indexing.ignore import IgnoreRules
 from ragstead.indexing.lock import index_lock
+from ragstead.services.indexer import Indexer
 
 UPLOAD_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._ -]{0,119}\Z")  # \Z: `$` would let a trailing newline pass
 

@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ragstead import egress
-from ragstead.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
+from ragstead.core import egress
+from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder, write_text_atomically
 from ragstead.documents.ids import file_of, make_doc_id
 from ragstead.errors import InvalidQueryError, RagsteadError, require_extra
 from ragstead.filters import QueryFilters
-from ragstead.indexer import Indexer
 from ragstead.indexing.build import (
     FileCandidate,
     IndexingOptions,
@@ -51,12 +50,13 @@ from ragstead.ingest.base import SourceError
 from ragstead.ingest.feeds import feed_entries
 from ragstead.ingest.fetch import FetchOptions, fetch, make_client
 from ragstead.ingest.web import extract
+from ragstead.services.indexer import Indexer
 from ragstead.stores.base import DocumentRecord, ManifestEntry
 
 # The files' freshness is the core's; the pages' (`--urls`) needs the ingest extra, so what parses and fetches a
 # source is imported where a page is checked, after require_extra (#51.4).
 if TYPE_CHECKING:
-    from ragstead.ingest.service import IngestService
+    from ragstead.services.ingest import IngestService
 
 PLAN_FILE = "refresh_plan.jsonl"
 LEDGER_FILE = "embedding_ledger.jsonl"

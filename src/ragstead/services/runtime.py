@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ragstead import egress
 from ragstead.config import Settings
+from ragstead.core import egress
 from ragstead.errors import LoadError, RagsteadError, require_extra
 
 # What a command that only reads the index (`ls`, `status`, `tags`) never needs is imported where it is used: the

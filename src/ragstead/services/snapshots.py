@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ragstead.atomic import make_private_folder
+from ragstead.core.atomic import make_private_folder
 from ragstead.indexing.build import record_imported_secrets
 from ragstead.indexing.lock import index_lock, interrupts_deferred, scratch_index_folder
 from ragstead.indexing.roots import record_import
 from ragstead.indexing.secrets_record import secret_counts, secrets_checked
 from ragstead.indexing.unfinished import UnfinishedImport, clear_unfinished, mark_unfinished, unfinished_import
-from ragstead.runtime import Runtime
+from ragstead.services.runtime import Runtime
 from ragstead.stores.base import Store
 from ragstead.stores.factory import StoreSpec
 from ragstead.stores.migrate import copy_store

@@ -32,12 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragstead.atomic import make_private_folder, write_text_atomically
+from ragstead.core.atomic import make_private_folder, write_text_atomically
 from ragstead.documents.ids import file_of
 from ragstead.filters import QueryFilters
 from ragstead.indexing.build import IndexReport, Skip, diff_roots, prepare_file
 from ragstead.retrieval.lexical_query import STOP_WORDS
-from ragstead.runtime import Runtime
+from ragstead.services.runtime import Runtime
 from ragstead.stores.base import DocumentRecord
 
 TOP = 5  # "findable": among the first TOP documents

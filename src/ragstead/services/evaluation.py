@@ -11,9 +11,9 @@ from typing import Any
 from ragstead.evaluation.cases import EvalCase, load_beir, load_jsonl_cases
 from ragstead.evaluation.runner import BEIR_ROOT, EvalSettings, run_eval
 from ragstead.filters import QueryFilters
-from ragstead.indexer import Indexer
 from ragstead.indexing.build import ProgressHook, TextRecord
-from ragstead.runtime import Runtime
+from ragstead.services.indexer import Indexer
+from ragstead.services.runtime import Runtime
 from ragstead.stores.factory import is_chroma_spec, is_milvus_spec, is_postgres_url
 
 
