@@ -127,3 +127,13 @@ def test_a_copy_of_the_index_is_blocked_under_any_name(repo: Path, tmp_path_fact
     _git(repo, "commit", "-q", "-m", "a backup")
     assert [f.rule for f in guard.check(repo, rev_range="HEAD~1..HEAD", max_scan_mb=0.001).blocked] == [
         "private-index"]
+
+
+def test_a_password_split_over_runs_of_a_pretty_printed_office_part_is_blocked(repo: Path) -> None:  # noqa: F811
+    # An Office part written with one element a line (as LibreOffice or a formatter leaves it): the blanks between
+    # tags are layout, so the runs read as one text, and the part no longer costs detect-secrets a pass per line.
+    pieces = ("password = Tr0u", "b4dor&amp;3horsebattery!")
+    runs = "".join(f"\n    <w:r>\n      <w:t>{piece}</w:t>\n    </w:r>" for piece in pieces)
+    part = f'<?xml version="1.0"?>\n<w:document xmlns:w="urn:w">\n  <w:p>{runs}\n  </w:p>\n</w:document>\n'
+    blocked = _blocked(repo, {"minutes.docx": _zipped("word/document.xml", part.encode())})
+    assert [finding.path for finding in blocked] == ["minutes.docx"]
