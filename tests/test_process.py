@@ -198,7 +198,7 @@ def test_indexing_small_notes_stays_under_500_mb(tmp_path):
     rng = random.Random(1)
     words = "alpha beta gamma delta billing database heron survey migration invoice pelican census".split()
     write_files(tmp_path, {f"kb/notes/n{i}.md": f"# Note {i}\n\n" + " ".join(
-        rng.choice(words) for _ in range(rng.randint(50, 900))) for i in range(120)})
+        rng.choice(words) for _ in range(rng.randint(50, 300))) for i in range(120)})
     # A wrapper process reports the peak of its only child, so earlier children of pytest do not count.
     wrapper = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
                "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
