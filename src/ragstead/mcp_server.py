@@ -399,6 +399,16 @@ def run_stdio(kb: KnowledgeBase, scope: McpScope) -> None:
     anyio.run(serve)
 
 
+def serve_http(kb: KnowledgeBase, scope: McpScope, sock: Any, *, host: str, log_level: str,
+               head_seconds: float) -> None:
+    """Serve streamable HTTP at /mcp on the listening `sock` until Ctrl+C, under the same slow-peer and idle-socket
+    limits as `serve` (a held socket must not starve the agent's calls)."""
+    from ragstead.httpguard import connections
+
+    connections.run(http_app(kb, scope, host), sock, host=host, log_level=log_level, head_seconds=head_seconds,
+                    timeout_graceful_shutdown=5)
+
+
 def http_app(kb: KnowledgeBase, scope: McpScope, host: str) -> Any:
     """The streamable HTTP app (a Starlette app at /mcp) behind the Host/Origin guard of `serve`: no DNS
     rebinding and no cross-origin call from a web page (the SDK's own loopback check stays behind it)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,45 +13,10 @@ from ragstead.cli._flags import NO_PROJECT_FLAGS, ModelOpt, ProjectFlags, with_p
 from ragstead.cli._output import err, library_errors, plural
 from ragstead.cli.index import follow_in_background
 from ragstead.errors import RagsteadError, require_extra
+from ragstead.httpguard import listening
 
 if TYPE_CHECKING:
     from ragstead.knowledge_base import KnowledgeBase
-
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-def _bind(host: str, port: int) -> Any:
-    """A TCP socket bound to host:port, for uvicorn to serve on: a busy port or a bad host is one `error:` line
-    here, before the model loads, not uvicorn's own output later."""
-    import socket
-
-    if not 0 <= port <= 65535:
-        raise RagsteadError(f"--port must be 0-65535, got {port}")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (OSError, UnicodeError, ValueError):
-        raise RagsteadError(f"cannot listen on {host!r}: not an IP address or a known host name; "
-                            "pass --host 127.0.0.1, for example") from None
-    family, _, _, _, address = next((info for info in infos if info[0] == socket.AF_INET), infos[0])
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart is not blocked
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise _listen_error(exc, host, port) from None
-    return sock
-
-
-def _listen_error(exc: OSError, host: str, port: int) -> RagsteadError:
-    import errno
-
-    if exc.errno == errno.EADDRINUSE:
-        return RagsteadError(f"port {port} on {host} is in use; pass --port N or stop the other server")
-    if exc.errno == errno.EACCES:
-        return RagsteadError(f"no permission to listen on port {port} on {host}; pass --port N (1024 or above)")
-    return RagsteadError(f"cannot listen on {host} port {port}: {exc.strerror or exc}")
-
 
 def _page_url(url: str, token: str | None) -> str:
     """The web page's address as `serve` prints it: with the owner's one-time token, Jupyter-style."""
@@ -116,21 +81,19 @@ def serve(
         require_extra("server")
         from ragstead.api.logging import LOG_LEVELS
 
-        if no_auth and host not in LOOPBACK:
-            raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(LOOPBACK)}), not {host!r}")
+        if no_auth and host not in listening.LOOPBACK:
+            raise RagsteadError(f"--no-auth is only allowed on loopback ({', '.join(listening.LOOPBACK)}), not "
+                                f"{host!r}")
         if no_auth and not as_user:
             raise RagsteadError("--no-auth needs --as-user SLUG: every request then acts as that user")
         if as_user and not no_auth:
             raise RagsteadError("--as-user only applies with --no-auth; with keys, the key decides the user")
         if log_level not in LOG_LEVELS:
             raise RagsteadError(f"--log-level must be warning, info or debug, got {log_level!r}")
-        sock = _bind(host, port)  # before the model loads: a busy port fails at once
+        sock = listening.bind(host, port)  # before the model loads: a busy port fails at once
         try:
-            import uvicorn
-
             from ragstead.api import ApiConfig, create_app
-            from ragstead.api import logging as api_logging
-            from ragstead.httpguard import connections
+            from ragstead.api.serving import serve_api
 
             kb = project.open(model=model, embed_cache_size=embed_cache)
             # The name it listens on is one the server answers to (the Host check of httpguard/origin.py).
@@ -143,35 +106,19 @@ def serve(
                                    max_body_bytes=max_body_bytes, max_upload_bytes=max_upload_bytes,
                                    max_tokens=max_tokens, owner_token=token)
             api = create_app(kb, api_config)
-            bound = sock.getsockname()[1]
             show = _banner_json if as_json else _banner
+            bound = listening.listen(sock, host, port, 2048)
             banner = show(f"http://{f'[{host}]' if ':' in host else host}:{bound}", kb, as_user if no_auth else None,
                           token)
-            try:
-                sock.listen(2048)  # listening now: another server that bound meanwhile fails here, not in uvicorn
-            except OSError as exc:
-                raise _listen_error(exc, host, port) from None
         except BaseException:
             sock.close()
             raise
     if no_auth:
         err.print(f"[bold yellow]warning:[/] no authentication: every request acts as {as_user!r}", markup=True)
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and not self.should_exit:  # accepting requests from now on
-                typer.echo(banner, err=not as_json)
-
-    server_config = connections.server_config(api, host=host, port=bound, head_seconds=head_timeout,
-                                              body_seconds=body_timeout, counts=api.state.in_flight_counts,
-                                              access_log=False, timeout_keep_alive=5,
-                                              log_level="debug" if log_level == "debug" else "warning",
-                                              timeout_graceful_shutdown=5)
-    api_logging.configure(log_level)  # after uvicorn.Config, which configures logging
     stop_watching = follow_in_background(kb) if watch_folders else None
     try:
-        Server(server_config).run(sockets=[sock])
+        serve_api(api, sock, host=host, log_level=log_level, head_seconds=head_timeout, body_seconds=body_timeout,
+                  on_started=lambda: typer.echo(banner, err=not as_json))
     finally:
         if stop_watching is not None:
             stop_watching()
@@ -197,6 +144,8 @@ def mcp_cmd(
     port: Annotated[int, typer.Option(help="With --http: TCP port (0: any free port).")] = 8765,
     log_level: Annotated[str, typer.Option("--log-level", help="warning | info | debug (logs go to stderr)")
                          ] = "warning",
+    head_timeout: Annotated[float, typer.Option(help="With --http: seconds a connection has to send a request's "
+                                                     "headers.")] = 10.0,
     model: ModelOpt = None,
     project: ProjectFlags = NO_PROJECT_FLAGS,
 ) -> None:
@@ -210,15 +159,15 @@ def mcp_cmd(
         levels = {"warning": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
         if log_level not in levels:
             raise RagsteadError(f"--log-level must be warning, info or debug, got {log_level!r}")
-        if http and host not in LOOPBACK:
+        if http and host not in listening.LOOPBACK:
             raise RagsteadError(f"--http serves without authentication, so only on loopback "
-                                f"({', '.join(LOOPBACK)}), not {host!r}")
+                                f"({', '.join(listening.LOOPBACK)}), not {host!r}")
         logging.basicConfig(stream=sys.stderr, level=levels[log_level],
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
-        sock = _bind(host, port) if http else None  # a busy port fails before the model loads
+        sock = listening.bind(host, port) if http else None  # a busy port fails before the model loads
         try:
             try:
-                from ragstead.mcp_server import McpScope, http_app, run_stdio
+                from ragstead.mcp_server import McpScope, run_stdio, serve_http
             except ImportError as exc:
                 raise RagsteadError(f"the MCP server needs the mcp package ({exc.name or exc}): "
                                     "pip install 'ragstead[mcp]'") from None
@@ -232,6 +181,7 @@ def mcp_cmd(
                                         "with --allow-write to ingest into a new one)")
                 kb.create()
             kb.embedder  # noqa: B018 - load the model now, not during the first tool call
+            bound = listening.listen(sock, host, port, 128) if sock is not None else 0
         except BaseException:
             if sock is not None:
                 sock.close()
@@ -240,16 +190,7 @@ def mcp_cmd(
         with kb:
             run_stdio(kb, scope)
         return
-    import uvicorn
-
-    from ragstead.httpguard import connections
-
-    sock.listen(128)
-    bound = sock.getsockname()[1]
     err.print(f"ragstead mcp: serving {scope.describe()} at http://{host}:{bound}/mcp (Ctrl+C stops)",
               markup=False, highlight=False)
-    # The same slow-peer and idle-socket limits as `serve` (a held socket must not starve the agent's calls).
-    server_config = connections.server_config(http_app(kb, scope, host), host=host, port=bound, log_level=log_level,
-                                              timeout_graceful_shutdown=5)
     with kb:
-        uvicorn.Server(server_config).run(sockets=[sock])
+        serve_http(kb, scope, sock, host=host, log_level=log_level, head_seconds=head_timeout)

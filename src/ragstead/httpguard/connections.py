@@ -192,3 +192,21 @@ def server_config(app: ASGIApp, *, host: str, port: int, head_seconds: float = H
         "min_body_rate": min_body_rate, "max_connections": max_connections, "waiting": {}})
     return uvicorn.Config(InFlightLimit(app, max_requests, counts), host=host, port=port, http=protocol,
                           limit_concurrency=None, **options)
+
+
+def run(app: ASGIApp, sock: Any, *, host: str, on_started: Callable[[], None] | None = None,
+        on_configured: Callable[[], None] | None = None, **config: Any) -> None:
+    """Serve `app` on the listening `sock` until Ctrl+C, under `server_config`'s limits (`config`: its keywords
+    and uvicorn's); `on_configured` after uvicorn has configured logging (a door's own loggers go after it),
+    `on_started` once requests are accepted (a door's banner)."""
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit and on_started is not None:  # accepting requests from now on
+                on_started()
+
+    configured = server_config(app, host=host, port=sock.getsockname()[1], **config)
+    if on_configured is not None:
+        on_configured()
+    Server(configured).run(sockets=[sock])
