@@ -213,7 +213,7 @@ def test_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_many_mutated_files_are_indexed_or_skipped_never_raise(tmp_path, kind):
-    seen = fuzz(tmp_path, kind, 1000, seed=2)
+    seen = fuzz(tmp_path, kind, 500, seed=2)  # with the test above: 550-650 mutants a kind a run
     print(kind, dict(seen))
 
 
