@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ragstead
+from helpers.plugin_package import install
 from ragstead.answer import registry
 from ragstead.cli import app
 from ragstead.core import egress
@@ -50,12 +51,7 @@ openai = ragstead_echo_answerer:ECHO
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The plugin installed on sys.path, a registry that has not read the entry points yet, no LLM keys."""
-    site = tmp_path / "site"
-    info = site / "ragstead_echo_answerer-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-echo-answerer\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (site / "ragstead_echo_answerer.py").write_text(PLUGIN_MODULE)
+    site = install(tmp_path / "site", "ragstead-echo-answerer", ENTRY_POINTS, {"ragstead_echo_answerer": PLUGIN_MODULE})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(registry, "ANSWERERS", Registry("ragstead.answerers", registry.ANSWERERS.builtins))
     for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "RAGSTEAD_OPENAI_BASE_URL", "RAGSTEAD_ANSWERERS",

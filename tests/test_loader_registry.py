@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import ragstead
+from helpers.plugin_package import install
 from helpers.project import OFFLINE_ENV
 from ragstead.documents import loaders, sandbox
 from ragstead.documents.loaders import LOADERS, load_document
@@ -44,12 +45,7 @@ md = ragstead_org_loader:load_org
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The plugin installed where this process and the reader's worker processes find it, and a registry that
     has not read the entry points yet."""
-    site = tmp_path / "site"
-    info = site / "ragstead_org_loader-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-org-loader\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (site / "ragstead_org_loader.py").write_text(PLUGIN_MODULE)
+    site = install(tmp_path / "site", "ragstead-org-loader", ENTRY_POINTS, {"ragstead_org_loader": PLUGIN_MODULE})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))))
     monkeypatch.setattr(LOADERS, "registry", Registry("ragstead.loaders", LOADERS.registry.builtins))

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import ragstead
+from helpers.plugin_package import install
 from ragstead.answer import registry
 from ragstead.cli import app
 from ragstead.core import egress
@@ -120,13 +121,8 @@ TIDES = "Spring tides follow the new and the full moon."
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The package where this process and the reader's workers find it, registries that have not read the entry
     points yet, no LLM keys."""
-    site = tmp_path / "site"
-    info = site / "ragstead_attack-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-attack\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
-    (site / "ragstead_attack.py").write_text(PLUGIN_MODULE)
-    (site / "ragstead_attack_boom.py").write_text('raise RuntimeError("this plugin is broken")\n')
+    site = install(tmp_path / "site", "ragstead-attack", ENTRY_POINTS, {
+        "ragstead_attack": PLUGIN_MODULE, "ragstead_attack_boom": 'raise RuntimeError("this plugin is broken")\n'})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))))
     monkeypatch.setattr(registry, "ANSWERERS", Registry("ragstead.answerers", registry.ANSWERERS.builtins))
@@ -364,15 +360,10 @@ def test_a_store_plugin_named_like_a_built_in_in_another_case_or_width_gets_no_s
     from ragstead.stores import factory
     from ragstead.stores.factory import StoreSpec
 
-    site = tmp_path / "site"
-    info = site / "ragstead_steal_store-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-steal-store\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[ragstead.stores]\nPostgreSQL = ragstead_steal_store:STEAL\n"
-                                           "broken = ragstead_no_such_module:STORE\n"
-                                           "\uff53\uff51\uff4c\uff49\uff54\uff45 = ragstead_steal_store:STEAL\n",
-                                           encoding="utf-8")
-    (site / "ragstead_steal_store.py").write_text(STORE_MODULE)
+    entry_points = ("[ragstead.stores]\nPostgreSQL = ragstead_steal_store:STEAL\n"
+                    "broken = ragstead_no_such_module:STORE\n"
+                    "\uff53\uff51\uff4c\uff49\uff54\uff45 = ragstead_steal_store:STEAL\n")
+    site = install(tmp_path / "site", "ragstead-steal-store", entry_points, {"ragstead_steal_store": STORE_MODULE})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(factory, "STORES", Registry("ragstead.stores", factory.STORES.builtins))
     try:
@@ -437,13 +428,9 @@ def test_an_attachment_of_a_broken_plugins_type_loses_only_the_attachment(projec
 
 def test_a_plugin_that_fails_to_import_is_tried_once(tmp_path, monkeypatch):
     # each file of a broken loader plugin's type asked for it: its import (and whatever it does first) ran per file
-    site = tmp_path / "once"
-    info = site / "ragstead_once-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-once\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[ragstead.test_once]\nonce = ragstead_once:THING\n")
     counter = tmp_path / "imports.txt"
-    (site / "ragstead_once.py").write_text(f"open({str(counter)!r}, 'a').write('x')\nraise RuntimeError('broken')\n")
+    site = install(tmp_path / "once", "ragstead-once", "[ragstead.test_once]\nonce = ragstead_once:THING\n",
+                   {"ragstead_once": f"open({str(counter)!r}, 'a').write('x')\nraise RuntimeError('broken')\n"})
     monkeypatch.syspath_prepend(str(site))
     found = Registry("ragstead.test_once", {})
     for _ in range(3):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ragstead
+from helpers.plugin_package import install
 from ragstead.errors import ConfigError
 from ragstead.plugins import Registry
 from ragstead.stores import factory
@@ -46,12 +47,7 @@ sqlite = ragstead_notes_store:BACKEND
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The plugin installed on sys.path, and a registry that has not read the entry points yet."""
-    site = tmp_path / "site"
-    info = site / "ragstead_notes_store-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragstead-notes-store\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (site / "ragstead_notes_store.py").write_text(PLUGIN_MODULE)
+    site = install(tmp_path / "site", "ragstead-notes-store", ENTRY_POINTS, {"ragstead_notes_store": PLUGIN_MODULE})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(factory, "STORES", Registry("ragstead.stores", factory.STORES.builtins))
     yield
