@@ -23,7 +23,7 @@ from typing import Any
 
 from ragstead.errors import ConfigError
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "error_line"]
 
 
 class Registry:
@@ -53,9 +53,8 @@ class Registry:
         try:
             self._loaded[name] = _import(reference)
         except Exception as exc:  # a plugin's import error, or a reference to nothing: its name, not a traceback
-            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             self._failed[name] = ConfigError(f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: "
-                                             f"{message}")
+                                             f"{error_line(exc)}")
             raise self._failed[name] from exc
         return self._loaded[name]
 
@@ -81,6 +80,11 @@ class Registry:
                              for point in entry_points(group=self.group)
                              if point.name in self._builtins or _folded(point.name) not in taken}
         return self._plugins
+
+
+def error_line(exc: BaseException) -> str:
+    """What a plugin raised, as one line of a message: its type and text, blanks folded, at most 300 characters."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def _folded(name: str) -> str:

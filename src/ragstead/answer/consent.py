@@ -12,12 +12,11 @@ llama.cpp's server, LM Studio) is local and needs no consent. A document marked 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from urllib.parse import urlsplit
 
 import pathspec
 
 from ragstead.answer.registry import DEFAULT_ORDER, LOCAL_NAMES, check_names, kind_of
-from ragstead.core.egress import is_local_host
+from ragstead.core.egress import is_local_url
 from ragstead.documents.loaders import LOCAL_ONLY_TAG
 
 
@@ -32,7 +31,7 @@ def remote_names(names: Collection[str]) -> tuple[str, ...]:
 
 def is_loopback_url(url: str) -> bool:
     """Whether `url` points at this machine (localhost, 127.0.0.0/8, ::1): a local answerer."""
-    return is_local_host(urlsplit(url).hostname or "")
+    return is_local_url(url)
 
 
 def consent_hint(env: Mapping[str, str], remote: Collection[str], order: Collection[str] | None = None) -> str | None:

@@ -26,11 +26,10 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ragstead.core import egress
 from ragstead.errors import ConfigError, ProviderError, RagsteadError
-from ragstead.plugins import Registry
+from ragstead.plugins import Registry, error_line
 
 if TYPE_CHECKING:
     import httpx
@@ -74,7 +73,7 @@ class AnswererKind:
         """Whether what it is handed stays on this machine (in this environment)."""
         if self.local or self.endpoint is None:
             return self.local
-        return egress.is_local_host(urlsplit(self.endpoint(env)).hostname or "")
+        return egress.is_local_url(self.endpoint(env))
 
 
 def _extractive(setup: AnswererSetup) -> AnswerProvider:
@@ -129,15 +128,11 @@ def _guarded(name: str, kind: AnswererKind) -> AnswererKind:
             except RagsteadError:
                 raise
             except Exception as exc:
-                raise ConfigError(f"the {ANSWERERS.group} plugin {name!r} failed: {_line(exc)}") from exc
+                raise ConfigError(f"the {ANSWERERS.group} plugin {name!r} failed: {error_line(exc)}") from exc
         return run
 
     return replace(kind, build=guard(kind.build), configured=guard(kind.configured),
                    endpoint=None if kind.endpoint is None else guard(kind.endpoint))
-
-
-def _line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def answerer_chain(setup: AnswererSetup, order: Sequence[str], consented: Collection[str]) -> list[AnswerProvider]:
@@ -186,7 +181,7 @@ class _Plugin:
         except ProviderError:
             raise
         except Exception as exc:  # a plugin's own client error: a fallback, like a built-in's ProviderError
-            raise ProviderError(f"{self.name}: {_line(exc)}") from exc
+            raise ProviderError(f"{self.name}: {error_line(exc)}") from exc
 
 
 class _PluginWithTools(_Plugin):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragstead.core.atomic import PRIVATE_FILE_MODE, make_private_folder
 
@@ -70,6 +71,11 @@ def is_local_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_local_url(url: str) -> bool:
+    """Whether a request to `url` stays on the machine (its host is localhost or a loopback address)."""
+    return is_local_host(urlsplit(url).hostname or "")
 
 
 def hook(request: Any) -> None:
