@@ -34,7 +34,7 @@ class Registry:
         self._builtins = dict(builtins)
         self._plugins: dict[str, str] | None = None  # read from the entry points on first need
         self._loaded: dict[str, Any] = {}
-        self._failed: dict[str, ConfigError] = {}
+        self._failed: dict[str, str] = {}  # the error line of a plugin that could not be imported
 
     @property
     def builtins(self) -> Mapping[str, str]:
@@ -46,16 +46,15 @@ class Registry:
         if name in self._loaded:
             return self._loaded[name]
         if name in self._failed:  # tried once: a broken plugin's import (and its side effects) does not run per file
-            raise self._failed[name]
+            raise ConfigError(self._failed[name])
         reference = self._builtins.get(name) or self._entry_points().get(name)
         if reference is None:
             return None
         try:
             self._loaded[name] = _import(reference)
         except Exception as exc:  # a plugin's import error, or a reference to nothing: its name, not a traceback
-            self._failed[name] = ConfigError(f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: "
-                                             f"{error_line(exc)}")
-            raise self._failed[name] from exc
+            self._failed[name] = f"the {self.group} plugin {name!r} ({reference}) cannot be loaded: {error_line(exc)}"
+            raise ConfigError(self._failed[name]) from exc
         return self._loaded[name]
 
     def has(self, name: str) -> bool:
