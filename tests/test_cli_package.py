@@ -105,3 +105,11 @@ def test_json_and_format_are_one_choice(args, code, expected, tmp_path):
     result = CliRunner().invoke(app, [*args, *(["--root", str(tmp_path)] if args[0] != "models" else [])])
     assert result.exit_code == code, result.output
     assert expected in result.output
+
+
+@pytest.mark.parametrize("args", [["serve", "--head-timeout", "0"], ["serve", "--body-timeout", "-1"],
+                                  ["mcp", "--http", "--head-timeout", "0"]])
+def test_a_server_time_limit_of_zero_is_one_error_line(tmp_path, args):
+    # at 0 or below every connection would be closed before its first request: refused before anything starts
+    result = CliRunner().invoke(app, [*args, "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "must be above 0 seconds" in result.output, result.output

@@ -90,6 +90,7 @@ def serve(
             raise RagsteadError("--as-user only applies with --no-auth; with keys, the key decides the user")
         if log_level not in LOG_LEVELS:
             raise RagsteadError(f"--log-level must be warning, info or debug, got {log_level!r}")
+        listening.check_seconds(head_timeout=head_timeout, body_timeout=body_timeout)
         sock = listening.bind(host, port)  # before the model loads: a busy port fails at once
         try:
             from ragstead.api import ApiConfig, create_app
@@ -162,6 +163,7 @@ def mcp_cmd(
         if http and host not in listening.LOOPBACK:
             raise RagsteadError(f"--http serves without authentication, so only on loopback "
                                 f"({', '.join(listening.LOOPBACK)}), not {host!r}")
+        listening.check_seconds(head_timeout=head_timeout)
         logging.basicConfig(stream=sys.stderr, level=levels[log_level],
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
         sock = listening.bind(host, port) if http else None  # a busy port fails before the model loads

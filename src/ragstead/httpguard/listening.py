@@ -11,6 +11,14 @@ from ragstead.errors import RagsteadError
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+def check_seconds(**limits: float) -> None:
+    """A door's time limits (`head_timeout=10.0` is --head-timeout): each above 0, or one error line (at 0 or below
+    every connection would be closed before its first request)."""
+    for name, seconds in limits.items():
+        if not seconds > 0:
+            raise RagsteadError(f"--{name.replace('_', '-')} must be above 0 seconds, got {seconds}")
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to host:port (port 0: any free one), not listening yet."""
     if not 0 <= port <= 65535:
